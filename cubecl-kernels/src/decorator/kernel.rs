@@ -1,0 +1,135 @@
+//! How a decorator learns what it sits on.
+//!
+//! [`KernelBackend`] is implemented for every `CubeBackend<R, F, I, BT>` (CubeCL kernels can be
+//! launched on its client with its tensor handles), for `NdArray` (no kernels: compose Burn
+//! tensor ops or run the host reference), and for every [`Decorated`] backend, which delegates to
+//! its inner backend and adds its own multiply strategy.
+
+use super::{Decorated, Decoration, DecoratorOps, Wrapped};
+use core::marker::PhantomData;
+use burn_backend::Backend;
+use burn_backend::tensor::FloatTensor;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+
+/// How the multiplies inside a contraction are done by the decorators of a backend stack.
+///
+/// Kernels take it as a comptime strategy; sparse kernels honour an approximate multiplier
+/// that sits underneath them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum MultiplyStrategy {
+    /// IEEE FP32 `a * b`.
+    #[default]
+    Exact,
+}
+
+/// Receives a backend's float tensors either as CubeCL tensors of a concrete runtime or, on a
+/// backend without CubeCL kernels, as they are.
+pub trait CubeVisitor<B: Backend> {
+    /// What the visit produces.
+    type Output;
+
+    /// The backend runs CubeCL kernels on runtime `R`: `inputs` are its tensors, and `rewrap`
+    /// turns a CubeCL result back into a float tensor of `B`.
+    fn cube<R: CubeRuntime>(
+        self,
+        inputs: Vec<CubeTensor<R>>,
+        rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> Self::Output;
+
+    /// The backend has no CubeCL kernels.
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output;
+}
+
+/// What a decorator finds underneath it.
+pub trait KernelBackend: Backend {
+    /// The CubeCL runtime's name when float tensors live in CubeCL memory, `None` otherwise.
+    fn cube_runtime() -> Option<&'static str>;
+
+    /// The multiply strategy the decorators of this stack impose on `device`.
+    fn multiply_strategy(device: &Self::Device) -> MultiplyStrategy {
+        let _ = device;
+        MultiplyStrategy::Exact
+    }
+
+    /// Hands `inputs` to `visitor`, as CubeCL tensors when the backend has them.
+    fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output;
+}
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
+    for CubeBackend<R, F, I, BT>
+{
+    fn cube_runtime() -> Option<&'static str> {
+        Some(core::any::type_name::<R>())
+    }
+
+    fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
+        visitor.cube::<R>(inputs, &|t| t)
+    }
+}
+
+impl<E, I, Q> KernelBackend for burn_ndarray::NdArray<E, I, Q>
+where
+    E: burn_ndarray::FloatNdArrayElement,
+    I: burn_ndarray::IntNdArrayElement,
+    Q: burn_ndarray::QuantElement,
+    burn_ndarray::NdArrayTensor: From<burn_ndarray::SharedArray<E>>,
+    burn_ndarray::NdArrayTensor: From<burn_ndarray::SharedArray<I>>,
+{
+    fn cube_runtime() -> Option<&'static str> {
+        None
+    }
+
+    fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
+        visitor.host(inputs)
+    }
+}
+
+/// Passes a visit through a decorator: unwraps on the way in, re-wraps on the way out.
+struct Through<V, D: Decoration> {
+    visitor: V,
+    config: D::Config,
+    _decoration: PhantomData<D>,
+}
+
+impl<B, D, V> CubeVisitor<B> for Through<V, D>
+where
+    B: Backend,
+    D: DecoratorOps<B>,
+    V: CubeVisitor<Decorated<B, D>>,
+{
+    type Output = V::Output;
+
+    fn cube<R: CubeRuntime>(
+        self,
+        inputs: Vec<CubeTensor<R>>,
+        rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> Self::Output {
+        let config = self.config;
+        self.visitor
+            .cube::<R>(inputs, &|t| Wrapped::new(rewrap(t), config.clone()))
+    }
+
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
+        let config = self.config;
+        self.visitor
+            .host(inputs.into_iter().map(|t| Wrapped::new(t, config.clone())).collect())
+    }
+}
+
+impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
+    fn cube_runtime() -> Option<&'static str> {
+        B::cube_runtime()
+    }
+
+    fn multiply_strategy(device: &Self::Device) -> MultiplyStrategy {
+        D::multiply_strategy(&device.config, B::multiply_strategy(&device.inner))
+    }
+
+    fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
+        let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
+        let inner = inputs.into_iter().map(|t| t.inner).collect();
+        B::visit::<Through<V, D>>(Through { visitor, config, _decoration: PhantomData }, inner)
+    }
+}
+

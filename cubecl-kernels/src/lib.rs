@@ -1,0 +1,37 @@
+//! # cubecl-kernels
+//!
+//! Ember's CubeCL kernels and the plumbing every Ember backend decorator is built on.
+//!
+//! - [`decorator`]: [`Decorated<B, D>`](decorator::Decorated) implements every Burn 0.21 backend
+//!   trait by forwarding to `B`; a decorator overrides only the ops it changes
+//!   ([`DecoratorOps`](decorator::DecoratorOps)) and learns what it sits on through
+//!   [`KernelBackend`](decorator::KernelBackend).
+//! - [`runtime`]: finding a wgpu adapter before CubeCL does, so that a machine without a Vulkan
+//!   driver gets a sentence saying what to install instead of a panic on a device thread.
+//!
+//! The technique kernels (`approx/`, `bsr/`, `hinm/`, `bcrc/`, `broadcast/`) are added by the
+//! issues that bring each technique, each kernel with a host reference beside it.
+//!
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::tensor::Tensor;
+//! use cubecl_kernels::decorator::{Decorated, Identity};
+//!
+//! // A decorated backend is a Burn backend: stock tensors, modules and autodiff work on it.
+//! type B = Autodiff<Decorated<NdArray, Identity>>;
+//! let x = Tensor::<B, 1>::from_floats([1.0, 2.0, 3.0], &Default::default()).require_grad();
+//! let grads = (x.clone() * x.clone()).sum().backward();
+//! let dx = x.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+//! assert_eq!(dx, vec![2.0, 4.0, 6.0]);
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `cuda`: compiles the CUDA runtime (`burn-cuda`, `cubecl/cuda`). Building needs no CUDA
+//!   toolkit; `libcuda` and `libnvrtc` are loaded when a CUDA device is first used.
+//!
+//! wgpu (Vulkan, Metal, DX12, and Mesa's lavapipe on machines without a GPU) is always built.
+#![warn(missing_docs)]
+
+pub mod decorator;
+pub mod runtime;

@@ -1,0 +1,156 @@
+//! The identity decorator reproduces its inner backend bit for bit, forward and backward, for
+//! the ops later decorators override (matmul, linear, conv1d/2d, conv_transpose2d, prelu), on
+//! ndarray and on wgpu (lavapipe where there is no GPU).
+
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::module::{conv_transpose2d, conv1d, conv2d, linear};
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+use burn::tensor::{Tensor, TensorData, activation::prelu};
+use cubecl_kernels::decorator::{
+    CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend,
+};
+
+/// Deterministic data in [-1, 1) (a 64-bit LCG).
+fn data(shape: &[usize], seed: u64) -> TensorData {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    TensorData::new(values, shape.to_vec())
+}
+
+fn leaf<B: AutodiffBackend, const D: usize>(shape: [usize; D], seed: u64, device: &B::Device) -> Tensor<B, D> {
+    Tensor::from_data(data(&shape, seed), device).require_grad()
+}
+
+/// Outputs and gradients of every case, by name.
+fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> {
+    let mut out = Vec::new();
+    let mut record = |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
+
+    macro_rules! case {
+        ($name:expr, [$($input:ident),*], $output:expr) => {{
+            let y = $output;
+            let weights = Tensor::<B, _>::from_data(data(&y.dims(), 99), device);
+            let grads = (y.clone() * weights).sum().backward();
+            record(&format!("{} output", $name), y.into_data());
+            $(record(
+                &format!("{} d{}", $name, stringify!($input)),
+                $input.grad(&grads).expect("gradient").into_data(),
+            );)*
+        }};
+    }
+
+    let (a, b) = (leaf::<B, 3>([2, 3, 4], 1, device), leaf::<B, 3>([2, 4, 5], 2, device));
+    case!("matmul", [a, b], a.clone().matmul(b.clone()));
+
+    let (x, w, bias) = (leaf::<B, 3>([3, 7, 5], 3, device), leaf::<B, 2>([5, 6], 4, device), leaf::<B, 1>([6], 5, device));
+    case!("linear", [x, w, bias], linear(x.clone(), w.clone(), Some(bias.clone())));
+
+    let (x, w, bias) = (leaf::<B, 3>([2, 4, 9], 6, device), leaf::<B, 3>([6, 2, 3], 7, device), leaf::<B, 1>([6], 8, device));
+    case!(
+        "conv1d",
+        [x, w, bias],
+        conv1d(x.clone(), w.clone(), Some(bias.clone()), ConvOptions::new([2], [1], [1], 2))
+    );
+
+    let (x, w, bias) = (leaf::<B, 4>([2, 3, 8, 7], 9, device), leaf::<B, 4>([4, 3, 3, 3], 10, device), leaf::<B, 1>([4], 11, device));
+    case!(
+        "conv2d",
+        [x, w, bias],
+        conv2d(x.clone(), w.clone(), Some(bias.clone()), ConvOptions::new([1, 2], [1, 1], [2, 1], 1))
+    );
+
+    let (x, w, bias) = (leaf::<B, 4>([2, 4, 5, 5], 12, device), leaf::<B, 4>([4, 3, 3, 3], 13, device), leaf::<B, 1>([3], 14, device));
+    case!(
+        "conv_transpose2d",
+        [x, w, bias],
+        conv_transpose2d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvTransposeOptions::new([2, 2], [1, 1], [1, 1], [1, 1], 1)
+        )
+    );
+
+    let (x, alpha) = (leaf::<B, 3>([2, 3, 4], 15, device), leaf::<B, 1>([3], 16, device));
+    case!("prelu", [x, alpha], prelu(x.clone(), alpha.clone()));
+    out
+}
+
+fn assert_bit_identical(plain: &[(String, Vec<f32>)], decorated: &[(String, Vec<f32>)]) {
+    assert_eq!(plain.len(), decorated.len());
+    for ((name, p), (name2, d)) in plain.iter().zip(decorated) {
+        assert_eq!(name, name2);
+        assert_eq!(p.len(), d.len(), "{name}: lengths");
+        assert!(p.iter().any(|v| *v != 0.0), "{name}: all zeros, the test would prove nothing");
+        for (i, (x, y)) in p.iter().zip(d).enumerate() {
+            assert_eq!(x.to_bits(), y.to_bits(), "{name}[{i}]: {x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn identity_is_bit_exact_on_ndarray() {
+    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+    let decorated = run_cases::<Autodiff<Decorated<NdArray, Identity>>>(&Default::default());
+    assert_bit_identical(&plain, &decorated);
+}
+
+fn require_wgpu() {
+    // Fails loudly (never skips) when no adapter is found.
+    let adapter = cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("wgpu adapter: {adapter}");
+}
+
+#[test]
+fn identity_is_bit_exact_on_wgpu() {
+    require_wgpu();
+    let plain = run_cases::<Autodiff<Wgpu>>(&Default::default());
+    let decorated = run_cases::<Autodiff<Decorated<Wgpu, Identity>>>(&DecoratedDevice::new(Default::default(), ()));
+    assert_bit_identical(&plain, &decorated);
+}
+
+/// Returns the first input's data after a trip through the CubeCL view (or the host view).
+struct RoundTrip;
+
+impl<B: burn::tensor::backend::Backend> CubeVisitor<B> for RoundTrip {
+    type Output = (bool, burn::tensor::ops::FloatTensor<B>);
+    fn cube<R: burn_cubecl::CubeRuntime>(
+        self,
+        mut inputs: Vec<burn_cubecl::tensor::CubeTensor<R>>,
+        rewrap: &dyn Fn(burn_cubecl::tensor::CubeTensor<R>) -> burn::tensor::ops::FloatTensor<B>,
+    ) -> Self::Output {
+        let t = inputs.remove(0);
+        assert_eq!(t.meta.shape().dims::<2>().to_vec(), vec![2, 3]);
+        (true, rewrap(t))
+    }
+    fn host(self, mut inputs: Vec<burn::tensor::ops::FloatTensor<B>>) -> Self::Output {
+        (false, inputs.remove(0))
+    }
+}
+
+fn visit_round_trip<B: KernelBackend>(device: &B::Device) -> bool {
+    let x = Tensor::<B, 2>::from_data(data(&[2, 3], 5), device);
+    let expected = x.to_data();
+    let (cube, back) = B::visit(RoundTrip, vec![x.into_primitive().tensor()]);
+    let back = Tensor::<B, 2>::from_primitive(burn::tensor::TensorPrimitive::Float(back));
+    assert_eq!(back.into_data(), expected);
+    cube
+}
+
+#[test]
+fn kernel_backend_reports_what_lies_underneath() {
+    assert_eq!(NdArray::<f32>::cube_runtime(), None);
+    assert_eq!(Decorated::<NdArray, Identity>::cube_runtime(), None);
+    assert!(!visit_round_trip::<Decorated<NdArray, Identity>>(&DecoratedDevice::new(Default::default(), ())));
+    require_wgpu();
+    assert!(Wgpu::<f32>::cube_runtime().is_some());
+    assert!(Decorated::<Decorated<Wgpu, Identity>, Identity>::cube_runtime().is_some());
+    assert!(visit_round_trip::<Decorated<Wgpu, Identity>>(&DecoratedDevice::new(Default::default(), ())));
+}

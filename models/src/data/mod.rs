@@ -1,0 +1,4 @@
+//! Data loaders. Every loader reads local files (nothing is downloaded at run time).
+
+pub mod idx;
+pub mod mnist;

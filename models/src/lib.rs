@@ -1,0 +1,51 @@
+//! # ember-models
+//!
+//! Ember's models, data loaders, training loop and the `ember` command-line tool.
+//!
+//! - [`lenet`]: LeNet-300-100 and LeNet-5 written with stock `burn::nn` layers only, so every
+//!   Ember backend decorator applies to them unchanged.
+//! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw) and a real MNIST
+//!   subset compiled into the crate, so `ember train` runs offline with no arguments.
+//! - [`train`]: training through burn-train's `SupervisedTraining` (progress display, accuracy
+//!   and loss, a checkpoint every epoch, resume), metrics as CSV and curves as PNG
+//!   ([`report`]), and evaluation of saved models.
+//! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`).
+//!
+//! ```no_run
+//! use ember_models::{backend::BackendKind, data::mnist::MnistSource, run::OnExisting};
+//! use ember_models::train::{train, ModelKind, TrainOptions};
+//!
+//! let report = train(TrainOptions {
+//!     model: ModelKind::Lenet5,
+//!     backend: BackendKind::Ndarray,
+//!     epochs: 2,
+//!     batch_size: 64,
+//!     lr: 1e-3,
+//!     seed: 42,
+//!     out: "runs/example".into(),
+//!     data: MnistSource::Embedded,
+//!     on_existing: OnExisting::Refuse,
+//!     train_limit: None,
+//!     test_limit: None,
+//!     plain: true,
+//! })?;
+//! println!("test accuracy {:.2}%", report.test.accuracy);
+//! # Ok::<(), ember_models::error::EmberError>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `cuda`: the CUDA backend (`--backend cuda`). Builds without a CUDA toolkit; the driver
+//!   libraries are loaded at run time.
+//!
+//! `ndarray` and `wgpu` are always built.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod data;
+pub mod error;
+pub mod lenet;
+pub mod renderer;
+pub mod report;
+pub mod run;
+pub mod train;

@@ -1,0 +1,188 @@
+//! Per-epoch metrics from burn-train's logs, written as `metrics.csv`, and the loss/accuracy
+//! curves as `curves.png`.
+
+use crate::error::{EmberError, Result};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Aggregated metrics of one epoch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochMetrics {
+    /// 1-based epoch.
+    pub epoch: usize,
+    /// Mean training loss.
+    pub train_loss: f64,
+    /// Training accuracy, percent.
+    pub train_accuracy: f64,
+    /// Mean validation loss.
+    pub valid_loss: f64,
+    /// Validation accuracy, percent.
+    pub valid_accuracy: f64,
+    /// Wall seconds of the epoch, if measured.
+    pub seconds: Option<f64>,
+}
+
+/// The epoch value of a burn-train metric log (`value,count` per batch): Σ value·count / Σ count,
+/// which is how burn-train aggregates it.
+fn epoch_mean(path: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let (mut num, mut den) = (0.0, 0.0);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut it = line.split(',');
+        let v: f64 = it.next()?.trim().parse().ok()?;
+        let n: f64 = it.next().and_then(|c| c.trim().parse().ok()).unwrap_or(1.0);
+        num += v * n;
+        den += n;
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+/// Reads the metrics of epochs `1..=epochs` from a run directory.
+pub fn read_metrics(dir: &Path, epochs: usize, seconds: &[f64]) -> Vec<EpochMetrics> {
+    (1..=epochs)
+        .filter_map(|e| {
+            let get = |split: &str, name: &str| {
+                epoch_mean(&dir.join(split).join(format!("epoch-{e}")).join(format!("{name}.log")))
+            };
+            Some(EpochMetrics {
+                epoch: e,
+                train_loss: get("train", "Loss")?,
+                train_accuracy: get("train", "Accuracy")?,
+                valid_loss: get("valid", "Loss")?,
+                valid_accuracy: get("valid", "Accuracy")?,
+                seconds: seconds.get(e - 1).copied(),
+            })
+        })
+        .collect()
+}
+
+/// Writes `metrics.csv`.
+pub fn write_csv(path: &Path, rows: &[EpochMetrics]) -> Result<()> {
+    let mut s = String::from("epoch,train_loss,train_accuracy,valid_loss,valid_accuracy,seconds\n");
+    for r in rows {
+        let secs = r.seconds.map(|s| format!("{s:.3}")).unwrap_or_default();
+        writeln!(
+            s,
+            "{},{:.6},{:.4},{:.6},{:.4},{secs}",
+            r.epoch, r.train_loss, r.train_accuracy, r.valid_loss, r.valid_accuracy
+        )
+        .expect("write to string");
+    }
+    std::fs::write(path, s).map_err(|e| EmberError::io(path, e))
+}
+
+fn font() {
+    use std::sync::Once;
+    static FONT: Once = Once::new();
+    FONT.call_once(|| {
+        // Hack (MIT/Bitstream Vera licence), shipped as bytes by egui's font crate.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            epaint_default_fonts::HACK_REGULAR,
+        );
+    });
+}
+
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_label: &str,
+    series: &[Series<'_>],
+) -> std::result::Result<(), String> {
+    let xs = series.iter().flat_map(|s| s.2.iter().map(|p| p.0));
+    let ys: Vec<f64> = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).collect();
+    let x_max = xs.fold(1.0f64, f64::max);
+    let (y_min, y_max) = ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| (a.min(y), b.max(y)));
+    let pad = ((y_max - y_min) * 0.08).max(1e-3);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(1.0f64..x_max.max(1.0 + 1e-9), (y_min - pad)..(y_max + pad))
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(y_label)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (name, color, points) in series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Draws the loss and accuracy curves of `rows` into a PNG.
+pub fn plot_curves(path: &Path, title: &str, rows: &[EpochMetrics]) -> Result<()> {
+    font();
+    let pts = |f: fn(&EpochMetrics) -> f64| rows.iter().map(|r| (r.epoch as f64, f(r))).collect::<Vec<_>>();
+    let draw = || -> std::result::Result<(), String> {
+        let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let root = root.titled(title, ("sans-serif", 24)).map_err(|e| e.to_string())?;
+        let (left, right) = root.split_horizontally(600);
+        panel(
+            &left,
+            "loss",
+            "cross-entropy",
+            &[("train", BLUE, pts(|r| r.train_loss)), ("test", RED, pts(|r| r.valid_loss))],
+        )?;
+        panel(
+            &right,
+            "accuracy",
+            "accuracy (%)",
+            &[("train", BLUE, pts(|r| r.train_accuracy)), ("test", RED, pts(|r| r.valid_accuracy))],
+        )?;
+        root.present().map_err(|e| e.to_string())
+    };
+    draw().map_err(|e| EmberError::io(path, std::io::Error::other(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_values_are_count_weighted_means() {
+        let dir = std::env::temp_dir().join(format!("ember-report-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("train/epoch-1")).unwrap();
+        std::fs::create_dir_all(dir.join("valid/epoch-1")).unwrap();
+        std::fs::write(dir.join("train/epoch-1/Loss.log"), "2.0,1\n1.0,1\n").unwrap();
+        std::fs::write(dir.join("train/epoch-1/Accuracy.log"), "50,10\n100,30\n").unwrap();
+        std::fs::write(dir.join("valid/epoch-1/Loss.log"), "0.5,1\n").unwrap();
+        std::fs::write(dir.join("valid/epoch-1/Accuracy.log"), "90,4\n").unwrap();
+        let rows = read_metrics(&dir, 2, &[3.0]);
+        assert_eq!(rows.len(), 1, "epoch 2 has no logs");
+        assert_eq!(rows[0].train_loss, 1.5);
+        assert_eq!(rows[0].train_accuracy, 87.5);
+        assert_eq!(rows[0].seconds, Some(3.0));
+        write_csv(&dir.join("m.csv"), &rows).unwrap();
+        let csv = std::fs::read_to_string(dir.join("m.csv")).unwrap();
+        assert!(csv.starts_with("epoch,train_loss"));
+        assert!(csv.contains("1,1.500000,87.5000,0.500000,90.0000,3.000"), "{csv}");
+        plot_curves(&dir.join("c.png"), "t", &rows).unwrap();
+        assert!(std::fs::read(dir.join("c.png")).unwrap().starts_with(b"\x89PNG"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,375 @@
+//! Training with burn-train's `SupervisedTraining`, and evaluation of saved models.
+
+use crate::backend::{BackendJob, BackendKind};
+use crate::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
+use crate::error::{EmberError, Result};
+use crate::lenet::{Classifier, LeNet5, LeNet300};
+use crate::renderer::{EpochClock, EpochRenderer};
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::module::AutodiffModule;
+use burn::optim::AdamConfig;
+use burn::prelude::*;
+use burn::record::{DefaultRecorder, Recorder};
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::checkpoint::KeepLastNCheckpoints;
+use burn::train::metric::{AccuracyMetric, LossMetric};
+use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainStep};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// The models the CLI trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// LeNet-5 (two convolutions, three linear layers).
+    Lenet5,
+    /// LeNet-300-100 (three linear layers).
+    Lenet300,
+}
+
+impl std::fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Lenet5 => "lenet5",
+            Self::Lenet300 => "lenet300",
+        })
+    }
+}
+
+/// Everything `ember train` needs.
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    /// Model to train.
+    pub model: ModelKind,
+    /// Backend to train on.
+    pub backend: BackendKind,
+    /// Total number of epochs.
+    pub epochs: usize,
+    /// Batch size.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Seed for initialisation and shuffling.
+    pub seed: u64,
+    /// Run directory.
+    pub out: PathBuf,
+    /// Training data.
+    pub data: MnistSource,
+    /// What to do when `out` already holds something.
+    pub on_existing: OnExisting,
+    /// Use only the first N training images.
+    pub train_limit: Option<usize>,
+    /// Use only the first N test images.
+    pub test_limit: Option<usize>,
+    /// Force plain progress lines even in a terminal.
+    pub plain: bool,
+}
+
+impl TrainOptions {
+    fn validate(&self) -> Result<()> {
+        if self.epochs == 0 {
+            return Err(EmberError::Invalid("--epochs must be at least 1".into()));
+        }
+        if self.batch_size == 0 {
+            return Err(EmberError::Invalid("--batch-size must be at least 1".into()));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(EmberError::Invalid(format!("--lr must be a positive number, got {}", self.lr)));
+        }
+        Ok(())
+    }
+}
+
+/// What a training run produced.
+#[derive(Clone, Debug)]
+pub struct TrainReport {
+    /// The run directory.
+    pub out: PathBuf,
+    /// Metrics of every epoch of the run (including epochs before a resume).
+    pub epochs: Vec<report::EpochMetrics>,
+    /// Final evaluation on the test split.
+    pub test: EvalReport,
+}
+
+/// The result of evaluating a model on a test split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalReport {
+    /// Accuracy in percent.
+    pub accuracy: f64,
+    /// Mean cross-entropy.
+    pub loss: f64,
+    /// Number of images.
+    pub images: usize,
+}
+
+/// Trains a model as `opts` says, writing the run directory.
+pub fn train(opts: TrainOptions) -> Result<TrainReport> {
+    opts.validate()?;
+    // Load data first: a bad dataset must not leave a half-made run directory behind.
+    let mut train_split = mnist::load(&opts.data, true)?;
+    let mut test_split = mnist::load(&opts.data, false)?;
+    if let Some(n) = opts.train_limit {
+        train_split = train_split.truncate(n);
+    }
+    if let Some(n) = opts.test_limit {
+        test_split = test_split.truncate(n);
+    }
+    if train_split.is_empty() || test_split.is_empty() {
+        return Err(EmberError::Invalid("the dataset has no training or no test images".into()));
+    }
+    opts.backend.dispatch(TrainJob { opts, train_split, test_split })
+}
+
+struct TrainJob {
+    opts: TrainOptions,
+    train_split: mnist::MnistSplit,
+    test_split: mnist::MnistSplit,
+}
+
+impl BackendJob for TrainJob {
+    type Output = TrainReport;
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<TrainReport> {
+        match self.opts.model {
+            ModelKind::Lenet5 => train_model::<B, LeNet5<B>>(self, device),
+            ModelKind::Lenet300 => train_model::<B, LeNet300<B>>(self, device),
+        }
+    }
+}
+
+fn train_model<B, M>(job: TrainJob, device: B::Device) -> Result<TrainReport>
+where
+    B: AutodiffBackend,
+    M: Classifier<B>
+        + AutodiffModule<B>
+        + TrainStep<Input = MnistBatch<B>, Output = ClassificationOutput<B>>
+        + core::fmt::Display
+        + 'static,
+    M::InnerModule: Classifier<B::InnerBackend>
+        + InferenceStep<Input = MnistBatch<B::InnerBackend>, Output = ClassificationOutput<B::InnerBackend>>,
+{
+    let TrainJob { opts, train_split, test_split } = job;
+    let out = opts.out.clone();
+    let previous = run::prepare(&out, opts.model, opts.on_existing)?;
+    let start_epoch = previous.as_ref().map_or(0, |m| m.completed_epochs);
+    if start_epoch >= opts.epochs {
+        return Err(EmberError::CannotResume {
+            path: out,
+            reason: format!(
+                "it has already completed {start_epoch} epochs; pass --epochs larger than that"
+            ),
+        });
+    }
+    let mut manifest = Manifest {
+        model: opts.model,
+        backend: opts.backend,
+        epochs: opts.epochs,
+        batch_size: opts.batch_size,
+        lr: opts.lr,
+        seed: opts.seed,
+        data: opts.data.to_string(),
+        completed_epochs: start_epoch,
+        epoch_seconds: previous.map(|m| m.epoch_seconds).unwrap_or_default(),
+        test_accuracy: None,
+        test_loss: None,
+    };
+    manifest.write(&out)?;
+    eprintln!(
+        "training {} on {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
+        opts.model,
+        B::name(&device),
+        train_split.len(),
+        test_split.len(),
+        opts.data,
+        start_epoch + 1,
+        opts.epochs,
+        out.display()
+    );
+
+    B::seed(&device, opts.seed);
+    let test_for_eval = test_split.dataset();
+    let train_loader = DataLoaderBuilder::<B, _, _>::new(MnistBatcher)
+        .batch_size(opts.batch_size)
+        .shuffle(opts.seed)
+        .build(train_split.dataset());
+    let valid_loader = DataLoaderBuilder::<B::InnerBackend, _, _>::new(MnistBatcher)
+        .batch_size(opts.batch_size.max(256))
+        .build(test_for_eval.clone());
+
+    let clock: EpochClock = Default::default();
+    let tui: Option<Box<dyn burn::train::renderer::MetricsRenderer>> =
+        if !opts.plain && std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
+            let interrupter = burn::train::Interrupter::new();
+            Some(Box::new(burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
+                interrupter,
+                (start_epoch > 0).then_some(start_epoch),
+            )))
+        } else {
+            None
+        };
+    let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
+        .metrics((AccuracyMetric::new(), LossMetric::new()))
+        .with_file_checkpointer(DefaultRecorder::new())
+        .with_checkpointing_strategy(KeepLastNCheckpoints::new(usize::MAX))
+        .with_application_logger(None)
+        .renderer(EpochRenderer::new(tui, clock.clone()))
+        .num_epochs(opts.epochs);
+    if start_epoch > 0 {
+        training = training.checkpoint(start_epoch);
+    }
+    let model = M::init(&device);
+    let optim = AdamConfig::new().init::<B, M>();
+    let result = training.launch(Learner::new(model, optim, opts.lr));
+
+    let seconds = clock.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    manifest.epoch_seconds.extend(seconds);
+    manifest.completed_epochs = run::checkpoint_epochs(&out).last().copied().unwrap_or(0);
+    let trained = result.model;
+    trained
+        .clone()
+        .save_file(out.join(run::MODEL_FILE), &DefaultRecorder::new())
+        .map_err(|e| EmberError::io(&out, std::io::Error::other(e.to_string())))?;
+
+    let inner_device = device.clone();
+    let test = evaluate_model::<B::InnerBackend, M::InnerModule>(
+        &trained,
+        test_for_eval,
+        opts.batch_size.max(256),
+        &burn::tensor::Device::<B::InnerBackend>::from(inner_device),
+    );
+    manifest.test_accuracy = Some(test.accuracy);
+    manifest.test_loss = Some(test.loss);
+    manifest.write(&out)?;
+
+    let rows = report::read_metrics(&out, manifest.completed_epochs, &manifest.epoch_seconds);
+    report::write_csv(&out.join("metrics.csv"), &rows)?;
+    report::plot_curves(
+        &out.join("curves.png"),
+        &format!("{} on {} ({})", opts.model, opts.backend, opts.data),
+        &rows,
+    )?;
+    Ok(TrainReport { out, epochs: rows, test })
+}
+
+fn evaluate_model<B: Backend, M: Classifier<B>>(
+    model: &M,
+    items: burn::data::dataset::InMemDataset<mnist::MnistItem>,
+    batch_size: usize,
+    device: &B::Device,
+) -> EvalReport {
+    use burn::data::dataloader::batcher::Batcher;
+    use burn::data::dataset::Dataset;
+    let (mut correct, mut loss_sum, mut n) = (0usize, 0.0f64, 0usize);
+    let all: Vec<_> = items.iter().collect();
+    for chunk in all.chunks(batch_size) {
+        let batch: MnistBatch<B> = MnistBatcher.batch(chunk.to_vec(), device);
+        let out = model.forward_classification(batch);
+        let pred = out.output.argmax(1).squeeze_dim::<1>(1);
+        correct += pred.equal(out.targets).int().sum().into_scalar().elem::<i64>() as usize;
+        loss_sum += out.loss.into_scalar().elem::<f64>() * chunk.len() as f64;
+        n += chunk.len();
+    }
+    EvalReport {
+        accuracy: 100.0 * correct as f64 / n.max(1) as f64,
+        loss: loss_sum / n.max(1) as f64,
+        images: n,
+    }
+}
+
+/// Everything `ember eval` needs.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// A run directory, or a `.mpk` model or checkpoint file.
+    pub checkpoint: PathBuf,
+    /// The model the checkpoint must hold (read from the run's manifest when not given).
+    pub model: Option<ModelKind>,
+    /// Backend to evaluate on.
+    pub backend: BackendKind,
+    /// Test data.
+    pub data: MnistSource,
+    /// Batch size.
+    pub batch_size: usize,
+}
+
+/// The model file and the manifest (if any) that `path` designates.
+fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
+    let bad = |reason: String| EmberError::BadCheckpoint { path: path.to_path_buf(), reason };
+    if path.is_dir() {
+        let manifest = Manifest::read(path).ok();
+        let model = path.join(format!("{}.mpk", run::MODEL_FILE));
+        if model.is_file() {
+            return Ok((model, manifest));
+        }
+        let last = run::checkpoint_epochs(path).last().copied();
+        return match last {
+            Some(e) => Ok((path.join(format!("checkpoint/model-{e}.mpk")), manifest)),
+            None => Err(bad("no model.mpk and no checkpoint/model-<epoch>.mpk in it".into())),
+        };
+    }
+    if !path.is_file() {
+        return Err(bad("no such file or directory".into()));
+    }
+    // model.mpk sits in the run directory, checkpoint/model-<e>.mpk one level deeper.
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let manifest = Manifest::read(parent)
+        .or_else(|_| Manifest::read(parent.parent().unwrap_or(Path::new("."))))
+        .ok();
+    Ok((path.to_path_buf(), manifest))
+}
+
+/// Evaluates a saved model on the test split.
+pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
+    if opts.batch_size == 0 {
+        return Err(EmberError::Invalid("--batch-size must be at least 1".into()));
+    }
+    let (file, manifest) = resolve_checkpoint(&opts.checkpoint)?;
+    let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
+        (Some(asked), Some(trained)) if asked != trained => {
+            return Err(EmberError::BadCheckpoint {
+                path: opts.checkpoint,
+                reason: format!("it holds a {trained} model, not {asked}"),
+            });
+        }
+        (Some(m), _) | (None, Some(m)) => m,
+        (None, None) => {
+            return Err(EmberError::BadCheckpoint {
+                path: opts.checkpoint,
+                reason: "no ember-run.json beside it: pass --model".into(),
+            });
+        }
+    };
+    let test = mnist::load(&opts.data, false)?;
+    opts.backend.dispatch(EvalJob { file, model, test, batch_size: opts.batch_size })
+}
+
+struct EvalJob {
+    file: PathBuf,
+    model: ModelKind,
+    test: mnist::MnistSplit,
+    batch_size: usize,
+}
+
+impl BackendJob for EvalJob {
+    type Output = EvalReport;
+    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<EvalReport> {
+        let device: burn::tensor::Device<B::InnerBackend> = device;
+        match self.model {
+            ModelKind::Lenet5 => eval_model::<B::InnerBackend, LeNet5<B::InnerBackend>>(self, &device),
+            ModelKind::Lenet300 => {
+                eval_model::<B::InnerBackend, LeNet300<B::InnerBackend>>(self, &device)
+            }
+        }
+    }
+}
+
+fn eval_model<B: Backend, M: Classifier<B>>(job: EvalJob, device: &B::Device) -> Result<EvalReport> {
+    let record = DefaultRecorder::new()
+        .load::<M::Record>(job.file.with_extension(""), device)
+        .map_err(|e| EmberError::BadCheckpoint {
+            path: job.file.clone(),
+            reason: format!("cannot load it as {}: {e}", job.model),
+        })?;
+    let model = M::init(device).load_record(record);
+    Ok(evaluate_model::<B, M>(&model, job.test.dataset(), job.batch_size, device))
+}

@@ -1,0 +1,85 @@
+//! `Autodiff<Decorated<B, Identity>>` trains LeNet-5 exactly like `Autodiff<B>`: the same
+//! logits, loss, input gradient and parameter gradients, bit for bit, on ndarray and on wgpu.
+
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::AutodiffBackend;
+use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
+use ember_models::data::mnist::{self, MnistBatcher, MnistSource};
+use ember_models::lenet::{Classifier, LeNet5};
+
+struct CollectGrads<'a, B: AutodiffBackend> {
+    grads: &'a B::Gradients,
+    out: Vec<Vec<f32>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for CollectGrads<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let g = param.val().grad(self.grads).expect("every parameter has a gradient");
+        self.out.push(g.into_data().to_vec().unwrap());
+    }
+}
+
+/// Logits, loss, image gradient and every parameter gradient, for fixed parameters and data.
+fn forward_backward<B: AutodiffBackend>(params: &[u8], device: &B::Device) -> Vec<Vec<f32>> {
+    use burn::data::dataloader::batcher::Batcher;
+    use burn::data::dataset::Dataset;
+    let record = BinBytesRecorder::<FullPrecisionSettings>::default()
+        .load(params.to_vec(), device)
+        .unwrap();
+    let model = LeNet5::<B>::init(device).load_record(record);
+    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false).unwrap().dataset().iter().take(32).collect();
+    let mut batch: mnist::MnistBatch<B> = MnistBatcher.batch(items, device);
+    batch.images = batch.images.require_grad();
+    let images = batch.images.clone();
+    let out = model.forward_classification(batch);
+    let grads = out.loss.backward();
+    let mut collect = CollectGrads::<B> { grads: &grads, out: Vec::new() };
+    model.visit(&mut collect);
+    let mut all = vec![
+        out.output.into_data().to_vec().unwrap(),
+        out.loss.into_data().to_vec().unwrap(),
+        images.grad(&grads).unwrap().into_data().to_vec().unwrap(),
+    ];
+    all.extend(collect.out);
+    all
+}
+
+fn params() -> Vec<u8> {
+    let device = Default::default();
+    NdArray::<f32>::seed(&device, 7);
+    let model = LeNet5::<NdArray>::init(&device);
+    BinBytesRecorder::<FullPrecisionSettings>::default().record(model.into_record(), ()).unwrap()
+}
+
+fn assert_same(a: Vec<Vec<f32>>, b: Vec<Vec<f32>>) {
+    // logits, loss, image gradient, 10 parameter gradients (5 layers × weight and bias).
+    assert_eq!(a.len(), 13);
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(x.iter().any(|v| *v != 0.0), "tensor {i} is all zeros: the test would prove nothing");
+        let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+        let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(xb, yb, "tensor {i} differs");
+    }
+}
+
+#[test]
+fn lenet5_identity_is_bit_exact_on_ndarray() {
+    let p = params();
+    let plain = forward_backward::<Autodiff<NdArray>>(&p, &Default::default());
+    let decorated = forward_backward::<Autodiff<Decorated<NdArray, Identity>>>(&p, &Default::default());
+    assert_same(plain, decorated);
+}
+
+#[test]
+fn lenet5_identity_is_bit_exact_on_wgpu() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let p = params();
+    let plain = forward_backward::<Autodiff<Wgpu>>(&p, &Default::default());
+    let device = DecoratedDevice::new(Default::default(), ());
+    let decorated = forward_backward::<Autodiff<Decorated<Wgpu, Identity>>>(&p, &device);
+    assert_same(plain, decorated);
+}

@@ -1,0 +1,106 @@
+//! Ember's developer tasks, run as `cargo xtask <task>`.
+//!
+//! - `test`: what CI runs: generated code up to date, `cargo fmt --check`,
+//!   `cargo clippy --all-targets -D warnings`, every test including doc tests.
+//! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
+//! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
+//! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
+
+mod bench;
+mod gen_decorator;
+mod reproduce;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "Ember developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// fmt check, clippy -D warnings, every test (incl. doc tests): what CI runs.
+    Test {
+        /// Skip fmt and clippy (tests only).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Run the criterion benches and write docs/benchmarks.md.
+    Bench {
+        /// Only benches whose name contains this text.
+        #[arg(long)]
+        filter: Option<String>,
+    },
+    /// Run a named experiment and write docs/results/<name>.md.
+    Reproduce {
+        /// Experiment name (`cargo xtask reproduce list` shows them).
+        name: String,
+        /// Dataset root (defaults to ../shared/datasets).
+        #[arg(long)]
+        datasets: Option<PathBuf>,
+        /// Epochs per run.
+        #[arg(long)]
+        epochs: Option<usize>,
+    },
+    /// Regenerate cubecl-kernels/src/decorator/forward.rs from burn-backend's op traits.
+    GenDecorator {
+        /// Fail if the checked-in file differs from what would be generated.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// The workspace root (the parent of xtask/).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs `cargo <args>` in the workspace root, printing its wall time.
+pub fn cargo(args: &[&str]) -> Result<()> {
+    let start = Instant::now();
+    println!("==> cargo {}", args.join(" "));
+    let status = Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    println!(
+        "==> cargo {} took {:.1} s",
+        args.first().copied().unwrap_or(""),
+        start.elapsed().as_secs_f64()
+    );
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn test(quick: bool) -> Result<()> {
+    gen_decorator::run(&root(), true)?;
+    if !quick {
+        cargo(&["fmt", "--all", "--check"])?;
+        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    }
+    cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
+    cargo(&["test", "--workspace", "--doc"])?;
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.task {
+        Task::Test { quick } => test(quick),
+        Task::Bench { filter } => bench::run(filter.as_deref()),
+        Task::Reproduce { name, datasets, epochs } => reproduce::run(&name, datasets, epochs),
+        Task::GenDecorator { check } => gen_decorator::run(&root(), check),
+    }
+}
