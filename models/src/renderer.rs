@@ -153,3 +153,54 @@ impl MetricsRenderer for EpochRenderer {
         }
     }
 }
+
+/// burn-train 0.21's file metric logger, with the epoch numbers of a resumed run corrected.
+///
+/// burn-train's event store numbers the first epoch after a resume `1` (it learns the real
+/// number only from that epoch's end-of-epoch summary), so on `--resume` the first new epoch's
+/// logs would overwrite `epoch-1`'s. Epochs the store reports at or below the checkpoint's are
+/// the first resumed epoch, `start + 1`.
+pub struct ResumedFileLogger {
+    inner: burn::train::logger::FileMetricLogger,
+    start: usize,
+}
+
+impl ResumedFileLogger {
+    /// Logs into `dir` for a run resumed after epoch `start` (0: a new run).
+    pub fn new(dir: &std::path::Path, start: usize) -> Self {
+        Self { inner: burn::train::logger::FileMetricLogger::new(dir), start }
+    }
+
+    fn epoch(&self, epoch: usize) -> usize {
+        if epoch <= self.start { self.start + 1 } else { epoch }
+    }
+}
+
+impl burn::train::logger::MetricLogger for ResumedFileLogger {
+    fn log(
+        &mut self,
+        update: burn::train::metric::store::MetricsUpdate,
+        epoch: usize,
+        split: &burn::train::metric::store::Split,
+    ) {
+        let epoch = self.epoch(epoch);
+        self.inner.log(update, epoch, split)
+    }
+
+    fn read_numeric(
+        &mut self,
+        name: &str,
+        epoch: usize,
+        split: &burn::train::metric::store::Split,
+    ) -> Result<Vec<burn::train::metric::NumericEntry>, String> {
+        self.inner.read_numeric(name, epoch, split)
+    }
+
+    fn log_metric_definition(&mut self, definition: MetricDefinition) {
+        self.inner.log_metric_definition(definition)
+    }
+
+    fn log_epoch_summary(&mut self, summary: burn::train::metric::store::EpochSummary) {
+        self.inner.log_epoch_summary(summary)
+    }
+}

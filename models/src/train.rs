@@ -4,7 +4,7 @@ use crate::backend::{BackendJob, BackendKind};
 use crate::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
 use crate::error::{EmberError, Result};
 use crate::lenet::{Classifier, LeNet5, LeNet300};
-use crate::renderer::{EpochClock, EpochRenderer};
+use crate::renderer::{EpochClock, EpochRenderer, ResumedFileLogger};
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
 use burn::data::dataloader::DataLoaderBuilder;
@@ -188,7 +188,7 @@ where
     );
 
     B::seed(&device, opts.seed);
-    let test_for_eval = test_split.dataset();
+    let test_for_eval = std::sync::Arc::new(test_split.dataset());
     let train_loader = DataLoaderBuilder::<B, _, _>::new(MnistBatcher)
         .batch_size(opts.batch_size)
         .shuffle(opts.seed)
@@ -213,6 +213,7 @@ where
         .with_file_checkpointer(DefaultRecorder::new())
         .with_checkpointing_strategy(KeepLastNCheckpoints::new(usize::MAX))
         .with_application_logger(None)
+        .with_metric_logger(ResumedFileLogger::new(&out, start_epoch))
         .renderer(EpochRenderer::new(tui, clock.clone()))
         .num_epochs(opts.epochs);
     if start_epoch > 0 {
@@ -231,12 +232,11 @@ where
         .save_file(out.join(run::MODEL_FILE), &DefaultRecorder::new())
         .map_err(|e| EmberError::io(&out, std::io::Error::other(e.to_string())))?;
 
-    let inner_device = device.clone();
     let test = evaluate_model::<B::InnerBackend, M::InnerModule>(
         &trained,
         test_for_eval,
         opts.batch_size.max(256),
-        &burn::tensor::Device::<B::InnerBackend>::from(inner_device),
+        &device,
     );
     manifest.test_accuracy = Some(test.accuracy);
     manifest.test_loss = Some(test.loss);
@@ -254,7 +254,7 @@ where
 
 fn evaluate_model<B: Backend, M: Classifier<B>>(
     model: &M,
-    items: burn::data::dataset::InMemDataset<mnist::MnistItem>,
+    items: impl burn::data::dataset::Dataset<mnist::MnistItem>,
     batch_size: usize,
     device: &B::Device,
 ) -> EvalReport {
