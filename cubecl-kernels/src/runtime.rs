@@ -23,5 +23,8 @@ pub fn wgpu_adapter() -> Result<String, NoAdapter> {
     }))
     .map_err(|_| NoAdapter)?;
     let info = adapter.get_info();
-    Ok(format!("{} ({:?}, {})", info.name, info.backend, info.driver))
+    Ok(format!(
+        "{} ({:?}, {})",
+        info.name, info.backend, info.driver
+    ))
 }

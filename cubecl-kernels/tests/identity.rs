@@ -7,31 +7,38 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv_transpose2d, conv1d, conv2d, linear};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData, activation::prelu};
-use cubecl_kernels::decorator::{
-    CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend,
-};
+use cubecl_kernels::decorator::{CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend};
 
 /// Deterministic data in [-1, 1) (a 64-bit LCG).
 fn data(shape: &[usize], seed: u64) -> TensorData {
     let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let values: Vec<f32> = (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect();
     TensorData::new(values, shape.to_vec())
 }
 
-fn leaf<B: AutodiffBackend, const D: usize>(shape: [usize; D], seed: u64, device: &B::Device) -> Tensor<B, D> {
+fn leaf<B: AutodiffBackend, const D: usize>(
+    shape: [usize; D],
+    seed: u64,
+    device: &B::Device,
+) -> Tensor<B, D> {
     Tensor::from_data(data(&shape, seed), device).require_grad()
 }
 
 /// Outputs and gradients of every case, by name.
 fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();
-    let mut record = |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
+    let mut record =
+        |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
 
     macro_rules! case {
         ($name:expr, [$($input:ident),*], $output:expr) => {{
@@ -46,27 +53,60 @@ fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> 
         }};
     }
 
-    let (a, b) = (leaf::<B, 3>([2, 3, 4], 1, device), leaf::<B, 3>([2, 4, 5], 2, device));
+    let (a, b) = (
+        leaf::<B, 3>([2, 3, 4], 1, device),
+        leaf::<B, 3>([2, 4, 5], 2, device),
+    );
     case!("matmul", [a, b], a.clone().matmul(b.clone()));
 
-    let (x, w, bias) = (leaf::<B, 3>([3, 7, 5], 3, device), leaf::<B, 2>([5, 6], 4, device), leaf::<B, 1>([6], 5, device));
-    case!("linear", [x, w, bias], linear(x.clone(), w.clone(), Some(bias.clone())));
+    let (x, w, bias) = (
+        leaf::<B, 3>([3, 7, 5], 3, device),
+        leaf::<B, 2>([5, 6], 4, device),
+        leaf::<B, 1>([6], 5, device),
+    );
+    case!(
+        "linear",
+        [x, w, bias],
+        linear(x.clone(), w.clone(), Some(bias.clone()))
+    );
 
-    let (x, w, bias) = (leaf::<B, 3>([2, 4, 9], 6, device), leaf::<B, 3>([6, 2, 3], 7, device), leaf::<B, 1>([6], 8, device));
+    let (x, w, bias) = (
+        leaf::<B, 3>([2, 4, 9], 6, device),
+        leaf::<B, 3>([6, 2, 3], 7, device),
+        leaf::<B, 1>([6], 8, device),
+    );
     case!(
         "conv1d",
         [x, w, bias],
-        conv1d(x.clone(), w.clone(), Some(bias.clone()), ConvOptions::new([2], [1], [1], 2))
+        conv1d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvOptions::new([2], [1], [1], 2)
+        )
     );
 
-    let (x, w, bias) = (leaf::<B, 4>([2, 3, 8, 7], 9, device), leaf::<B, 4>([4, 3, 3, 3], 10, device), leaf::<B, 1>([4], 11, device));
+    let (x, w, bias) = (
+        leaf::<B, 4>([2, 3, 8, 7], 9, device),
+        leaf::<B, 4>([4, 3, 3, 3], 10, device),
+        leaf::<B, 1>([4], 11, device),
+    );
     case!(
         "conv2d",
         [x, w, bias],
-        conv2d(x.clone(), w.clone(), Some(bias.clone()), ConvOptions::new([1, 2], [1, 1], [2, 1], 1))
+        conv2d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvOptions::new([1, 2], [1, 1], [2, 1], 1)
+        )
     );
 
-    let (x, w, bias) = (leaf::<B, 4>([2, 4, 5, 5], 12, device), leaf::<B, 4>([4, 3, 3, 3], 13, device), leaf::<B, 1>([3], 14, device));
+    let (x, w, bias) = (
+        leaf::<B, 4>([2, 4, 5, 5], 12, device),
+        leaf::<B, 4>([4, 3, 3, 3], 13, device),
+        leaf::<B, 1>([3], 14, device),
+    );
     case!(
         "conv_transpose2d",
         [x, w, bias],
@@ -78,7 +118,10 @@ fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> 
         )
     );
 
-    let (x, alpha) = (leaf::<B, 3>([2, 3, 4], 15, device), leaf::<B, 1>([3], 16, device));
+    let (x, alpha) = (
+        leaf::<B, 3>([2, 3, 4], 15, device),
+        leaf::<B, 1>([3], 16, device),
+    );
     case!("prelu", [x, alpha], prelu(x.clone(), alpha.clone()));
     out
 }
@@ -88,7 +131,10 @@ fn assert_bit_identical(plain: &[(String, Vec<f32>)], decorated: &[(String, Vec<
     for ((name, p), (name2, d)) in plain.iter().zip(decorated) {
         assert_eq!(name, name2);
         assert_eq!(p.len(), d.len(), "{name}: lengths");
-        assert!(p.iter().any(|v| *v != 0.0), "{name}: all zeros, the test would prove nothing");
+        assert!(
+            p.iter().any(|v| *v != 0.0),
+            "{name}: all zeros, the test would prove nothing"
+        );
         for (i, (x, y)) in p.iter().zip(d).enumerate() {
             assert_eq!(x.to_bits(), y.to_bits(), "{name}[{i}]: {x} vs {y}");
         }
@@ -112,7 +158,10 @@ fn require_wgpu() {
 fn identity_is_bit_exact_on_wgpu() {
     require_wgpu();
     let plain = run_cases::<Autodiff<Wgpu>>(&Default::default());
-    let decorated = run_cases::<Autodiff<Decorated<Wgpu, Identity>>>(&DecoratedDevice::new(Default::default(), ()));
+    let decorated = run_cases::<Autodiff<Decorated<Wgpu, Identity>>>(&DecoratedDevice::new(
+        Default::default(),
+        (),
+    ));
     assert_bit_identical(&plain, &decorated);
 }
 
@@ -148,9 +197,13 @@ fn visit_round_trip<B: KernelBackend>(device: &B::Device) -> bool {
 fn kernel_backend_reports_what_lies_underneath() {
     assert_eq!(NdArray::<f32>::cube_runtime(), None);
     assert_eq!(Decorated::<NdArray, Identity>::cube_runtime(), None);
-    assert!(!visit_round_trip::<Decorated<NdArray, Identity>>(&DecoratedDevice::new(Default::default(), ())));
+    assert!(!visit_round_trip::<Decorated<NdArray, Identity>>(
+        &DecoratedDevice::new(Default::default(), ())
+    ));
     require_wgpu();
     assert!(Wgpu::<f32>::cube_runtime().is_some());
     assert!(Decorated::<Decorated<Wgpu, Identity>, Identity>::cube_runtime().is_some());
-    assert!(visit_round_trip::<Decorated<Wgpu, Identity>>(&DecoratedDevice::new(Default::default(), ())));
+    assert!(visit_round_trip::<Decorated<Wgpu, Identity>>(
+        &DecoratedDevice::new(Default::default(), ())
+    ));
 }

@@ -4,7 +4,9 @@ use crate::error::{EmberError, Result};
 use burn::tensor::backend::AutodiffBackend;
 
 /// A Burn backend selectable at run time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// burn-ndarray on the CPU (the default: needs nothing installed).

@@ -64,9 +64,15 @@ pub type Result<T> = std::result::Result<T, EmberError>;
 
 impl EmberError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
     pub(crate) fn malformed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Self::Malformed { path: path.into(), reason: reason.into() }
+        Self::Malformed {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 }

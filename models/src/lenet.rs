@@ -56,7 +56,9 @@ impl<B: Backend> Classifier<B> for LeNet5<B> {
     }
 
     fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        let x = self.pool.forward(self.act.forward(self.conv1.forward(images)));
+        let x = self
+            .pool
+            .forward(self.act.forward(self.conv1.forward(images)));
         let x = self.pool.forward(self.act.forward(self.conv2.forward(x)));
         let x: Tensor<B, 2> = x.flatten(1, 3);
         let x = self.act.forward(self.fc1.forward(x));
@@ -132,7 +134,13 @@ mod tests {
     fn logits_have_one_column_per_class() {
         let device = Default::default();
         let x = Tensor::<NdArray, 4>::zeros([3, 1, 28, 28], &device);
-        assert_eq!(LeNet5::<NdArray>::init(&device).forward(x.clone()).dims(), [3, 10]);
-        assert_eq!(LeNet300::<NdArray>::init(&device).forward(x).dims(), [3, 10]);
+        assert_eq!(
+            LeNet5::<NdArray>::init(&device).forward(x.clone()).dims(),
+            [3, 10]
+        );
+        assert_eq!(
+            LeNet300::<NdArray>::init(&device).forward(x).dims(),
+            [3, 10]
+        );
     }
 }

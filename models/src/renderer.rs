@@ -40,8 +40,15 @@ impl EpochRenderer {
         let entry = match state {
             MetricState::Generic(e) | MetricState::Numeric(e, _) => e,
         };
-        let name = self.names.get(&entry.metric_id).cloned().unwrap_or_default();
-        self.last.insert(format!("{split} {name}"), entry.serialized_entry.formatted.clone());
+        let name = self
+            .names
+            .get(&entry.metric_id)
+            .cloned()
+            .unwrap_or_default();
+        self.last.insert(
+            format!("{split} {name}"),
+            entry.serialized_entry.formatted.clone(),
+        );
     }
 
     fn summary(&self, split: &str) -> String {
@@ -93,11 +100,16 @@ impl MetricsRendererTraining for EpochRenderer {
     }
 
     fn render_valid(&mut self, item: TrainingProgress, indicators: Vec<ProgressType>) {
-        let end_of_epoch =
-            item.progress.as_ref().is_some_and(|p| p.items_processed >= p.items_total);
+        let end_of_epoch = item
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.items_processed >= p.items_total);
         if end_of_epoch {
             let secs = self.epoch_start.elapsed().as_secs_f64();
-            self.clock.lock().unwrap_or_else(|e| e.into_inner()).push(secs);
+            self.clock
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(secs);
             self.epoch_start = Instant::now();
             if self.inner.is_none() {
                 eprintln!(
@@ -147,7 +159,8 @@ impl MetricsRenderer for EpochRenderer {
     }
 
     fn register_metric(&mut self, definition: MetricDefinition) {
-        self.names.insert(definition.metric_id.clone(), definition.name.clone());
+        self.names
+            .insert(definition.metric_id.clone(), definition.name.clone());
         if let Some(r) = &mut self.inner {
             r.register_metric(definition);
         }
@@ -168,11 +181,18 @@ pub struct ResumedFileLogger {
 impl ResumedFileLogger {
     /// Logs into `dir` for a run resumed after epoch `start` (0: a new run).
     pub fn new(dir: &std::path::Path, start: usize) -> Self {
-        Self { inner: burn::train::logger::FileMetricLogger::new(dir), start }
+        Self {
+            inner: burn::train::logger::FileMetricLogger::new(dir),
+            start,
+        }
     }
 
     fn epoch(&self, epoch: usize) -> usize {
-        if epoch <= self.start { self.start + 1 } else { epoch }
+        if epoch <= self.start {
+            self.start + 1
+        } else {
+            epoch
+        }
     }
 }
 

@@ -43,7 +43,11 @@ pub fn read_metrics(dir: &Path, epochs: usize, seconds: &[f64]) -> Vec<EpochMetr
     (1..=epochs)
         .filter_map(|e| {
             let get = |split: &str, name: &str| {
-                epoch_mean(&dir.join(split).join(format!("epoch-{e}")).join(format!("{name}.log")))
+                epoch_mean(
+                    &dir.join(split)
+                        .join(format!("epoch-{e}"))
+                        .join(format!("{name}.log")),
+                )
             };
             Some(EpochMetrics {
                 epoch: e,
@@ -94,9 +98,16 @@ fn panel<DB: DrawingBackend>(
     series: &[Series<'_>],
 ) -> std::result::Result<(), String> {
     let xs = series.iter().flat_map(|s| s.2.iter().map(|p| p.0));
-    let ys: Vec<f64> = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .collect();
     let x_max = xs.fold(1.0f64, f64::max);
-    let (y_min, y_max) = ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| (a.min(y), b.max(y)));
+    let (y_min, y_max) = ys
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| {
+            (a.min(y), b.max(y))
+        });
     let pad = ((y_max - y_min) * 0.08).max(1e-3);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 22))
@@ -118,7 +129,9 @@ fn panel<DB: DrawingBackend>(
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             .map_err(|e| e.to_string())?
             .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(|e| e.to_string())?;
@@ -136,23 +149,35 @@ fn panel<DB: DrawingBackend>(
 /// Draws the loss and accuracy curves of `rows` into a PNG.
 pub fn plot_curves(path: &Path, title: &str, rows: &[EpochMetrics]) -> Result<()> {
     font();
-    let pts = |f: fn(&EpochMetrics) -> f64| rows.iter().map(|r| (r.epoch as f64, f(r))).collect::<Vec<_>>();
+    let pts = |f: fn(&EpochMetrics) -> f64| {
+        rows.iter()
+            .map(|r| (r.epoch as f64, f(r)))
+            .collect::<Vec<_>>()
+    };
     let draw = || -> std::result::Result<(), String> {
         let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let root = root.titled(title, ("sans-serif", 24)).map_err(|e| e.to_string())?;
+        let root = root
+            .titled(title, ("sans-serif", 24))
+            .map_err(|e| e.to_string())?;
         let (left, right) = root.split_horizontally(600);
         panel(
             &left,
             "loss",
             "cross-entropy",
-            &[("train", BLUE, pts(|r| r.train_loss)), ("test", RED, pts(|r| r.valid_loss))],
+            &[
+                ("train", BLUE, pts(|r| r.train_loss)),
+                ("test", RED, pts(|r| r.valid_loss)),
+            ],
         )?;
         panel(
             &right,
             "accuracy",
             "accuracy (%)",
-            &[("train", BLUE, pts(|r| r.train_accuracy)), ("test", RED, pts(|r| r.valid_accuracy))],
+            &[
+                ("train", BLUE, pts(|r| r.train_accuracy)),
+                ("test", RED, pts(|r| r.valid_accuracy)),
+            ],
         )?;
         root.present().map_err(|e| e.to_string())
     };
@@ -180,9 +205,16 @@ mod tests {
         write_csv(&dir.join("m.csv"), &rows).unwrap();
         let csv = std::fs::read_to_string(dir.join("m.csv")).unwrap();
         assert!(csv.starts_with("epoch,train_loss"));
-        assert!(csv.contains("1,1.500000,87.5000,0.500000,90.0000,3.000"), "{csv}");
+        assert!(
+            csv.contains("1,1.500000,87.5000,0.500000,90.0000,3.000"),
+            "{csv}"
+        );
         plot_curves(&dir.join("c.png"), "t", &rows).unwrap();
-        assert!(std::fs::read(dir.join("c.png")).unwrap().starts_with(b"\x89PNG"));
+        assert!(
+            std::fs::read(dir.join("c.png"))
+                .unwrap()
+                .starts_with(b"\x89PNG")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -69,7 +69,10 @@ pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("model-")?.strip_suffix(".mpk")?.parse().ok()
+            name.strip_prefix("model-")?
+                .strip_suffix(".mpk")?
+                .parse()
+                .ok()
         })
         .collect();
     epochs.sort_unstable();
@@ -102,7 +105,10 @@ pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<
     if !out.is_dir() {
         return Err(EmberError::NotARun(out.to_path_buf()));
     }
-    let empty = std::fs::read_dir(out).map_err(|e| EmberError::io(out, e))?.next().is_none();
+    let empty = std::fs::read_dir(out)
+        .map_err(|e| EmberError::io(out, e))?
+        .next()
+        .is_none();
     let is_run = out.join(MANIFEST).is_file();
     match (mode, empty, is_run) {
         (OnExisting::Resume, _, false) => Err(EmberError::CannotResume {
@@ -201,7 +207,11 @@ mod tests {
         let tmp = std::env::temp_dir().join(format!("ember-run-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         // New and empty directories are fine.
-        assert!(prepare(&tmp, ModelKind::Lenet5, OnExisting::Refuse).unwrap().is_none());
+        assert!(
+            prepare(&tmp, ModelKind::Lenet5, OnExisting::Refuse)
+                .unwrap()
+                .is_none()
+        );
         // A run is refused without --resume/--overwrite, and kept intact.
         manifest(ModelKind::Lenet5, 1).write(&tmp).unwrap();
         let err = prepare(&tmp, ModelKind::Lenet5, OnExisting::Refuse).unwrap_err();
@@ -212,11 +222,19 @@ mod tests {
         assert!(err.to_string().contains("no checkpoint"), "{err}");
         std::fs::create_dir_all(tmp.join("checkpoint")).unwrap();
         std::fs::write(tmp.join("checkpoint/model-1.mpk"), b"").unwrap();
-        assert!(prepare(&tmp, ModelKind::Lenet5, OnExisting::Resume).unwrap().is_some());
+        assert!(
+            prepare(&tmp, ModelKind::Lenet5, OnExisting::Resume)
+                .unwrap()
+                .is_some()
+        );
         let err = prepare(&tmp, ModelKind::Lenet300, OnExisting::Resume).unwrap_err();
         assert!(err.to_string().contains("not lenet300"), "{err}");
         // Overwrite replaces a run ...
-        assert!(prepare(&tmp, ModelKind::Lenet5, OnExisting::Overwrite).unwrap().is_none());
+        assert!(
+            prepare(&tmp, ModelKind::Lenet5, OnExisting::Overwrite)
+                .unwrap()
+                .is_none()
+        );
         assert!(!tmp.join(MANIFEST).exists());
         // ... but never a directory that is not one.
         std::fs::write(tmp.join("thesis.tex"), b"precious").unwrap();

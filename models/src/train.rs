@@ -20,7 +20,9 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// The models the CLI trains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
     /// LeNet-5 (two convolutions, three linear layers).
@@ -73,10 +75,15 @@ impl TrainOptions {
             return Err(EmberError::Invalid("--epochs must be at least 1".into()));
         }
         if self.batch_size == 0 {
-            return Err(EmberError::Invalid("--batch-size must be at least 1".into()));
+            return Err(EmberError::Invalid(
+                "--batch-size must be at least 1".into(),
+            ));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(EmberError::Invalid(format!("--lr must be a positive number, got {}", self.lr)));
+            return Err(EmberError::Invalid(format!(
+                "--lr must be a positive number, got {}",
+                self.lr
+            )));
         }
         Ok(())
     }
@@ -117,9 +124,15 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
         test_split = test_split.truncate(n);
     }
     if train_split.is_empty() || test_split.is_empty() {
-        return Err(EmberError::Invalid("the dataset has no training or no test images".into()));
+        return Err(EmberError::Invalid(
+            "the dataset has no training or no test images".into(),
+        ));
     }
-    opts.backend.dispatch(TrainJob { opts, train_split, test_split })
+    opts.backend.dispatch(TrainJob {
+        opts,
+        train_split,
+        test_split,
+    })
 }
 
 struct TrainJob {
@@ -147,9 +160,16 @@ where
         + core::fmt::Display
         + 'static,
     M::InnerModule: Classifier<B::InnerBackend>
-        + InferenceStep<Input = MnistBatch<B::InnerBackend>, Output = ClassificationOutput<B::InnerBackend>>,
+        + InferenceStep<
+            Input = MnistBatch<B::InnerBackend>,
+            Output = ClassificationOutput<B::InnerBackend>,
+        >,
 {
-    let TrainJob { opts, train_split, test_split } = job;
+    let TrainJob {
+        opts,
+        train_split,
+        test_split,
+    } = job;
     let out = opts.out.clone();
     let previous = run::prepare(&out, opts.model, opts.on_existing)?;
     let start_epoch = previous.as_ref().map_or(0, |m| m.completed_epochs);
@@ -201,10 +221,12 @@ where
     let tui: Option<Box<dyn burn::train::renderer::MetricsRenderer>> =
         if !opts.plain && std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
             let interrupter = burn::train::Interrupter::new();
-            Some(Box::new(burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
-                interrupter,
-                (start_epoch > 0).then_some(start_epoch),
-            )))
+            Some(Box::new(
+                burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
+                    interrupter,
+                    (start_epoch > 0).then_some(start_epoch),
+                ),
+            ))
         } else {
             None
         };
@@ -249,7 +271,11 @@ where
         &format!("{} on {} ({})", opts.model, opts.backend, opts.data),
         &rows,
     )?;
-    Ok(TrainReport { out, epochs: rows, test })
+    Ok(TrainReport {
+        out,
+        epochs: rows,
+        test,
+    })
 }
 
 fn evaluate_model<B: Backend, M: Classifier<B>>(
@@ -259,14 +285,18 @@ fn evaluate_model<B: Backend, M: Classifier<B>>(
     device: &B::Device,
 ) -> EvalReport {
     use burn::data::dataloader::batcher::Batcher;
-    use burn::data::dataset::Dataset;
     let (mut correct, mut loss_sum, mut n) = (0usize, 0.0f64, 0usize);
     let all: Vec<_> = items.iter().collect();
     for chunk in all.chunks(batch_size) {
         let batch: MnistBatch<B> = MnistBatcher.batch(chunk.to_vec(), device);
         let out = model.forward_classification(batch);
         let pred = out.output.argmax(1).squeeze_dim::<1>(1);
-        correct += pred.equal(out.targets).int().sum().into_scalar().elem::<i64>() as usize;
+        correct += pred
+            .equal(out.targets)
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>() as usize;
         loss_sum += out.loss.into_scalar().elem::<f64>() * chunk.len() as f64;
         n += chunk.len();
     }
@@ -294,7 +324,10 @@ pub struct EvalOptions {
 
 /// The model file and the manifest (if any) that `path` designates.
 fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
-    let bad = |reason: String| EmberError::BadCheckpoint { path: path.to_path_buf(), reason };
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: path.to_path_buf(),
+        reason,
+    };
     if path.is_dir() {
         let manifest = Manifest::read(path).ok();
         let model = path.join(format!("{}.mpk", run::MODEL_FILE));
@@ -304,7 +337,9 @@ fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
         let last = run::checkpoint_epochs(path).last().copied();
         return match last {
             Some(e) => Ok((path.join(format!("checkpoint/model-{e}.mpk")), manifest)),
-            None => Err(bad("no model.mpk and no checkpoint/model-<epoch>.mpk in it".into())),
+            None => Err(bad(
+                "no model.mpk and no checkpoint/model-<epoch>.mpk in it".into(),
+            )),
         };
     }
     if !path.is_file() {
@@ -321,7 +356,9 @@ fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
 /// Evaluates a saved model on the test split.
 pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     if opts.batch_size == 0 {
-        return Err(EmberError::Invalid("--batch-size must be at least 1".into()));
+        return Err(EmberError::Invalid(
+            "--batch-size must be at least 1".into(),
+        ));
     }
     let (file, manifest) = resolve_checkpoint(&opts.checkpoint)?;
     let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
@@ -340,7 +377,12 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         }
     };
     let test = mnist::load(&opts.data, false)?;
-    opts.backend.dispatch(EvalJob { file, model, test, batch_size: opts.batch_size })
+    opts.backend.dispatch(EvalJob {
+        file,
+        model,
+        test,
+        batch_size: opts.batch_size,
+    })
 }
 
 struct EvalJob {
@@ -355,7 +397,9 @@ impl BackendJob for EvalJob {
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<EvalReport> {
         let device: burn::tensor::Device<B::InnerBackend> = device;
         match self.model {
-            ModelKind::Lenet5 => eval_model::<B::InnerBackend, LeNet5<B::InnerBackend>>(self, &device),
+            ModelKind::Lenet5 => {
+                eval_model::<B::InnerBackend, LeNet5<B::InnerBackend>>(self, &device)
+            }
             ModelKind::Lenet300 => {
                 eval_model::<B::InnerBackend, LeNet300<B::InnerBackend>>(self, &device)
             }
@@ -363,7 +407,10 @@ impl BackendJob for EvalJob {
     }
 }
 
-fn eval_model<B: Backend, M: Classifier<B>>(job: EvalJob, device: &B::Device) -> Result<EvalReport> {
+fn eval_model<B: Backend, M: Classifier<B>>(
+    job: EvalJob,
+    device: &B::Device,
+) -> Result<EvalReport> {
     let record = DefaultRecorder::new()
         .load::<M::Record>(job.file.with_extension(""), device)
         .map_err(|e| EmberError::BadCheckpoint {
@@ -371,5 +418,10 @@ fn eval_model<B: Backend, M: Classifier<B>>(job: EvalJob, device: &B::Device) ->
             reason: format!("cannot load it as {}: {e}", job.model),
         })?;
     let model = M::init(device).load_record(record);
-    Ok(evaluate_model::<B, M>(&model, job.test.dataset(), job.batch_size, device))
+    Ok(evaluate_model::<B, M>(
+        &model,
+        job.test.dataset(),
+        job.batch_size,
+        device,
+    ))
 }

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn ember(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ember")).args(args).output().expect("run ember")
+    Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .output()
+        .expect("run ember")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -17,8 +20,14 @@ fn scratch(name: &str) -> PathBuf {
 /// Asserts a clean failure whose stderr contains `needle`.
 fn fails_with(out: &Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panic instead of an error: {stderr}");
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "panic instead of an error: {stderr}"
+    );
     assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
 }
 
@@ -26,25 +35,45 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-const TINY: [&str; 6] = ["--train-limit", "2000", "--test-limit", "500", "--batch-size", "32"];
+const TINY: [&str; 6] = [
+    "--train-limit",
+    "2000",
+    "--test-limit",
+    "500",
+    "--batch-size",
+    "32",
+];
 
 #[test]
 fn unknown_model_and_backend_are_rejected() {
-    fails_with(&ember(&["train", "--model", "resnet9"]), "invalid value 'resnet9'");
-    fails_with(&ember(&["train", "--backend", "tpu"]), "invalid value 'tpu'");
-    fails_with(&ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]), "--epochs must be at least 1");
+    fails_with(
+        &ember(&["train", "--model", "resnet9"]),
+        "invalid value 'resnet9'",
+    );
+    fails_with(
+        &ember(&["train", "--backend", "tpu"]),
+        "invalid value 'tpu'",
+    );
+    fails_with(
+        &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
+        "--epochs must be at least 1",
+    );
 }
 
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_without_the_feature_says_how_to_get_it() {
     let out = scratch("cuda");
-    fails_with(&ember(&["train", "--backend", "cuda", "--out", s(&out)]), "--features cuda");
+    fails_with(
+        &ember(&["train", "--backend", "cuda", "--out", s(&out)]),
+        "--features cuda",
+    );
 }
 
 fn write_gz(path: &Path, bytes: &[u8]) {
     use std::io::Write;
-    let mut e = flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), Default::default());
+    let mut e =
+        flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), Default::default());
     e.write_all(bytes).unwrap();
     e.finish().unwrap();
 }
@@ -77,15 +106,33 @@ fn missing_and_malformed_dataset_files_are_reported() {
     let out = scratch("bad-data-out");
     let data = scratch("empty-data");
     std::fs::create_dir_all(&data).unwrap();
-    fails_with(&ember(&["train", "--data-dir", s(&data), "--out", s(&out)]), "dataset file not found");
-    assert!(!out.exists(), "a failed start must not create the run directory");
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "dataset file not found",
+    );
+    assert!(
+        !out.exists(),
+        "a failed start must not create the run directory"
+    );
 
-    fails_with(&ember(&["train", "--data-dir", "/nonexistent/mnist", "--out", s(&out)]), "not a directory");
+    fails_with(
+        &ember(&[
+            "train",
+            "--data-dir",
+            "/nonexistent/mnist",
+            "--out",
+            s(&out),
+        ]),
+        "not a directory",
+    );
 
     let mut wrong_magic = vec![0, 0, 8, 1];
     wrong_magic.extend(4u32.to_be_bytes());
     dataset(&data, wrong_magic);
-    fails_with(&ember(&["train", "--data-dir", s(&data), "--out", s(&out)]), "magic number");
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "magic number",
+    );
 
     let mut truncated = vec![0, 0, 8, 3];
     for d in [4u32, 28, 28] {
@@ -93,10 +140,20 @@ fn missing_and_malformed_dataset_files_are_reported() {
     }
     truncated.extend(vec![0u8; 3 * 784]);
     dataset(&data, truncated);
-    fails_with(&ember(&["train", "--data-dir", s(&data), "--out", s(&out)]), "truncated");
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "truncated",
+    );
 
-    std::fs::write(data.join("train-images-idx3-ubyte.gz"), b"\x1f\x8bnot really gzip").unwrap();
-    fails_with(&ember(&["train", "--data-dir", s(&data), "--out", s(&out)]), "cannot read");
+    std::fs::write(
+        data.join("train-images-idx3-ubyte.gz"),
+        b"\x1f\x8bnot really gzip",
+    )
+    .unwrap();
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "cannot read",
+    );
     assert!(!out.exists());
     std::fs::remove_dir_all(&data).unwrap();
 }
@@ -107,17 +164,33 @@ fn trains_resumes_evaluates_and_protects_runs() {
     let run_s = s(&run);
 
     // A short real run: LeNet-300-100 on 2,000 embedded MNIST images learns.
-    let mut args = vec!["train", "--model", "lenet300", "--epochs", "1", "--plain", "--out", run_s];
+    let mut args = vec![
+        "train", "--model", "lenet300", "--epochs", "1", "--plain", "--out", run_s,
+    ];
     args.extend(TINY);
     let out = ember(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in ["ember-run.json", "metrics.csv", "curves.png", "model.mpk", "checkpoint/model-1.mpk"] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "ember-run.json",
+        "metrics.csv",
+        "curves.png",
+        "model.mpk",
+        "checkpoint/model-1.mpk",
+    ] {
         assert!(run.join(f).is_file(), "{f} missing");
     }
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
+            .unwrap();
     let acc = manifest["test_accuracy"].as_f64().unwrap();
-    assert!(acc > 80.0, "LeNet-300-100 after one epoch on 2000 images: {acc}%");
+    assert!(
+        acc > 80.0,
+        "LeNet-300-100 after one epoch on 2000 images: {acc}%"
+    );
 
     // The same --out again is refused, and the run is untouched.
     let before = std::fs::read(run.join("ember-run.json")).unwrap();
@@ -125,12 +198,19 @@ fn trains_resumes_evaluates_and_protects_runs() {
     assert_eq!(std::fs::read(run.join("ember-run.json")).unwrap(), before);
 
     // Resume continues to epoch 2 from the checkpoint.
-    let mut resume = vec!["train", "--model", "lenet300", "--epochs", "2", "--plain", "--resume", "--out", run_s];
+    let mut resume = vec![
+        "train", "--model", "lenet300", "--epochs", "2", "--plain", "--resume", "--out", run_s,
+    ];
     resume.extend(TINY);
     let out = ember(&resume);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
+            .unwrap();
     assert_eq!(manifest["completed_epochs"], 2);
     assert_eq!(manifest["epoch_seconds"].as_array().unwrap().len(), 2);
     let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
@@ -144,22 +224,41 @@ fn trains_resumes_evaluates_and_protects_runs() {
 
     // Evaluation of the run, of its checkpoint file, and of another model's checkpoint.
     let out = ember(&["eval", "--checkpoint", run_s]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("test accuracy"));
     let ckpt = run.join("checkpoint/model-2.mpk");
     assert!(ember(&["eval", "--checkpoint", s(&ckpt)]).status.success());
-    fails_with(&ember(&["eval", "--checkpoint", run_s, "--model", "lenet5"]), "holds a lenet300 model");
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--model", "lenet5"]),
+        "holds a lenet300 model",
+    );
     let loose = scratch("loose");
     std::fs::create_dir_all(&loose).unwrap();
     std::fs::copy(run.join("model.mpk"), loose.join("weights.mpk")).unwrap();
     let loose_file = loose.join("weights.mpk");
-    fails_with(&ember(&["eval", "--checkpoint", s(&loose_file)]), "pass --model");
-    fails_with(&ember(&["eval", "--checkpoint", s(&loose_file), "--model", "lenet5"]), "cannot load it as lenet5");
-    fails_with(&ember(&["eval", "--checkpoint", "/nonexistent/run"]), "no such file or directory");
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&loose_file)]),
+        "pass --model",
+    );
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&loose_file), "--model", "lenet5"]),
+        "cannot load it as lenet5",
+    );
+    fails_with(
+        &ember(&["eval", "--checkpoint", "/nonexistent/run"]),
+        "no such file or directory",
+    );
 
     // A directory that is not an Ember run is never written to, even with --overwrite.
     std::fs::write(loose.join("notes.txt"), b"mine").unwrap();
-    fails_with(&ember(&["train", "--out", s(&loose), "--overwrite"]), "is not an Ember run");
+    fails_with(
+        &ember(&["train", "--out", s(&loose), "--overwrite"]),
+        "is not an Ember run",
+    );
     assert_eq!(std::fs::read(loose.join("notes.txt")).unwrap(), b"mine");
 
     std::fs::remove_dir_all(&run).unwrap();

@@ -17,7 +17,10 @@ struct CollectGrads<'a, B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> ModuleVisitor<B> for CollectGrads<'_, B> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let g = param.val().grad(self.grads).expect("every parameter has a gradient");
+        let g = param
+            .val()
+            .grad(self.grads)
+            .expect("every parameter has a gradient");
         self.out.push(g.into_data().to_vec().unwrap());
     }
 }
@@ -30,13 +33,21 @@ fn forward_backward<B: AutodiffBackend>(params: &[u8], device: &B::Device) -> Ve
         .load(params.to_vec(), device)
         .unwrap();
     let model = LeNet5::<B>::init(device).load_record(record);
-    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false).unwrap().dataset().iter().take(32).collect();
+    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)
+        .unwrap()
+        .dataset()
+        .iter()
+        .take(32)
+        .collect();
     let mut batch: mnist::MnistBatch<B> = MnistBatcher.batch(items, device);
     batch.images = batch.images.require_grad();
     let images = batch.images.clone();
     let out = model.forward_classification(batch);
     let grads = out.loss.backward();
-    let mut collect = CollectGrads::<B> { grads: &grads, out: Vec::new() };
+    let mut collect = CollectGrads::<B> {
+        grads: &grads,
+        out: Vec::new(),
+    };
     model.visit(&mut collect);
     let mut all = vec![
         out.output.into_data().to_vec().unwrap(),
@@ -51,7 +62,9 @@ fn params() -> Vec<u8> {
     let device = Default::default();
     NdArray::<f32>::seed(&device, 7);
     let model = LeNet5::<NdArray>::init(&device);
-    BinBytesRecorder::<FullPrecisionSettings>::default().record(model.into_record(), ()).unwrap()
+    BinBytesRecorder::<FullPrecisionSettings>::default()
+        .record(model.into_record(), ())
+        .unwrap()
 }
 
 fn assert_same(a: Vec<Vec<f32>>, b: Vec<Vec<f32>>) {
@@ -59,7 +72,10 @@ fn assert_same(a: Vec<Vec<f32>>, b: Vec<Vec<f32>>) {
     assert_eq!(a.len(), 13);
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert!(x.iter().any(|v| *v != 0.0), "tensor {i} is all zeros: the test would prove nothing");
+        assert!(
+            x.iter().any(|v| *v != 0.0),
+            "tensor {i} is all zeros: the test would prove nothing"
+        );
         let xb: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let yb: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
         assert_eq!(xb, yb, "tensor {i} differs");
@@ -70,7 +86,8 @@ fn assert_same(a: Vec<Vec<f32>>, b: Vec<Vec<f32>>) {
 fn lenet5_identity_is_bit_exact_on_ndarray() {
     let p = params();
     let plain = forward_backward::<Autodiff<NdArray>>(&p, &Default::default());
-    let decorated = forward_backward::<Autodiff<Decorated<NdArray, Identity>>>(&p, &Default::default());
+    let decorated =
+        forward_backward::<Autodiff<Decorated<NdArray, Identity>>>(&p, &Default::default());
     assert_same(plain, decorated);
 }
 

@@ -28,8 +28,12 @@ fn collect(dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
             rows.push(Row {
                 id: m["full_id"].as_str().unwrap_or("?").to_string(),
                 mean_ns: mean["point_estimate"].as_f64().context("point_estimate")?,
-                low_ns: mean["confidence_interval"]["lower_bound"].as_f64().unwrap_or(f64::NAN),
-                high_ns: mean["confidence_interval"]["upper_bound"].as_f64().unwrap_or(f64::NAN),
+                low_ns: mean["confidence_interval"]["lower_bound"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+                high_ns: mean["confidence_interval"]["upper_bound"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
             });
         } else {
             collect(&path, rows)?;
@@ -81,9 +85,14 @@ pub fn run(filter: Option<&str>) -> Result<()> {
          the same run. Burn's `autotune` feature was **off** for every row (Ember builds Burn's \
          backends without it unless `--features autotune` is given).\n",
         std::env::consts::ARCH,
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     )?;
-    writeln!(md, "| benchmark | mean | 95% CI | ratio to group's first row |")?;
+    writeln!(
+        md,
+        "| benchmark | mean | 95% CI | ratio to group's first row |"
+    )?;
     writeln!(md, "|---|---:|---|---:|")?;
     let mut group_base: Option<(String, f64)> = None;
     for r in &rows {

@@ -88,7 +88,14 @@ fn test(quick: bool) -> Result<()> {
     gen_decorator::run(&root(), true)?;
     if !quick {
         cargo(&["fmt", "--all", "--check"])?;
-        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
     }
     cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
     cargo(&["test", "--workspace", "--doc"])?;
@@ -100,7 +107,11 @@ fn main() -> Result<()> {
     match cli.task {
         Task::Test { quick } => test(quick),
         Task::Bench { filter } => bench::run(filter.as_deref()),
-        Task::Reproduce { name, datasets, epochs } => reproduce::run(&name, datasets, epochs),
+        Task::Reproduce {
+            name,
+            datasets,
+            epochs,
+        } => reproduce::run(&name, datasets, epochs),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
     }
 }

@@ -46,7 +46,9 @@ fn train(bin: &Path, out: &Path, args: &[&str]) -> Result<RunResult> {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("ember-run.json"))?)?;
     Ok(RunResult {
-        test_accuracy: manifest["test_accuracy"].as_f64().context("test_accuracy")?,
+        test_accuracy: manifest["test_accuracy"]
+            .as_f64()
+            .context("test_accuracy")?,
         epoch_seconds: manifest["epoch_seconds"]
             .as_array()
             .context("epoch_seconds")?
@@ -76,9 +78,14 @@ fn lenet_mnist(datasets: &Path, epochs: usize) -> Result<String> {
          10,000 test images, on {} CPU cores. Epoch time is wall time of one epoch of training \
          plus the evaluation on the test split; burn's `autotune` was off.\n",
         mnist.display(),
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
     )?;
-    writeln!(md, "| model | backend | epoch times (s) | mean epoch (s) | test accuracy |")?;
+    writeln!(
+        md,
+        "| model | backend | epoch times (s) | mean epoch (s) | test accuracy |"
+    )?;
     writeln!(md, "|---|---|---|---:|---:|")?;
     for model in ["lenet5", "lenet300"] {
         for backend in ["ndarray", "wgpu"] {
@@ -123,7 +130,11 @@ pub fn run(name: &str, datasets: Option<PathBuf>, epochs: Option<usize>) -> Resu
         "lenet-mnist" => lenet_mnist(&datasets, epochs.unwrap_or(3))?,
         other => bail!(
             "unknown experiment `{other}`; known: {}",
-            EXPERIMENTS.iter().map(|e| e.0).collect::<Vec<_>>().join(", ")
+            EXPERIMENTS
+                .iter()
+                .map(|e| e.0)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let out = crate::root().join(format!("docs/results/{name}.md"));

@@ -6,11 +6,11 @@
 //! its inner backend and adds its own multiply strategy.
 
 use super::{Decorated, Decoration, DecoratorOps, Wrapped};
-use core::marker::PhantomData;
 use burn_backend::Backend;
 use burn_backend::tensor::FloatTensor;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use core::marker::PhantomData;
 
 /// How the multiplies inside a contraction are done by the decorators of a backend stack.
 ///
@@ -112,8 +112,12 @@ where
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
         let config = self.config;
-        self.visitor
-            .host(inputs.into_iter().map(|t| Wrapped::new(t, config.clone())).collect())
+        self.visitor.host(
+            inputs
+                .into_iter()
+                .map(|t| Wrapped::new(t, config.clone()))
+                .collect(),
+        )
     }
 }
 
@@ -129,7 +133,13 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
         let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
         let inner = inputs.into_iter().map(|t| t.inner).collect();
-        B::visit::<Through<V, D>>(Through { visitor, config, _decoration: PhantomData }, inner)
+        B::visit::<Through<V, D>>(
+            Through {
+                visitor,
+                config,
+                _decoration: PhantomData,
+            },
+            inner,
+        )
     }
 }
-

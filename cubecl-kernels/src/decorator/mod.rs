@@ -25,6 +25,7 @@
 //! assert_eq!(y.into_data().to_vec::<f32>().unwrap(), vec![7.0, 10.0, 15.0, 22.0]);
 //! ```
 
+#[rustfmt::skip]
 mod forward;
 mod kernel;
 
@@ -32,8 +33,8 @@ pub use forward::DecoratorOps;
 pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy};
 
 use burn_backend::backend::{Backend, BackendTypes, DeviceId, DeviceOps, ExecutionError};
-use burn_backend::{DType, DTypeUsageSet, QTensorPrimitive, Shape, TensorData, TensorMetadata};
 use burn_backend::quantization::{QuantPropagation, QuantScheme};
+use burn_backend::{DType, DTypeUsageSet, QTensorPrimitive, Shape, TensorData, TensorMetadata};
 use burn_std::quantization::QuantAcc;
 use core::any::{Any, TypeId};
 use core::fmt::Debug;
@@ -139,12 +140,18 @@ impl<B: Backend, C: DecoratorConfig> DecoratedDevice<B, C> {
 
 impl<B: Backend, C: Clone> Clone for DecoratedDevice<B, C> {
     fn clone(&self) -> Self {
-        Self { inner: self.inner.clone(), config: self.config.clone() }
+        Self {
+            inner: self.inner.clone(),
+            config: self.config.clone(),
+        }
     }
 }
 impl<B: Backend, C: Default> Default for DecoratedDevice<B, C> {
     fn default() -> Self {
-        Self { inner: Default::default(), config: C::default() }
+        Self {
+            inner: Default::default(),
+            config: C::default(),
+        }
     }
 }
 impl<B: Backend, C: PartialEq> PartialEq for DecoratedDevice<B, C> {
@@ -182,7 +189,9 @@ impl<B: Backend, C: DecoratorConfig> burn_backend::backend::Device for Decorated
         }
         let mut table = tickets().lock().unwrap_or_else(|e| e.into_inner());
         let list = table.entry(TypeId::of::<Self>()).or_default();
-        let pos = list.iter().position(|e| e.downcast_ref::<Self>() == Some(self));
+        let pos = list
+            .iter()
+            .position(|e| e.downcast_ref::<Self>() == Some(self));
         let ticket = pos.unwrap_or_else(|| {
             list.push(Box::new(self.clone()));
             list.len() - 1
@@ -192,7 +201,10 @@ impl<B: Backend, C: DecoratorConfig> burn_backend::backend::Device for Decorated
             .ok()
             .filter(|t| *t < TICKET_BASE)
             .expect("more than 32768 decorated device configurations in one process");
-        DeviceId { type_id: inner.type_id, index_id: TICKET_BASE + ticket }
+        DeviceId {
+            type_id: inner.type_id,
+            index_id: TICKET_BASE + ticket,
+        }
     }
 }
 
@@ -214,7 +226,11 @@ impl<B: Backend, D: DecoratorOps<B>> Backend for Decorated<B, D> {
         B::ad_enabled(&device.inner)
     }
 
-    fn memory_persistent_allocations<Output: Send, Input: Send, Func: Fn(Input) -> Output + Send>(
+    fn memory_persistent_allocations<
+        Output: Send,
+        Input: Send,
+        Func: Fn(Input) -> Output + Send,
+    >(
         device: &Self::Device,
         input: Input,
         func: Func,
@@ -290,7 +306,10 @@ mod tests {
     fn device_ids_round_trip_with_configuration() {
         type D = DecoratedDevice<NdArray, u32>;
         let identity = D::new(Default::default(), 0);
-        assert!(identity.to_id().index_id < TICKET_BASE, "identity keeps the inner id");
+        assert!(
+            identity.to_id().index_id < TICKET_BASE,
+            "identity keeps the inner id"
+        );
         assert_eq!(D::from_id(identity.to_id()), identity);
         for config in [7, 9, 7] {
             let d = D::new(Default::default(), config);
@@ -303,7 +322,10 @@ mod tests {
             D::new(Default::default(), 7).to_id(),
             "equal devices share a ticket"
         );
-        assert_ne!(D::new(Default::default(), 7).to_id(), D::new(Default::default(), 9).to_id());
+        assert_ne!(
+            D::new(Default::default(), 7).to_id(),
+            D::new(Default::default(), 9).to_id()
+        );
     }
 
     #[test]
@@ -315,8 +337,16 @@ mod tests {
         let y = x.clone().matmul(x.transpose()).exp();
         assert_eq!(y.device().config, 42);
         let idx = Tensor::<T, 1, Int>::arange(0..3, &device);
-        assert_eq!(idx.clone().float().device().config, 42, "int -> float keeps it");
-        assert_eq!(idx.equal_elem(1).float().device().config, 42, "bool -> float keeps it");
+        assert_eq!(
+            idx.clone().float().device().config,
+            42,
+            "int -> float keeps it"
+        );
+        assert_eq!(
+            idx.equal_elem(1).float().device().config,
+            42,
+            "bool -> float keeps it"
+        );
         assert_eq!(T::name(&device), "tagged<ndarray>");
     }
 }

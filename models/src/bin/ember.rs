@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ember", version, about = "Train and evaluate Burn models under Ember's techniques")]
+#[command(
+    name = "ember",
+    version,
+    about = "Train and evaluate Burn models under Ember's techniques"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -129,7 +133,13 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 report.out.display()
             );
         }
-        Command::Eval { checkpoint, model, backend, data_dir, batch_size } => {
+        Command::Eval {
+            checkpoint,
+            model,
+            backend,
+            data_dir,
+            batch_size,
+        } => {
             let report = train::eval(EvalOptions {
                 checkpoint,
                 model,

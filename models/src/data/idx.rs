@@ -27,7 +27,10 @@ pub fn locate(dir: &Path, name: &str) -> Result<PathBuf> {
     } else if raw.is_file() {
         Ok(raw)
     } else {
-        Err(EmberError::MissingFile { path: raw, dir: dir.to_path_buf() })
+        Err(EmberError::MissingFile {
+            path: raw,
+            dir: dir.to_path_buf(),
+        })
     }
 }
 
@@ -55,7 +58,9 @@ pub fn parse(bytes: &[u8], expected_dims: usize, path: &Path) -> Result<IdxArray
     if magic != expected_magic {
         return Err(EmberError::malformed(
             path,
-            format!("magic number {magic:#010x}, expected {expected_magic:#010x} (an idx file of unsigned bytes with {expected_dims} dimension(s))"),
+            format!(
+                "magic number {magic:#010x}, expected {expected_magic:#010x} (an idx file of unsigned bytes with {expected_dims} dimension(s))"
+            ),
         ));
     }
     let header = 4 + 4 * expected_dims;
@@ -79,11 +84,18 @@ pub fn parse(bytes: &[u8], expected_dims: usize, path: &Path) -> Result<IdxArray
             format!(
                 "{} data bytes for dimensions {dims:?}, expected {len} ({})",
                 body.len(),
-                if body.len() < len { "truncated" } else { "trailing bytes" }
+                if body.len() < len {
+                    "truncated"
+                } else {
+                    "trailing bytes"
+                }
             ),
         ));
     }
-    Ok(IdxArray { dims, data: body.to_vec() })
+    Ok(IdxArray {
+        dims,
+        data: body.to_vec(),
+    })
 }
 
 /// Reads `name` (or `name.gz`) from `dir` as an idx array with `dims` dimensions.
@@ -109,7 +121,10 @@ mod tests {
     use super::*;
 
     fn sample() -> IdxArray {
-        IdxArray { dims: vec![2, 3], data: vec![1, 2, 3, 4, 5, 6] }
+        IdxArray {
+            dims: vec![2, 3],
+            data: vec![1, 2, 3, 4, 5, 6],
+        }
     }
 
     #[test]

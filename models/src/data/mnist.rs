@@ -35,7 +35,10 @@ impl MnistSplit {
         if images.dims.len() != 3 || images.dims[1] != SIDE || images.dims[2] != SIDE {
             return Err(EmberError::malformed(
                 origin,
-                format!("images have dimensions {:?}, expected [n, 28, 28]", images.dims),
+                format!(
+                    "images have dimensions {:?}, expected [n, 28, 28]",
+                    images.dims
+                ),
             ));
         }
         if images.dims[0] != labels.dims[0] {
@@ -45,21 +48,31 @@ impl MnistSplit {
             ));
         }
         if let Some(bad) = labels.data.iter().find(|&&l| l as usize >= CLASSES) {
-            return Err(EmberError::malformed(origin, format!("label {bad} is not a digit class 0-9")));
+            return Err(EmberError::malformed(
+                origin,
+                format!("label {bad} is not a digit class 0-9"),
+            ));
         }
         let items = images
             .data
             .chunks_exact(SIDE * SIDE)
             .zip(labels.data.iter())
-            .map(|(p, &label)| MnistItem { pixels: p.to_vec(), label })
+            .map(|(p, &label)| MnistItem {
+                pixels: p.to_vec(),
+                label,
+            })
             .collect();
-        Ok(Self { items: InMemDataset::new(items) })
+        Ok(Self {
+            items: InMemDataset::new(items),
+        })
     }
 
     /// Keeps the first `n` items (all if `n` is larger).
     pub fn truncate(self, n: usize) -> Self {
         let items: Vec<_> = self.items.iter().take(n).collect();
-        Self { items: InMemDataset::new(items) }
+        Self {
+            items: InMemDataset::new(items),
+        }
     }
 
     /// The items as a Burn dataset.
@@ -97,10 +110,22 @@ impl std::fmt::Display for MnistSource {
 }
 
 const EMBEDDED: [(&str, &[u8]); 4] = [
-    ("train-images-idx3-ubyte", include_bytes!("../../data/mnist-subset/train-images-idx3-ubyte.gz")),
-    ("train-labels-idx1-ubyte", include_bytes!("../../data/mnist-subset/train-labels-idx1-ubyte.gz")),
-    ("t10k-images-idx3-ubyte", include_bytes!("../../data/mnist-subset/t10k-images-idx3-ubyte.gz")),
-    ("t10k-labels-idx1-ubyte", include_bytes!("../../data/mnist-subset/t10k-labels-idx1-ubyte.gz")),
+    (
+        "train-images-idx3-ubyte",
+        include_bytes!("../../data/mnist-subset/train-images-idx3-ubyte.gz"),
+    ),
+    (
+        "train-labels-idx1-ubyte",
+        include_bytes!("../../data/mnist-subset/train-labels-idx1-ubyte.gz"),
+    ),
+    (
+        "t10k-images-idx3-ubyte",
+        include_bytes!("../../data/mnist-subset/t10k-images-idx3-ubyte.gz"),
+    ),
+    (
+        "t10k-labels-idx1-ubyte",
+        include_bytes!("../../data/mnist-subset/t10k-labels-idx1-ubyte.gz"),
+    ),
 ];
 
 fn load_array(source: &MnistSource, name: &str, dims: usize) -> Result<IdxArray> {
@@ -115,7 +140,10 @@ fn load_array(source: &MnistSource, name: &str, dims: usize) -> Result<IdxArray>
             idx::read(dir, name, dims)
         }
         MnistSource::Embedded => {
-            let (_, gz) = EMBEDDED.iter().find(|(n, _)| *n == name).expect("embedded file list");
+            let (_, gz) = EMBEDDED
+                .iter()
+                .find(|(n, _)| *n == name)
+                .expect("embedded file list");
             let path = PathBuf::from(format!("<embedded>/{name}.gz"));
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(*gz), &mut bytes)
@@ -181,12 +209,25 @@ mod tests {
 
     #[test]
     fn images_and_labels_must_agree() {
-        let images = IdxArray { dims: vec![2, 28, 28], data: vec![0; 2 * 784] };
-        let labels = IdxArray { dims: vec![3], data: vec![0, 1, 2] };
-        let err = MnistSplit::from_arrays(images.clone(), labels, Path::new("d")).err().unwrap();
+        let images = IdxArray {
+            dims: vec![2, 28, 28],
+            data: vec![0; 2 * 784],
+        };
+        let labels = IdxArray {
+            dims: vec![3],
+            data: vec![0, 1, 2],
+        };
+        let err = MnistSplit::from_arrays(images.clone(), labels, Path::new("d"))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("2 images but 3 labels"), "{err}");
-        let labels = IdxArray { dims: vec![2], data: vec![0, 12] };
-        let err = MnistSplit::from_arrays(images, labels, Path::new("d")).err().unwrap();
+        let labels = IdxArray {
+            dims: vec![2],
+            data: vec![0, 12],
+        };
+        let err = MnistSplit::from_arrays(images, labels, Path::new("d"))
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("label 12"), "{err}");
     }
 }
