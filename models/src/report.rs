@@ -116,8 +116,11 @@ fn panel<DB: DrawingBackend>(
         .y_label_area_size(60)
         .build_cartesian_2d(1.0f64..x_max.max(1.0 + 1e-9), (y_min - pad)..(y_max + pad))
         .map_err(|e| e.to_string())?;
+    let epochs = x_max.round() as usize;
     chart
         .configure_mesh()
+        .x_labels(epochs.clamp(2, 21))
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .x_desc("epoch")
         .y_desc(y_label)
         .label_style(("sans-serif", 14))

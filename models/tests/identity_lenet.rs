@@ -82,12 +82,24 @@ fn assert_same(a: Vec<Vec<f32>>, b: Vec<Vec<f32>>) {
     }
 }
 
+/// burn-ndarray's multi-threaded reductions are not bit-reproducible from run to run (rayon
+/// splits work by what threads are idle), so the ndarray comparison runs on one thread: then the
+/// plain backend agrees with itself, and any difference is the decorator's.
+fn one_thread<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
 #[test]
 fn lenet5_identity_is_bit_exact_on_ndarray() {
     let p = params();
-    let plain = forward_backward::<Autodiff<NdArray>>(&p, &Default::default());
-    let decorated =
-        forward_backward::<Autodiff<Decorated<NdArray, Identity>>>(&p, &Default::default());
+    let plain = one_thread(|| forward_backward::<Autodiff<NdArray>>(&p, &Default::default()));
+    let decorated = one_thread(|| {
+        forward_backward::<Autodiff<Decorated<NdArray, Identity>>>(&p, &Default::default())
+    });
     assert_same(plain, decorated);
 }
 

@@ -96,7 +96,11 @@ pub fn run(filter: Option<&str>) -> Result<()> {
     writeln!(md, "|---|---:|---|---:|")?;
     let mut group_base: Option<(String, f64)> = None;
     for r in &rows {
-        let group = r.id.split('/').next().unwrap_or("").to_string();
+        // A group is everything before the last `/`: its rows are variants of one measurement.
+        let group =
+            r.id.rsplit_once('/')
+                .map_or(r.id.as_str(), |(g, _)| g)
+                .to_string();
         let base = match &group_base {
             Some((g, b)) if *g == group => *b,
             _ => {

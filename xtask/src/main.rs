@@ -1,7 +1,7 @@
 //! Ember's developer tasks, run as `cargo xtask <task>`.
 //!
 //! - `test`: what CI runs: generated code up to date, `cargo fmt --check`,
-//!   `cargo clippy --all-targets -D warnings`, every test including doc tests.
+//!   `cargo clippy --all-targets --all-features -D warnings`, every test including doc tests.
 //! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
@@ -88,10 +88,12 @@ fn test(quick: bool) -> Result<()> {
     gen_decorator::run(&root(), true)?;
     if !quick {
         cargo(&["fmt", "--all", "--check"])?;
+        // --all-features: the `cuda` build is checked too (it needs no CUDA toolkit).
         cargo(&[
             "clippy",
             "--workspace",
             "--all-targets",
+            "--all-features",
             "--",
             "-D",
             "warnings",

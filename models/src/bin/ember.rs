@@ -34,10 +34,10 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         epochs: usize,
         /// Batch size.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 32)]
         batch_size: usize,
         /// Adam learning rate.
-        #[arg(long, default_value_t = 1e-3)]
+        #[arg(long, default_value_t = 2e-3)]
         lr: f64,
         /// Seed for parameter initialisation and shuffling.
         #[arg(long, default_value_t = 42)]
