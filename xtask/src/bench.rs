@@ -57,9 +57,7 @@ fn fmt_time(ns: f64) -> String {
 /// Runs the benches (optionally filtered) and writes the report.
 pub fn run(filter: Option<&str>) -> Result<()> {
     let root = crate::root();
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| root.join("target"));
+    let target = crate::target_dir();
     let criterion_dir = target.join("criterion");
     // Old results would be reported as new: start from an empty folder.
     if criterion_dir.exists() && filter.is_none() {
@@ -83,11 +81,9 @@ pub fn run(filter: Option<&str>) -> Result<()> {
         "Written by `cargo xtask bench` on {} ({} cores). Mean of criterion's samples with its \
          95% confidence interval. Ratios are taken between rows of the same group, measured in \
          the same run. Burn's `autotune` feature was **off** for every row (Ember builds Burn's \
-         backends without it unless `--features autotune` is given).\n",
+         backends without it).\n",
         std::env::consts::ARCH,
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
+        crate::cores()
     )?;
     writeln!(
         md,

@@ -64,6 +64,20 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Cargo's target directory (`CARGO_TARGET_DIR`, else `target/` in the workspace).
+pub fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target"))
+}
+
+/// Number of CPU cores, as reported in the written reports.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
 /// Runs `cargo <args>` in the workspace root, printing its wall time.
 pub fn cargo(args: &[&str]) -> Result<()> {
     let start = Instant::now();
