@@ -80,7 +80,7 @@ fn benches(c: &mut Criterion) {
 
 criterion_group! {
     name = decorator;
-    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(4));
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(12));
     targets = benches
 }
 criterion_main!(decorator);
