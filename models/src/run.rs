@@ -242,6 +242,8 @@ mod tests {
             let err = prepare(&tmp, ModelKind::Lenet5, mode).unwrap_err();
             assert!(matches!(err, EmberError::NotARun(_)), "{err}");
         }
+        let err = prepare(&tmp, ModelKind::Lenet5, OnExisting::Resume).unwrap_err();
+        assert!(err.to_string().contains("no ember-run.json"), "{err}");
         assert_eq!(std::fs::read(tmp.join("thesis.tex")).unwrap(), b"precious");
         std::fs::remove_dir_all(&tmp).unwrap();
     }

@@ -58,6 +58,34 @@ fn unknown_model_and_backend_are_rejected() {
         &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
         "--epochs must be at least 1",
     );
+    let bad: [(&[&str], &str); 8] = [
+        (
+            &["train", "--batch-size", "0"],
+            "--batch-size must be at least 1",
+        ),
+        (&["train", "--lr=-1"], "--lr must be a positive number"),
+        (&["train", "--lr", "NaN"], "--lr must be a positive number"),
+        (&["train", "--lr", "fast"], "invalid value 'fast'"),
+        (
+            &["train", "--train-limit", "0"],
+            "no training or no test images",
+        ),
+        (&["train", "--resume"], "does not exist"),
+        (&["train", "--resume", "--overwrite"], "cannot be used with"),
+        (
+            &["eval", "--batch-size", "0", "--checkpoint"],
+            "--batch-size must be at least 1",
+        ),
+    ];
+    for (args, needle) in bad {
+        let mut args = args.to_vec();
+        if args[0] == "train" {
+            args.push("--out");
+        }
+        args.push("/nonexistent/x");
+        fails_with(&ember(&args), needle);
+    }
+    assert!(!Path::new("/nonexistent/x").exists());
 }
 
 #[cfg(not(feature = "cuda"))]

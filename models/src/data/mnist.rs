@@ -221,6 +221,18 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("2 images but 3 labels"), "{err}");
+        let small = IdxArray {
+            dims: vec![2, 14, 14],
+            data: vec![0; 2 * 196],
+        };
+        let two = IdxArray {
+            dims: vec![2],
+            data: vec![0, 1],
+        };
+        let err = MnistSplit::from_arrays(small, two, Path::new("d"))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("expected [n, 28, 28]"), "{err}");
         let labels = IdxArray {
             dims: vec![2],
             data: vec![0, 12],
