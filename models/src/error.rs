@@ -21,8 +21,8 @@ pub enum EmberError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A dataset file is not what it claims to be.
-    #[error("malformed dataset file {path}: {reason}", path = .path.display())]
+    /// A file (dataset or run manifest) is not what it claims to be.
+    #[error("malformed file {path}: {reason}", path = .path.display())]
     Malformed {
         /// The file.
         path: PathBuf,

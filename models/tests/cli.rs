@@ -280,6 +280,21 @@ fn trains_resumes_evaluates_and_protects_runs() {
         &ember(&["eval", "--checkpoint", "/nonexistent/run"]),
         "no such file or directory",
     );
+    let empty = scratch("empty-run");
+    std::fs::create_dir_all(&empty).unwrap();
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&empty), "--model", "lenet5"]),
+        "no model.mpk",
+    );
+
+    // A corrupt manifest is reported, not trusted, and left as it was.
+    let manifest = run.join("ember-run.json");
+    let good = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, b"{ not json").unwrap();
+    fails_with(&ember(&resume), "malformed file");
+    assert_eq!(std::fs::read(&manifest).unwrap(), b"{ not json");
+    std::fs::write(&manifest, good).unwrap();
+    std::fs::remove_dir_all(&empty).unwrap();
 
     // A directory that is not an Ember run is never written to, even with --overwrite.
     std::fs::write(loose.join("notes.txt"), b"mine").unwrap();

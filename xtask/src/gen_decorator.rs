@@ -338,21 +338,15 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
         }
         _ => {}
     }
-    for (name, method) in [
-        ("Vec", "into_iter().map"),
-        ("Option", "map"),
-        ("Result", "map"),
-    ] {
+    for name in ["Vec", "Option", "Result"] {
         if let Some(inner) = generic_arg(ty, name) {
             let Some(w) = wrap(inner, quote!(__x))? else {
                 return Ok(None);
             };
-            return Ok(Some(match name {
-                "Vec" => quote!(#expr.into_iter().map(|__x| #w).collect()),
-                _ => {
-                    let _ = method;
-                    quote!(#expr.map(|__x| #w))
-                }
+            return Ok(Some(if name == "Vec" {
+                quote!(#expr.into_iter().map(|__x| #w).collect())
+            } else {
+                quote!(#expr.map(|__x| #w))
             }));
         }
     }

@@ -207,39 +207,29 @@ mod tests {
         assert_eq!(first, vec![5, 0, 4, 1, 9, 2]);
     }
 
+    fn rejected(dims: Vec<usize>, labels: Vec<u8>) -> String {
+        let n: usize = dims.iter().product();
+        let images = IdxArray {
+            dims,
+            data: vec![0; n],
+        };
+        let labels = IdxArray {
+            dims: vec![labels.len()],
+            data: labels,
+        };
+        match MnistSplit::from_arrays(images, labels, Path::new("d")) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     #[test]
     fn images_and_labels_must_agree() {
-        let images = IdxArray {
-            dims: vec![2, 28, 28],
-            data: vec![0; 2 * 784],
-        };
-        let labels = IdxArray {
-            dims: vec![3],
-            data: vec![0, 1, 2],
-        };
-        let err = MnistSplit::from_arrays(images.clone(), labels, Path::new("d"))
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("2 images but 3 labels"), "{err}");
-        let small = IdxArray {
-            dims: vec![2, 14, 14],
-            data: vec![0; 2 * 196],
-        };
-        let two = IdxArray {
-            dims: vec![2],
-            data: vec![0, 1],
-        };
-        let err = MnistSplit::from_arrays(small, two, Path::new("d"))
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("expected [n, 28, 28]"), "{err}");
-        let labels = IdxArray {
-            dims: vec![2],
-            data: vec![0, 12],
-        };
-        let err = MnistSplit::from_arrays(images, labels, Path::new("d"))
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("label 12"), "{err}");
+        let err = rejected(vec![2, 28, 28], vec![0, 1, 2]);
+        assert!(err.contains("2 images but 3 labels"), "{err}");
+        let err = rejected(vec![2, 14, 14], vec![0, 1]);
+        assert!(err.contains("expected [n, 28, 28]"), "{err}");
+        let err = rejected(vec![2, 28, 28], vec![0, 12]);
+        assert!(err.contains("label 12"), "{err}");
     }
 }
