@@ -9,8 +9,11 @@
 //! - [`runtime`]: finding a wgpu adapter before CubeCL does, so that a machine without a Vulkan
 //!   driver gets a sentence saying what to install instead of a panic on a device thread.
 //!
-//! The technique kernels (`approx/`, `bsr/`, `hinm/`, `bcrc/`, `broadcast/`) are added by the
-//! issues that bring each technique, each kernel with a host reference beside it.
+//! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
+//!   and the multi-threaded host reference beside it.
+//!
+//! The other technique kernels (`bsr/`, `hinm/`, `bcrc/`, `broadcast/`) are added by the issues
+//! that bring each technique, each kernel with a host reference beside it.
 //!
 //! ```
 //! use burn::backend::{Autodiff, NdArray};
@@ -33,5 +36,6 @@
 //! wgpu (Vulkan, Metal, DX12, and Mesa's lavapipe on machines without a GPU) is always built.
 #![warn(missing_docs)]
 
+pub mod approx;
 pub mod decorator;
 pub mod runtime;

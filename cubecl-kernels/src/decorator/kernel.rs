@@ -18,9 +18,11 @@ use core::marker::PhantomData;
 /// that sits underneath them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum MultiplyStrategy {
-    /// IEEE FP32 `a * b`.
+    /// The inner backend's own ops (IEEE FP32 `a * b`).
     #[default]
     Exact,
+    /// Ember's kernels with this multiply.
+    Approx(crate::approx::ApproxMultiply),
 }
 
 /// Receives a backend's float tensors either as CubeCL tensors of a concrete runtime or, on a

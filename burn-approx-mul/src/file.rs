@@ -1,0 +1,276 @@
+//! LUT files: ApproxTrain's raw `NAME_M.bin` and Ember's `.lut` format with a header.
+//!
+//! # ApproxTrain raw format (`NAME_M.bin`, `m ≤ 7`)
+//! `2^(2m)` bytes, no header. Byte `(a_m << m) | b_m` holds the carry in bit 7 and the top `m`
+//! mantissa bits of the product in its low bits; the bits between are zero. `m` is the text
+//! between the last `_` and the last `.` of the file name, and `NAME` the text before the `_`.
+//!
+//! # Ember format (`.lut`, `m ≤ 11`)
+//! All integers little-endian.
+//!
+//! | offset | size | content |
+//! |---|---|---|
+//! | 0 | 8 | magic `EMBERLUT` |
+//! | 8 | 1 | version, `1` |
+//! | 9 | 1 | `m` (1..=11) |
+//! | 10 | 2 | length `n` of the name in bytes |
+//! | 12 | n | name, UTF-8 |
+//! | 12 + n | 2 · 2^(2m) | entries as `u16`: carry in bit `m`, mantissa in bits `0..m` |
+//!
+//! Nothing may follow the entries.
+
+use crate::error::ApproxError;
+use crate::lut::{Lut, check_bits};
+use std::path::{Path, PathBuf};
+
+/// Magic bytes of Ember's LUT format.
+pub const MAGIC: &[u8; 8] = b"EMBERLUT";
+/// Largest `m` ApproxTrain's one-byte format can hold.
+pub const RAW_MAX_BITS: u32 = 7;
+
+/// File formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LutFormat {
+    /// ApproxTrain's `NAME_M.bin`.
+    Raw,
+    /// Ember's `.lut` with a header.
+    Ember,
+}
+
+impl LutFormat {
+    /// The format a path names: `.lut` is Ember's, anything else ApproxTrain's raw format.
+    pub fn of(path: &Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("lut") => Self::Ember,
+            _ => Self::Raw,
+        }
+    }
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> ApproxError {
+    ApproxError::BadFile { path: path.to_path_buf(), reason: reason.into() }
+}
+
+/// `(NAME, m)` from an ApproxTrain file name `NAME_M.bin`.
+pub fn parse_raw_name(path: &Path) -> Result<(String, u32), ApproxError> {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    let (Some(us), Some(dot)) = (file.rfind('_'), file.rfind('.')) else {
+        return Err(bad(path, "an ApproxTrain LUT file is named NAME_M.bin (e.g. MBM_7.bin)"));
+    };
+    let m = file
+        .get(us + 1..dot)
+        .filter(|_| us < dot)
+        .and_then(|s| s.parse::<u32>().ok())
+        .ok_or_else(|| bad(path, format!("cannot read m from `{file}`: expected NAME_M.bin (e.g. MBM_7.bin)")))?;
+    Ok((file[..us].to_string(), m))
+}
+
+/// Reads a table in either format (chosen by [`LutFormat::of`]).
+pub fn read(path: &Path) -> Result<Lut, ApproxError> {
+    let bytes = std::fs::read(path).map_err(|source| ApproxError::Io { path: path.into(), source })?;
+    match LutFormat::of(path) {
+        LutFormat::Raw => decode_raw(path, &bytes),
+        LutFormat::Ember => decode_ember(path, &bytes),
+    }
+}
+
+fn decode_raw(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
+    let (name, m) = parse_raw_name(path)?;
+    if !(1..=RAW_MAX_BITS).contains(&m) {
+        return Err(bad(path, format!("m = {m} in the file name: ApproxTrain's one-byte format holds m = 1..={RAW_MAX_BITS} (use the .lut format for wider tables)")));
+    }
+    let expected = 1usize << (2 * m);
+    if bytes.len() != expected {
+        return Err(bad(path, format!("{} bytes, but a table for m = {m} has {expected} (2^(2m)) one-byte entries", bytes.len())));
+    }
+    let entries = bytes
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let (carry, mant) = (u16::from(b >> 7), u16::from(b & 0x7f));
+            if mant >> m != 0 {
+                Err(bad(path, format!("byte {i} is {b:#04x}: bits {m}..7 must be zero for m = {m}")))
+            } else {
+                Ok((carry << m) | mant)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Lut::from_entries(&name, m, entries).map_err(|e| bad(path, e.to_string()))
+}
+
+fn decode_ember(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
+    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+        return Err(bad(path, "not an Ember LUT file (missing the EMBERLUT header)"));
+    }
+    if bytes[8] != 1 {
+        return Err(bad(path, format!("format version {} is not supported (expected 1)", bytes[8])));
+    }
+    let m = u32::from(bytes[9]);
+    check_bits(m).map_err(|e| bad(path, e.to_string()))?;
+    let n = usize::from(u16::from_le_bytes([bytes[10], bytes[11]]));
+    let name = bytes
+        .get(12..12 + n)
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .ok_or_else(|| bad(path, "truncated or non-UTF-8 table name"))?;
+    let body = &bytes[12 + n..];
+    let expected = 2usize << (2 * m);
+    if body.len() != expected {
+        return Err(bad(path, format!("{} bytes of entries, but a table for m = {m} has {expected}", body.len())));
+    }
+    let entries = body.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    Lut::from_entries(name, m, entries).map_err(|e| bad(path, e.to_string()))
+}
+
+/// Encodes a table in `format`.
+pub fn encode(lut: &Lut, format: LutFormat) -> Result<Vec<u8>, ApproxError> {
+    let m = lut.bits();
+    match format {
+        LutFormat::Raw => {
+            if m > RAW_MAX_BITS {
+                return Err(ApproxError::UnsupportedBits { name: "ApproxTrain raw format".into(), m, supported: "m = 1..=7" });
+            }
+            Ok(lut.entries().iter().map(|&e| (((e >> m) << 7) | (e & ((1 << m) - 1))) as u8).collect())
+        }
+        LutFormat::Ember => {
+            let name = lut.name().as_bytes();
+            let name = &name[..name.len().min(u16::MAX as usize)];
+            let mut out = Vec::with_capacity(12 + name.len() + 2 * lut.entries().len());
+            out.extend_from_slice(MAGIC);
+            out.push(1);
+            out.push(m as u8);
+            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            out.extend_from_slice(name);
+            for e in lut.entries() {
+                out.extend_from_slice(&e.to_le_bytes());
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Writes a table to a new file (format by extension); never overwrites an existing file.
+pub fn write_new(lut: &Lut, path: &Path) -> Result<(), ApproxError> {
+    let bytes = encode(lut, LutFormat::of(path))?;
+    if LutFormat::of(path) == LutFormat::Raw {
+        let (_, m) = parse_raw_name(path)?;
+        if m != lut.bits() {
+            return Err(bad(path, format!("the file name says m = {m} but the table has m = {}: name it {}_{}.bin", lut.bits(), lut.name(), lut.bits())));
+        }
+    }
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
+            _ => ApproxError::Io { path: path.into(), source },
+        })?;
+    file.write_all(&bytes).map_err(|source| ApproxError::Io { path: path.into(), source })
+}
+
+/// The ApproxTrain file name of a table: `NAME_M.bin`.
+pub fn raw_file_name(lut: &Lut) -> PathBuf {
+    PathBuf::from(format!("{}_{}.bin", lut.name(), lut.bits()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{self, apply};
+
+    fn tmp(name: &str) -> (tempdir::Dir, PathBuf) {
+        let dir = tempdir::Dir::new();
+        let path = dir.0.join(name);
+        (dir, path)
+    }
+
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Self {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let p = std::env::temp_dir().join(format!("ember-lut-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+                std::fs::create_dir_all(&p).unwrap();
+                Self(p)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn both_formats_round_trip() {
+        for m in [1, 3, 5, 7] {
+            let lut = Lut::generate("MBM", m, |a, b| apply(model::mbm, m, a, b)).unwrap();
+            let (_d, raw) = tmp(&format!("MBM_{m}.bin"));
+            write_new(&lut, &raw).unwrap();
+            assert_eq!(std::fs::metadata(&raw).unwrap().len(), 1 << (2 * m));
+            assert_eq!(read(&raw).unwrap(), lut);
+        }
+        for m in [1, 7, 11] {
+            let lut = Lut::generate("mitchell", m, |a, b| apply(model::mitchell, m, a, b)).unwrap();
+            let (_d, path) = tmp("t.lut");
+            write_new(&lut, &path).unwrap();
+            assert_eq!(read(&path).unwrap(), lut);
+        }
+    }
+
+    #[test]
+    fn raw_layout_is_approxtrains() {
+        let lut = Lut::generate("MIT", 1, |a, b| apply(model::mitchell, 1, a, b)).unwrap();
+        // 1.0·1.0: 0; 1.0·1.5: mant 1; 1.5·1.0: mant 1; 1.5·1.5: carry, mant 0
+        assert_eq!(encode(&lut, LutFormat::Raw).unwrap(), vec![0x00, 0x01, 0x01, 0x80]);
+    }
+
+    #[test]
+    fn m_comes_from_between_the_last_underscore_and_the_last_dot() {
+        assert_eq!(parse_raw_name(Path::new("a/my_mult_5.bin")).unwrap(), ("my_mult".into(), 5));
+        assert_eq!(parse_raw_name(Path::new("X_7.v2.bin")).unwrap(), ("X".into(), 7), "last dot");
+        for bad in ["MBM.bin", "MBM_x.bin", "MBM_7", "M.B_3"] {
+            assert!(parse_raw_name(Path::new(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        let (_d, dir) = tmp("");
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let msg = |p: &Path| read(p).unwrap_err().to_string();
+        assert!(msg(&write("A_3.bin", &[0; 63])).contains("63 bytes"));
+        assert!(msg(&write("A_8.bin", &[0; 1 << 16])).contains("1..=7"));
+        assert!(msg(&write("A_0.bin", &[])).contains("1..=7"));
+        assert!(msg(&write("A_1.bin", &[0, 0, 0, 0x40])).contains("bits 1..7"));
+        assert!(msg(&write("x.lut", b"NOTALUT.....")).contains("EMBERLUT"));
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[1, 12, 0, 0]);
+        assert!(msg(&write("y.lut", &v)).contains("out of range"));
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[1, 1, 0, 0, 0, 0]);
+        assert!(msg(&write("z.lut", &v)).contains("2 bytes of entries"));
+        assert!(msg(&dir.join("missing_3.bin")).contains("missing_3.bin"));
+    }
+
+    #[test]
+    fn never_overwrites() {
+        let lut = Lut::generate("A", 2, |a, b| a * b).unwrap();
+        let (_d, path) = tmp("A_2.bin");
+        std::fs::write(&path, b"keep").unwrap();
+        assert!(matches!(write_new(&lut, &path), Err(ApproxError::Exists(_))));
+        assert_eq!(std::fs::read(&path).unwrap(), b"keep");
+        let (_d2, wrong) = tmp("A_3.bin");
+        assert!(write_new(&lut, &wrong).unwrap_err().to_string().contains("m = 3"));
+        assert!(!wrong.exists());
+        let wide = Lut::generate("W", 8, |a, b| a * b).unwrap();
+        let (_d3, raw) = tmp("W_8.bin");
+        assert!(write_new(&wide, &raw).is_err());
+    }
+}

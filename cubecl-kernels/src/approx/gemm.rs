@@ -1,0 +1,267 @@
+//! Tiled, batched GEMM whose every product goes through a comptime [`MulKind`].
+//!
+//! A cube of 16 × 16 units computes a 32 × 32 output tile; each unit owns a 2 × 2 block (rows
+//! `ty, ty + 16`, columns `tx, tx + 16`). Per step of 16 along `k`, the units decode the lhs and
+//! rhs tiles into shared memory (key + scale, see the module docs of [`crate::approx`]); small
+//! tables (`m ≤ 6`, ≤ 16 KiB) are staged in shared memory once per cube, larger ones are read
+//! from global memory. Any shape works: loads outside the matrices decode zeros and stores
+//! outside are skipped. Inputs may be strided (transposed views need no copy).
+
+use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION, MulKind, SHARED_LUT_ENTRIES};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_std::{DType, Shape};
+use cubecl::prelude::*;
+
+/// Output tile edge.
+pub const TILE: u32 = 32;
+/// Depth of a shared tile along `k`.
+pub const DEPTH: u32 = 16;
+/// Units per cube edge.
+pub const UNITS: u32 = 16;
+
+#[cube]
+fn decode_into(
+    x: f32,
+    keys: &mut SharedMemory<u32>,
+    scales: &mut SharedMemory<f32>,
+    pos: usize,
+    #[comptime] kind: MulKind,
+    #[comptime] lhs: bool,
+) {
+    match kind {
+        MulKind::Plain => {
+            keys[pos] = 0u32;
+            scales[pos] = x;
+        }
+        MulKind::Lut(m, _) => {
+            let bits = u32::reinterpret(x);
+            let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
+            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
+            let key = (bits & MANT_MASK) >> comptime!(23 - m);
+            if lhs {
+                keys[pos] = key << m;
+            } else {
+                keys[pos] = key;
+            }
+        }
+        _ => {
+            let bits = u32::reinterpret(x);
+            let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
+            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
+            keys[pos] = bits & MANT_MASK;
+        }
+    }
+}
+
+#[cube]
+fn significand(
+    ka: u32,
+    kb: u32,
+    lut: &Array<f32>,
+    staged: &SharedMemory<f32>,
+    #[comptime] kind: MulKind,
+) -> f32 {
+    match kind {
+        MulKind::Plain => 1.0f32,
+        MulKind::Lut(_, shared) => {
+            if shared {
+                staged[(ka | kb) as usize]
+            } else {
+                lut[(ka | kb) as usize]
+            }
+        }
+        MulKind::Mitchell => {
+            let s = ka + kb;
+            f32::reinterpret(((127u32 + (s >> 23)) << 23) | (s & MANT_MASK))
+        }
+        MulKind::Mbm => {
+            let s = ka + kb;
+            let carry = s >> 23;
+            let frac = (s & MANT_MASK) + (MBM_CORRECTION >> carry);
+            let over = frac > MANT_MASK;
+            let normalised = ((8_388_608u32 + frac) >> 1) & MANT_MASK;
+            let mant = select(over, select(carry == 1u32, s & MANT_MASK, normalised), frac);
+            let c = select(over, 1u32, carry);
+            f32::reinterpret(((127u32 + c) << 23) | mant)
+        }
+    }
+}
+
+#[cube]
+fn product(
+    ka: u32,
+    sa: f32,
+    kb: u32,
+    sb: f32,
+    lut: &Array<f32>,
+    staged: &SharedMemory<f32>,
+    #[comptime] kind: MulKind,
+) -> f32 {
+    match kind {
+        MulKind::Plain => sa * sb,
+        _ => (significand(ka, kb, lut, staged, kind) * sa) * sb,
+    }
+}
+
+/// The batched GEMM kernel: `out[b] = lhs[b] · rhs[b]`, shapes `[batch, m, k] · [batch, k, n]`.
+#[cube(launch)]
+fn approx_gemm_kernel(
+    lhs: &Tensor<f32>,
+    rhs: &Tensor<f32>,
+    lut: &Array<f32>,
+    out: &mut Tensor<f32>,
+    #[comptime] kind: MulKind,
+) {
+    let tile = comptime!(TILE as usize);
+    let depth = comptime!(DEPTH as usize);
+    let units = comptime!(UNITS as usize);
+    let rows = lhs.shape(1);
+    let inner = lhs.shape(2);
+    let cols = rhs.shape(2);
+    let batch = CUBE_POS_Z as usize;
+    let row0 = CUBE_POS_Y as usize * tile;
+    let col0 = CUBE_POS_X as usize * tile;
+    let tx = UNIT_POS_X as usize;
+    let ty = UNIT_POS_Y as usize;
+    let unit = ty * units + tx;
+
+    let lut_len = comptime!(match kind {
+        MulKind::Lut(m, true) => 1usize << (2 * m),
+        _ => 1usize,
+    });
+    let mut staged = SharedMemory::<f32>::new(lut_len);
+    if let MulKind::Lut(_, true) = kind {
+        let mut i = unit;
+        while i < lut_len {
+            staged[i] = lut[i];
+            i += units * units;
+        }
+    }
+
+    let mut a_keys = SharedMemory::<u32>::new(comptime!(tile * depth));
+    let mut a_scales = SharedMemory::<f32>::new(comptime!(tile * depth));
+    let mut b_keys = SharedMemory::<u32>::new(comptime!(depth * tile));
+    let mut b_scales = SharedMemory::<f32>::new(comptime!(depth * tile));
+
+    let lhs_base = batch * lhs.stride(0);
+    let rhs_base = batch * rhs.stride(0);
+    let mut acc00 = 0.0f32;
+    let mut acc01 = 0.0f32;
+    let mut acc10 = 0.0f32;
+    let mut acc11 = 0.0f32;
+
+    let mut k0 = 0usize;
+    while k0 < inner {
+        // 512 lhs and 512 rhs elements per step: two of each per unit.
+        #[unroll]
+        for half in 0..2usize {
+            let e = unit + half * units * units;
+            // lhs tile [tile rows × depth]
+            let (r, kk) = (e / depth, e % depth);
+            let (gr, gk) = (row0 + r, k0 + kk);
+            let mut x = 0.0f32;
+            if gr < rows && gk < inner {
+                x = lhs[lhs_base + gr * lhs.stride(1) + gk * lhs.stride(2)];
+            }
+            decode_into(x, &mut a_keys, &mut a_scales, r * depth + kk, kind, true);
+            // rhs tile [depth × tile cols]
+            let (kr, c) = (e / tile, e % tile);
+            let (gk2, gc) = (k0 + kr, col0 + c);
+            let mut y = 0.0f32;
+            if gk2 < inner && gc < cols {
+                y = rhs[rhs_base + gk2 * rhs.stride(1) + gc * rhs.stride(2)];
+            }
+            decode_into(y, &mut b_keys, &mut b_scales, kr * tile + c, kind, false);
+        }
+        sync_cube();
+        let steps = select(inner - k0 < depth, inner - k0, depth);
+        for kk in 0..steps {
+            let ka0 = a_keys[ty * depth + kk];
+            let sa0 = a_scales[ty * depth + kk];
+            let ka1 = a_keys[(ty + units) * depth + kk];
+            let sa1 = a_scales[(ty + units) * depth + kk];
+            let kb0 = b_keys[kk * tile + tx];
+            let sb0 = b_scales[kk * tile + tx];
+            let kb1 = b_keys[kk * tile + tx + units];
+            let sb1 = b_scales[kk * tile + tx + units];
+            acc00 += product(ka0, sa0, kb0, sb0, lut, &staged, kind);
+            acc01 += product(ka0, sa0, kb1, sb1, lut, &staged, kind);
+            acc10 += product(ka1, sa1, kb0, sb0, lut, &staged, kind);
+            acc11 += product(ka1, sa1, kb1, sb1, lut, &staged, kind);
+        }
+        sync_cube();
+        k0 += depth;
+    }
+
+    let out_base = batch * out.stride(0);
+    let (r0, r1) = (row0 + ty, row0 + ty + units);
+    let (c0, c1) = (col0 + tx, col0 + tx + units);
+    if r0 < rows && c0 < cols {
+        out[out_base + r0 * out.stride(1) + c0 * out.stride(2)] = acc00;
+    }
+    if r0 < rows && c1 < cols {
+        out[out_base + r0 * out.stride(1) + c1 * out.stride(2)] = acc01;
+    }
+    if r1 < rows && c0 < cols {
+        out[out_base + r1 * out.stride(1) + c0 * out.stride(2)] = acc10;
+    }
+    if r1 < rows && c1 < cols {
+        out[out_base + r1 * out.stride(1) + c1 * out.stride(2)] = acc11;
+    }
+}
+
+/// Launches [`approx_gemm_kernel`]: `lhs: [batch, m, k]`, `rhs: [batch, k, n]` (f32, any
+/// strides) → a new contiguous `[batch, m, n]`.
+///
+/// # Panics
+/// If ranks, batch sizes, inner sizes or dtypes disagree (callers reshape and check first).
+pub fn launch<R: CubeRuntime>(
+    lhs: CubeTensor<R>,
+    rhs: CubeTensor<R>,
+    mul: &ApproxMultiply,
+) -> CubeTensor<R> {
+    let [batch, m, k] = lhs.meta.shape().dims();
+    let [batch_r, k_r, n] = rhs.meta.shape().dims();
+    assert_eq!(
+        (batch, k),
+        (batch_r, k_r),
+        "approx_gemm: [b, m, k] · [b, k, n]"
+    );
+    assert!(
+        lhs.dtype == DType::F32 && rhs.dtype == DType::F32,
+        "approx_gemm works on f32 tensors"
+    );
+    let client = lhs.client.clone();
+    let out = empty_device_dtype(
+        client.clone(),
+        lhs.device.clone(),
+        Shape::new([batch, m, n]),
+        DType::F32,
+    );
+    if batch * m * n == 0 {
+        return out;
+    }
+    let table = mul.table();
+    debug_assert!(
+        !matches!(mul.kind(), MulKind::Lut(_, true)) || table.len() <= SHARED_LUT_ENTRIES
+    );
+    let lut = client.create_from_slice(f32::as_bytes(table));
+    let count = CubeCount::Static(
+        n.div_ceil(TILE as usize) as u32,
+        m.div_ceil(TILE as usize) as u32,
+        batch as u32,
+    );
+    approx_gemm_kernel::launch::<R>(
+        &client,
+        count,
+        CubeDim::new_2d(UNITS, UNITS),
+        lhs.into_tensor_arg(),
+        rhs.into_tensor_arg(),
+        unsafe { ArrayArg::from_raw_parts(lut, table.len()) },
+        out.clone().into_tensor_arg(),
+        mul.kind(),
+    );
+    out
+}

@@ -1,0 +1,156 @@
+//! Host (CPU) reference of the approximate contractions: the kernels' test oracle and the path
+//! on backends without CubeCL kernels. Same decoded-operand arithmetic and the same
+//! accumulation order (k ascending, FP32, no fused multiply-add) as the kernels.
+
+use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION};
+use rayon::prelude::*;
+
+/// A decoded operand: table key and power-of-two scale.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decoded {
+    /// Mantissa bits (pre-shifted for the LUT index when `lhs`).
+    pub key: u32,
+    /// `±2^(e-127)`, `±0` (zero/subnormal), `±Inf` or NaN; the value itself for `Plain`.
+    pub scale: f32,
+}
+
+/// Decodes `x` as a left (`lhs = true`) or right operand of `mul`.
+pub fn decode(x: f32, mul: &ApproxMultiply, lhs: bool) -> Decoded {
+    let bits = x.to_bits();
+    let nan = (bits & 0x7fff_ffff) > 0x7f80_0000;
+    let scale = f32::from_bits(if nan { bits } else { bits & 0xff80_0000 });
+    let mant = bits & MANT_MASK;
+    match mul {
+        ApproxMultiply::Plain => Decoded { key: 0, scale: x },
+        ApproxMultiply::Mitchell | ApproxMultiply::Mbm => Decoded { key: mant, scale },
+        ApproxMultiply::Lut(t) => {
+            let m = t.bits();
+            let key = mant >> (23 - m);
+            Decoded {
+                key: if lhs { key << m } else { key },
+                scale,
+            }
+        }
+    }
+}
+
+/// Mitchell's significand product of two 23-bit mantissas, as f32 in `[1, 4)`.
+pub fn mitchell_significand(ka: u32, kb: u32) -> f32 {
+    let s = ka + kb;
+    f32::from_bits(((127 + (s >> 23)) << 23) | (s & MANT_MASK))
+}
+
+/// MBM's significand product of two 23-bit mantissas, as f32 in `[1, 4)`.
+pub fn mbm_significand(ka: u32, kb: u32) -> f32 {
+    let s = ka + kb;
+    let carry = s >> 23 == 1;
+    let frac = (s & MANT_MASK) + (MBM_CORRECTION >> (s >> 23));
+    let over = frac > MANT_MASK;
+    let mant = if over {
+        if carry {
+            s & MANT_MASK
+        } else {
+            (((1 << 23) + frac) >> 1) & MANT_MASK
+        }
+    } else {
+        frac
+    };
+    let c = u32::from(carry || over);
+    f32::from_bits(((127 + c) << 23) | mant)
+}
+
+/// One approximate product of decoded operands.
+#[inline]
+pub fn product(a: Decoded, b: Decoded, mul: &ApproxMultiply, table: &[f32]) -> f32 {
+    match mul {
+        ApproxMultiply::Plain => a.scale * b.scale,
+        ApproxMultiply::Mitchell => (mitchell_significand(a.key, b.key) * a.scale) * b.scale,
+        ApproxMultiply::Mbm => (mbm_significand(a.key, b.key) * a.scale) * b.scale,
+        ApproxMultiply::Lut(_) => (table[(a.key | b.key) as usize] * a.scale) * b.scale,
+    }
+}
+
+/// `a · b` under `mul` for two scalars.
+pub fn multiply(a: f32, b: f32, mul: &ApproxMultiply) -> f32 {
+    product(
+        decode(a, mul, true),
+        decode(b, mul, false),
+        mul,
+        mul.table(),
+    )
+}
+
+/// Batched GEMM `out[b] = lhs[b] · rhs[b]` with contiguous row-major `lhs: [batch, m, k]`,
+/// `rhs: [batch, k, n]`, every product through `mul`, FP32 accumulation in k order.
+/// Rows run in parallel on rayon's pool.
+pub fn gemm(
+    lhs: &[f32],
+    rhs: &[f32],
+    [batch, m, k, n]: [usize; 4],
+    mul: &ApproxMultiply,
+) -> Vec<f32> {
+    assert_eq!(lhs.len(), batch * m * k, "lhs length");
+    assert_eq!(rhs.len(), batch * k * n, "rhs length");
+    let table = mul.table();
+    let dl: Vec<Decoded> = lhs.par_iter().map(|&x| decode(x, mul, true)).collect();
+    let dr: Vec<Decoded> = rhs.par_iter().map(|&x| decode(x, mul, false)).collect();
+    let mut out = vec![0f32; batch * m * n];
+    if n == 0 {
+        return out;
+    }
+    out.par_chunks_mut(n).enumerate().for_each(|(row, acc)| {
+        let (b, i) = (row / m.max(1), row % m.max(1));
+        let a_row = &dl[(b * m + i) * k..(b * m + i + 1) * k];
+        let r = &dr[b * k * n..(b + 1) * k * n];
+        for (kk, &a) in a_row.iter().enumerate() {
+            let r_row = &r[kk * n..(kk + 1) * n];
+            match mul {
+                ApproxMultiply::Lut(_) => {
+                    for (o, &bb) in acc.iter_mut().zip(r_row) {
+                        *o += (table[(a.key | bb.key) as usize] * a.scale) * bb.scale;
+                    }
+                }
+                _ => {
+                    for (o, &bb) in acc.iter_mut().zip(r_row) {
+                        *o += product(a, bb, mul, table);
+                    }
+                }
+            }
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approx::LutTable;
+
+    #[test]
+    fn plain_gemm_is_the_textbook_product() {
+        let lhs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // [1, 2, 3]
+        let rhs = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [1, 3, 2]
+        let out = gemm(&lhs, &rhs, [1, 2, 3, 2], &ApproxMultiply::Plain);
+        assert_eq!(out, vec![4.0, 5.0, 10.0, 11.0]);
+    }
+
+    #[test]
+    fn decoded_lut_product_applies_scales_and_signs() {
+        // m = 1 Mitchell table: [1, 1.5, 1.5, 2]
+        let mul = ApproxMultiply::Lut(LutTable::new(1, vec![1.0, 1.5, 1.5, 2.0]));
+        assert_eq!(multiply(3.0, -6.0, &mul), -(2.0 * 4.0 * 2.0)); // 1.5·2 × 1.5·4 → 2·8
+        assert_eq!(multiply(0.0, -6.0, &mul).to_bits(), (-0.0f32).to_bits());
+        assert!(multiply(f32::INFINITY, 0.0, &mul).is_nan());
+        assert!(multiply(f32::NAN, 1.0, &mul).is_nan());
+        assert_eq!(multiply(f32::NEG_INFINITY, 2.0, &mul), f32::NEG_INFINITY);
+        assert_eq!(multiply(1e-40, 1.0, &mul), 0.0, "subnormal is zero");
+    }
+
+    #[test]
+    fn fp32_width_models() {
+        assert_eq!(multiply(1.25, 1.5, &ApproxMultiply::Mitchell), 1.75);
+        assert_eq!(multiply(1.75, 1.5, &ApproxMultiply::Mitchell), 2.5);
+        assert_eq!(multiply(1.25, 1.5, &ApproxMultiply::Mbm), 1.828125);
+        assert_eq!(multiply(1.75, 1.5, &ApproxMultiply::Mbm), 2.578125);
+    }
+}

@@ -1,0 +1,141 @@
+//! The LUT GEMM kernel against its host reference on wgpu (lavapipe where there is no GPU):
+//! every multiply kind, shapes that are not multiples of the tile, batches, strided inputs, and
+//! IEEE special values.
+
+use burn::backend::Wgpu;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use cubecl_kernels::approx::host::{self, mitchell_significand};
+use cubecl_kernels::approx::{ApproxMultiply, LutTable, gemm};
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // magnitudes spanning several binades, both signs
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+            let e = ((s >> 20) % 8) as i32 - 4;
+            (u * 2.0 - 1.0) * 2f32.powi(e)
+        })
+        .collect()
+}
+
+/// Mitchell's table at `m` bits, built from the FP32-width model on truncated mantissas.
+fn mitchell_table(m: u32) -> ApproxMultiply {
+    let n = 1u32 << m;
+    let sig = (0..n * n)
+        .map(|i| mitchell_significand((i >> m) << (23 - m), (i & (n - 1)) << (23 - m)))
+        .collect();
+    ApproxMultiply::Lut(LutTable::new(m, sig))
+}
+
+fn kinds() -> Vec<(&'static str, ApproxMultiply)> {
+    vec![
+        ("plain", ApproxMultiply::Plain),
+        ("mitchell23", ApproxMultiply::Mitchell),
+        ("mbm23", ApproxMultiply::Mbm),
+        ("lut m=3 (shared)", mitchell_table(3)),
+        ("lut m=7 (global)", mitchell_table(7)),
+    ]
+}
+
+fn run(lhs: Tensor<Wgpu, 3>, rhs: Tensor<Wgpu, 3>, mul: &ApproxMultiply) -> Vec<f32> {
+    let out = gemm::launch(
+        lhs.into_primitive().tensor(),
+        rhs.into_primitive().tensor(),
+        mul,
+    );
+    Tensor::<Wgpu, 3>::from_primitive(TensorPrimitive::Float(out))
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = g.to_bits() == w.to_bits() || (g - w).abs() <= 1e-5 * w.abs().max(1.0);
+        assert!(ok, "{what}: element {i}: kernel {g} vs host {w}");
+    }
+}
+
+fn adapter() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn kernel_matches_host_reference_on_every_shape_and_multiply() {
+    adapter();
+    let device = Default::default();
+    for [batch, m, k, n] in [
+        [1, 1, 1, 1],
+        [1, 32, 16, 32],
+        [2, 33, 17, 31],
+        [3, 7, 50, 65],
+        [1, 64, 100, 5],
+    ] {
+        let (a, b) = (values(batch * m * k, 1), values(batch * k * n, 2));
+        let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.clone(), [batch, m, k]), &device);
+        let rhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.clone(), [batch, k, n]), &device);
+        for (name, mul) in kinds() {
+            let want = host::gemm(&a, &b, [batch, m, k, n], &mul);
+            let got = run(lhs.clone(), rhs.clone(), &mul);
+            assert_close(&got, &want, &format!("{name} {batch}x{m}x{k}x{n}"));
+        }
+    }
+}
+
+#[test]
+fn strided_inputs_need_no_copy() {
+    adapter();
+    let device = Default::default();
+    let (m, k, n) = (19, 23, 29);
+    let a = values(m * k, 3);
+    let b = values(n * k, 4);
+    // rhs given as the transpose of an [n, k] tensor
+    let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.clone(), [1, m, k]), &device);
+    let rhs_t = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.clone(), [1, n, k]), &device);
+    let rhs = rhs_t.swap_dims(1, 2);
+    let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
+    for (name, mul) in kinds() {
+        let want = host::gemm(&a, &b_kn, [1, m, k, n], &mul);
+        assert_close(&run(lhs.clone(), rhs.clone(), &mul), &want, name);
+    }
+}
+
+#[test]
+fn special_values_follow_the_documented_semantics() {
+    adapter();
+    let device = Default::default();
+    // Single products (k = 1): kernel == scalar host multiply added to a +0 accumulator (which
+    // turns a -0 product into +0, as any FP32 sum does), bit for bit.
+    let a = [
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NAN,
+        1e-40,
+        3.0,
+        -2.5e30,
+        1.5e-20,
+    ];
+    let b = [-2.0, 5.0, 0.0, 1.0, f32::INFINITY, -7.0, 4e30, 2.5e-20];
+    let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.to_vec(), [a.len(), 1, 1]), &device);
+    let rhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.to_vec(), [b.len(), 1, 1]), &device);
+    for (name, mul) in kinds() {
+        let got = run(lhs.clone(), rhs.clone(), &mul);
+        for i in 0..a.len() {
+            let want = 0.0 + host::multiply(a[i], b[i], &mul);
+            let same = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
+            assert!(
+                same,
+                "{name}: {} × {}: kernel {} vs host {want}",
+                a[i], b[i], got[i]
+            );
+        }
+    }
+}
