@@ -37,7 +37,9 @@ pub enum ApproxError {
         found: usize,
     },
     /// A table entry with bits above the carry.
-    #[error("lookup-table entry {index} is {value:#x}: bits above the carry (bit {m}) must be zero")]
+    #[error(
+        "lookup-table entry {index} is {value:#x}: bits above the carry (bit {m}) must be zero"
+    )]
     LutEntry {
         /// Entry index.
         index: usize,
@@ -47,7 +49,9 @@ pub enum ApproxError {
         m: u32,
     },
     /// A user multiplier whose product of two significands is not in `[1, 4)`.
-    #[error("multiplier `{name}` returned {c} for {a} × {b}: the product of two numbers in [1, 2) must lie in [1, 4)")]
+    #[error(
+        "multiplier `{name}` returned {c} for {a} × {b}: the product of two numbers in [1, 2) must lie in [1, 4)"
+    )]
     NotAMantissaProduct {
         /// Multiplier name.
         name: String,

@@ -48,26 +48,43 @@ impl LutFormat {
 }
 
 fn bad(path: &Path, reason: impl Into<String>) -> ApproxError {
-    ApproxError::BadFile { path: path.to_path_buf(), reason: reason.into() }
+    ApproxError::BadFile {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
 }
 
 /// `(NAME, m)` from an ApproxTrain file name `NAME_M.bin`.
 pub fn parse_raw_name(path: &Path) -> Result<(String, u32), ApproxError> {
-    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    let file = path
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or_default();
     let (Some(us), Some(dot)) = (file.rfind('_'), file.rfind('.')) else {
-        return Err(bad(path, "an ApproxTrain LUT file is named NAME_M.bin (e.g. MBM_7.bin)"));
+        return Err(bad(
+            path,
+            "an ApproxTrain LUT file is named NAME_M.bin (e.g. MBM_7.bin)",
+        ));
     };
     let m = file
         .get(us + 1..dot)
         .filter(|_| us < dot)
         .and_then(|s| s.parse::<u32>().ok())
-        .ok_or_else(|| bad(path, format!("cannot read m from `{file}`: expected NAME_M.bin (e.g. MBM_7.bin)")))?;
+        .ok_or_else(|| {
+            bad(
+                path,
+                format!("cannot read m from `{file}`: expected NAME_M.bin (e.g. MBM_7.bin)"),
+            )
+        })?;
     Ok((file[..us].to_string(), m))
 }
 
 /// Reads a table in either format (chosen by [`LutFormat::of`]).
 pub fn read(path: &Path) -> Result<Lut, ApproxError> {
-    let bytes = std::fs::read(path).map_err(|source| ApproxError::Io { path: path.into(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| ApproxError::Io {
+        path: path.into(),
+        source,
+    })?;
     match LutFormat::of(path) {
         LutFormat::Raw => decode_raw(path, &bytes),
         LutFormat::Ember => decode_ember(path, &bytes),
@@ -77,11 +94,22 @@ pub fn read(path: &Path) -> Result<Lut, ApproxError> {
 fn decode_raw(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
     let (name, m) = parse_raw_name(path)?;
     if !(1..=RAW_MAX_BITS).contains(&m) {
-        return Err(bad(path, format!("m = {m} in the file name: ApproxTrain's one-byte format holds m = 1..={RAW_MAX_BITS} (use the .lut format for wider tables)")));
+        return Err(bad(
+            path,
+            format!(
+                "m = {m} in the file name: ApproxTrain's one-byte format holds m = 1..={RAW_MAX_BITS} (use the .lut format for wider tables)"
+            ),
+        ));
     }
     let expected = 1usize << (2 * m);
     if bytes.len() != expected {
-        return Err(bad(path, format!("{} bytes, but a table for m = {m} has {expected} (2^(2m)) one-byte entries", bytes.len())));
+        return Err(bad(
+            path,
+            format!(
+                "{} bytes, but a table for m = {m} has {expected} (2^(2m)) one-byte entries",
+                bytes.len()
+            ),
+        ));
     }
     let entries = bytes
         .iter()
@@ -89,7 +117,10 @@ fn decode_raw(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
         .map(|(i, &b)| {
             let (carry, mant) = (u16::from(b >> 7), u16::from(b & 0x7f));
             if mant >> m != 0 {
-                Err(bad(path, format!("byte {i} is {b:#04x}: bits {m}..7 must be zero for m = {m}")))
+                Err(bad(
+                    path,
+                    format!("byte {i} is {b:#04x}: bits {m}..7 must be zero for m = {m}"),
+                ))
             } else {
                 Ok((carry << m) | mant)
             }
@@ -100,10 +131,16 @@ fn decode_raw(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
 
 fn decode_ember(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
     if bytes.len() < 12 || &bytes[..8] != MAGIC {
-        return Err(bad(path, "not an Ember LUT file (missing the EMBERLUT header)"));
+        return Err(bad(
+            path,
+            "not an Ember LUT file (missing the EMBERLUT header)",
+        ));
     }
     if bytes[8] != 1 {
-        return Err(bad(path, format!("format version {} is not supported (expected 1)", bytes[8])));
+        return Err(bad(
+            path,
+            format!("format version {} is not supported (expected 1)", bytes[8]),
+        ));
     }
     let m = u32::from(bytes[9]);
     check_bits(m).map_err(|e| bad(path, e.to_string()))?;
@@ -115,9 +152,18 @@ fn decode_ember(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
     let body = &bytes[12 + n..];
     let expected = 2usize << (2 * m);
     if body.len() != expected {
-        return Err(bad(path, format!("{} bytes of entries, but a table for m = {m} has {expected}", body.len())));
+        return Err(bad(
+            path,
+            format!(
+                "{} bytes of entries, but a table for m = {m} has {expected}",
+                body.len()
+            ),
+        ));
     }
-    let entries = body.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let entries = body
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
     Lut::from_entries(name, m, entries).map_err(|e| bad(path, e.to_string()))
 }
 
@@ -127,9 +173,17 @@ pub fn encode(lut: &Lut, format: LutFormat) -> Result<Vec<u8>, ApproxError> {
     match format {
         LutFormat::Raw => {
             if m > RAW_MAX_BITS {
-                return Err(ApproxError::UnsupportedBits { name: "ApproxTrain raw format".into(), m, supported: "m = 1..=7" });
+                return Err(ApproxError::UnsupportedBits {
+                    name: "ApproxTrain raw format".into(),
+                    m,
+                    supported: "m = 1..=7",
+                });
             }
-            Ok(lut.entries().iter().map(|&e| (((e >> m) << 7) | (e & ((1 << m) - 1))) as u8).collect())
+            Ok(lut
+                .entries()
+                .iter()
+                .map(|&e| (((e >> m) << 7) | (e & ((1 << m) - 1))) as u8)
+                .collect())
         }
         LutFormat::Ember => {
             let name = lut.name().as_bytes();
@@ -154,7 +208,15 @@ pub fn write_new(lut: &Lut, path: &Path) -> Result<(), ApproxError> {
     if LutFormat::of(path) == LutFormat::Raw {
         let (_, m) = parse_raw_name(path)?;
         if m != lut.bits() {
-            return Err(bad(path, format!("the file name says m = {m} but the table has m = {}: name it {}_{}.bin", lut.bits(), lut.name(), lut.bits())));
+            return Err(bad(
+                path,
+                format!(
+                    "the file name says m = {m} but the table has m = {}: name it {}_{}.bin",
+                    lut.bits(),
+                    lut.name(),
+                    lut.bits()
+                ),
+            ));
         }
     }
     use std::io::Write;
@@ -164,9 +226,15 @@ pub fn write_new(lut: &Lut, path: &Path) -> Result<(), ApproxError> {
         .open(path)
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
-            _ => ApproxError::Io { path: path.into(), source },
+            _ => ApproxError::Io {
+                path: path.into(),
+                source,
+            },
         })?;
-    file.write_all(&bytes).map_err(|source| ApproxError::Io { path: path.into(), source })
+    file.write_all(&bytes).map_err(|source| ApproxError::Io {
+        path: path.into(),
+        source,
+    })
 }
 
 /// The ApproxTrain file name of a table: `NAME_M.bin`.
@@ -191,7 +259,11 @@ mod tests {
             pub fn new() -> Self {
                 use std::sync::atomic::{AtomicU32, Ordering};
                 static N: AtomicU32 = AtomicU32::new(0);
-                let p = std::env::temp_dir().join(format!("ember-lut-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+                let p = std::env::temp_dir().join(format!(
+                    "ember-lut-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
                 std::fs::create_dir_all(&p).unwrap();
                 Self(p)
             }
@@ -224,14 +296,23 @@ mod tests {
     fn raw_layout_is_approxtrains() {
         let lut = Lut::generate("MIT", 1, |a, b| apply(model::mitchell, 1, a, b)).unwrap();
         // 1.0·1.0: 0; 1.0·1.5: mant 1; 1.5·1.0: mant 1; 1.5·1.5: carry, mant 0
-        assert_eq!(encode(&lut, LutFormat::Raw).unwrap(), vec![0x00, 0x01, 0x01, 0x80]);
+        assert_eq!(
+            encode(&lut, LutFormat::Raw).unwrap(),
+            vec![0x00, 0x01, 0x01, 0x80]
+        );
     }
 
     #[test]
     fn m_comes_from_between_the_last_underscore_and_the_last_dot() {
-        assert_eq!(parse_raw_name(Path::new("a/my_mult_5.bin")).unwrap(), ("my_mult".into(), 5));
-        assert_eq!(parse_raw_name(Path::new("X_7.v2.bin")).unwrap(), ("X".into(), 7), "last dot");
-        for bad in ["MBM.bin", "MBM_x.bin", "MBM_7", "M.B_3"] {
+        assert_eq!(
+            parse_raw_name(Path::new("a/my_mult_5.bin")).unwrap(),
+            ("my_mult".into(), 5)
+        );
+        assert_eq!(
+            parse_raw_name(Path::new("v1.0/my.mult_3.bin")).unwrap(),
+            ("my.mult".into(), 3)
+        );
+        for bad in ["MBM.bin", "MBM_x.bin", "MBM_7", "M.B_3", "X_7.v2.bin"] {
             assert!(parse_raw_name(Path::new(bad)).is_err(), "{bad}");
         }
     }
@@ -264,10 +345,18 @@ mod tests {
         let lut = Lut::generate("A", 2, |a, b| a * b).unwrap();
         let (_d, path) = tmp("A_2.bin");
         std::fs::write(&path, b"keep").unwrap();
-        assert!(matches!(write_new(&lut, &path), Err(ApproxError::Exists(_))));
+        assert!(matches!(
+            write_new(&lut, &path),
+            Err(ApproxError::Exists(_))
+        ));
         assert_eq!(std::fs::read(&path).unwrap(), b"keep");
         let (_d2, wrong) = tmp("A_3.bin");
-        assert!(write_new(&lut, &wrong).unwrap_err().to_string().contains("m = 3"));
+        assert!(
+            write_new(&lut, &wrong)
+                .unwrap_err()
+                .to_string()
+                .contains("m = 3")
+        );
         assert!(!wrong.exists());
         let wide = Lut::generate("W", 8, |a, b| a * b).unwrap();
         let (_d3, raw) = tmp("W_8.bin");

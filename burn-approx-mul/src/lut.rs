@@ -24,12 +24,24 @@ impl Lut {
         check_bits(m)?;
         let expected = 1usize << (2 * m);
         if entries.len() != expected {
-            return Err(ApproxError::LutSize { m, expected, found: entries.len() });
+            return Err(ApproxError::LutSize {
+                m,
+                expected,
+                found: entries.len(),
+            });
         }
         if let Some(index) = entries.iter().position(|e| u32::from(*e) >> (m + 1) != 0) {
-            return Err(ApproxError::LutEntry { index, value: u32::from(entries[index]), m });
+            return Err(ApproxError::LutEntry {
+                index,
+                value: u32::from(entries[index]),
+                m,
+            });
         }
-        Ok(Self { name: name.to_string(), m, entries })
+        Ok(Self {
+            name: name.to_string(),
+            m,
+            entries,
+        })
     }
 
     /// Algorithm 1: tabulates `multiply` on `1.a_m × 1.b_m` for every pair of `m`-bit mantissas.
@@ -37,7 +49,11 @@ impl Lut {
     /// Both operands get the exponent of 1.0 (any normal exponents whose product is normal would
     /// do); the carry is set when the product's exponent exceeds the unnormalised one. A
     /// multiplier whose product of two numbers in `[1, 2)` is not in `[1, 4)` is rejected.
-    pub fn generate(name: &str, m: u32, multiply: impl Fn(f32, f32) -> f32) -> Result<Self, ApproxError> {
+    pub fn generate(
+        name: &str,
+        m: u32,
+        multiply: impl Fn(f32, f32) -> f32,
+    ) -> Result<Self, ApproxError> {
         check_bits(m)?;
         let shift = 23 - m;
         let n = 1u32 << m;
@@ -49,14 +65,23 @@ impl Lut {
                 let c = multiply(a, b);
                 let exp = (c.to_bits() >> 23) & 0xff;
                 if !(1.0..4.0).contains(&c) || c.is_sign_negative() {
-                    return Err(ApproxError::NotAMantissaProduct { name: name.into(), a, b, c });
+                    return Err(ApproxError::NotAMantissaProduct {
+                        name: name.into(),
+                        a,
+                        b,
+                        c,
+                    });
                 }
                 let carry = u32::from(exp > 127);
                 let mant = (c.to_bits() & MANT_MASK) >> shift;
                 entries.push(((carry << m) | mant) as u16);
             }
         }
-        Ok(Self { name: name.to_string(), m, entries })
+        Ok(Self {
+            name: name.to_string(),
+            m,
+            entries,
+        })
     }
 
     /// The table's name (ApproxTrain's `NAME` in `NAME_M.bin`).
@@ -106,7 +131,8 @@ impl Lut {
         let sig = self.significands();
         for k in 0..n {
             for j in 0..n {
-                let exact = (1.0 + f64::from(k) / f64::from(n) + half) * (1.0 + f64::from(j) / f64::from(n) + half);
+                let exact = (1.0 + f64::from(k) / f64::from(n) + half)
+                    * (1.0 + f64::from(j) / f64::from(n) + half);
                 let r = (f64::from(sig[(k * n + j) as usize]) - exact) / exact;
                 sum += r;
                 sum_abs += r.abs();
@@ -114,7 +140,11 @@ impl Lut {
             }
         }
         let count = f64::from(n * n);
-        ErrorStats { mean: sum / count, mean_abs: sum_abs / count, max_abs: max }
+        ErrorStats {
+            mean: sum / count,
+            mean_abs: sum_abs / count,
+            max_abs: max,
+        }
     }
 }
 
@@ -133,7 +163,10 @@ pub(crate) fn check_bits(m: u32) -> Result<(), ApproxError> {
     if (1..=MAX_LUT_BITS).contains(&m) {
         Ok(())
     } else {
-        Err(ApproxError::Bits { m, max: MAX_LUT_BITS })
+        Err(ApproxError::Bits {
+            m,
+            max: MAX_LUT_BITS,
+        })
     }
 }
 
@@ -166,7 +199,10 @@ mod tests {
             assert!(matches!(err, ApproxError::Bits { .. }), "{err}");
         }
         assert!(Lut::from_entries("x", 2, vec![0; 15]).is_err());
-        assert!(Lut::from_entries("x", 2, vec![0x8; 16]).is_err(), "bit above the carry");
+        assert!(
+            Lut::from_entries("x", 2, vec![0x8; 16]).is_err(),
+            "bit above the carry"
+        );
     }
 
     #[test]

@@ -1,0 +1,282 @@
+//! The multiplier a device carries: built-in catalogue, user functions and LUT files.
+
+use crate::error::ApproxError;
+use crate::lut::{Lut, MAX_LUT_BITS};
+use crate::model::{self, MantissaModel, apply};
+use cubecl_kernels::approx::{ApproxMultiply, LutTable};
+use cubecl_kernels::decorator::MultiplyStrategy;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Names accepted by [`Multiplier::parse`], for help texts and errors.
+pub const BUILT_IN_HELP: &str = "native, fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm/mitchell also 23), \
+afm10/12/14/16/32, mit10/12/14/16/32, realm16";
+
+/// A family of built-in functional models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Truncating exact multiplier (ApproxTrain's `ACC`; bfloat16 at m = 7).
+    Truncated,
+    /// Minimally biased multiplier (ApproxTrain's AFM).
+    Mbm,
+    /// Mitchell's logarithmic multiplier.
+    Mitchell,
+    /// REALM (see [`model::realm`]).
+    Realm,
+}
+
+impl Family {
+    /// Every family.
+    pub const ALL: [Family; 4] = [Self::Truncated, Self::Mbm, Self::Mitchell, Self::Realm];
+
+    /// Name prefix (`acc7`, `mbm7`, ...).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Self::Truncated => "acc",
+            Self::Mbm => "mbm",
+            Self::Mitchell => "mitchell",
+            Self::Realm => "realm",
+        }
+    }
+
+    /// The mantissa model.
+    pub fn model(self) -> MantissaModel {
+        match self {
+            Self::Truncated => model::truncated,
+            Self::Mbm => model::mbm,
+            Self::Mitchell => model::mitchell,
+            Self::Realm => model::realm,
+        }
+    }
+
+    /// The functional model at width `m`, under Ember's semantics.
+    pub fn function(self, m: u32) -> impl Fn(f32, f32) -> f32 + Copy {
+        let f = self.model();
+        move |a, b| apply(f, m, a, b)
+    }
+
+    /// Whether `m` is supported: 1..=11 through a LUT; 23 in the kernel for MBM and Mitchell.
+    pub fn supports(self, m: u32) -> bool {
+        (1..=MAX_LUT_BITS).contains(&m) || (m == 23 && matches!(self, Self::Mbm | Self::Mitchell))
+    }
+
+    fn supported_text(self) -> &'static str {
+        match self {
+            Self::Mbm | Self::Mitchell => "1..=11 and 23",
+            _ => "1..=11",
+        }
+    }
+}
+
+/// The multiplier of an [`ApproxMul`](crate::ApproxMul) device: a name and how the kernels
+/// multiply. `Default` is [`Multiplier::native`], under which the decorator is the inner backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Multiplier {
+    name: Arc<str>,
+    strategy: MultiplyStrategy,
+    lut: Option<Arc<Lut>>,
+}
+
+impl Default for Multiplier {
+    fn default() -> Self {
+        Self::native()
+    }
+}
+
+impl std::fmt::Display for Multiplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl Multiplier {
+    /// The inner backend's own ops, bit for bit.
+    pub fn native() -> Self {
+        Self {
+            name: "native".into(),
+            strategy: MultiplyStrategy::Exact,
+            lut: None,
+        }
+    }
+
+    /// IEEE FP32 products inside Ember's kernels (the kernels' own baseline).
+    pub fn fp32() -> Self {
+        Self::kernel("fp32", ApproxMultiply::Plain)
+    }
+
+    fn kernel(name: &str, mul: ApproxMultiply) -> Self {
+        Self {
+            name: name.into(),
+            strategy: MultiplyStrategy::Approx(mul),
+            lut: None,
+        }
+    }
+
+    /// A built-in multiplier: `family` at `m` mantissa bits.
+    pub fn built_in(family: Family, m: u32) -> Result<Self, ApproxError> {
+        if !family.supports(m) {
+            return Err(ApproxError::UnsupportedBits {
+                name: family.prefix().into(),
+                m,
+                supported: family.supported_text(),
+            });
+        }
+        let name = format!("{}{m}", family.prefix());
+        match (family, m) {
+            (Family::Mbm, 23) => Ok(Self::kernel(&name, ApproxMultiply::Mbm)),
+            (Family::Mitchell, 23) => Ok(Self::kernel(&name, ApproxMultiply::Mitchell)),
+            _ => Ok(Self::from_lut(Lut::generate(&name, m, family.function(m))?)),
+        }
+    }
+
+    /// A user-defined multiplier `f`, tabulated at `m` bits (Algorithm 1).
+    pub fn from_fn(name: &str, m: u32, f: impl Fn(f32, f32) -> f32) -> Result<Self, ApproxError> {
+        Ok(Self::from_lut(Lut::generate(name, m, f)?))
+    }
+
+    /// A multiplier from a table.
+    pub fn from_lut(lut: Lut) -> Self {
+        let table = LutTable::new(lut.bits(), lut.significands());
+        Self {
+            name: format!("{}{}", lut.name(), lut.bits()).into(),
+            strategy: MultiplyStrategy::Approx(ApproxMultiply::Lut(table)),
+            lut: Some(Arc::new(lut)),
+        }
+    }
+
+    /// Parses a CLI name (see [`BUILT_IN_HELP`]) or reads a LUT file (`NAME_M.bin` or `.lut`).
+    pub fn parse(spec: &str) -> Result<Self, ApproxError> {
+        let lower = spec.to_ascii_lowercase();
+        let alias = match lower.as_str() {
+            "native" => return Ok(Self::native()),
+            "fp32" => return Ok(Self::fp32()),
+            "bf16" | "bfloat16" => Some((Family::Truncated, 7)),
+            "realm16" => Some((Family::Realm, 7)),
+            _ => None,
+        };
+        if let Some((family, m)) = alias {
+            return Self::built_in(family, m).map(|m| m.renamed(&lower));
+        }
+        for (prefix, family) in [("afm", Family::Mbm), ("mit", Family::Mitchell)] {
+            if let Some(bits) = lower
+                .strip_prefix(prefix)
+                .and_then(|r| r.parse::<u32>().ok())
+            {
+                let m = match bits {
+                    10 => 1,
+                    12 => 3,
+                    14 => 5,
+                    16 => 7,
+                    32 => 23,
+                    _ => {
+                        return Err(ApproxError::UnsupportedBits {
+                            name: prefix.into(),
+                            m: bits,
+                            supported: "10, 12, 14, 16, 32 (format widths)",
+                        });
+                    }
+                };
+                return Self::built_in(family, m).map(|m| m.renamed(&lower));
+            }
+        }
+        for family in Family::ALL {
+            if let Some(rest) = lower.strip_prefix(family.prefix()) {
+                if let Ok(m) = rest.parse::<u32>() {
+                    return Self::built_in(family, m);
+                }
+            }
+        }
+        let path = Path::new(spec);
+        if spec.contains(['/', '\\']) || path.extension().is_some_and(|e| e == "bin" || e == "lut")
+        {
+            return Ok(Self::from_lut(crate::file::read(path)?));
+        }
+        Err(ApproxError::UnknownMultiplier(spec.to_string()))
+    }
+
+    fn renamed(mut self, name: &str) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The name (`mbm7`, `bf16`, `native`, or the table's `NAME` + `M`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the kernels do.
+    pub fn strategy(&self) -> &MultiplyStrategy {
+        &self.strategy
+    }
+
+    /// The kernels' multiply, `None` for [`Multiplier::native`].
+    pub fn approx(&self) -> Option<&ApproxMultiply> {
+        match &self.strategy {
+            MultiplyStrategy::Exact => None,
+            MultiplyStrategy::Approx(mul) => Some(mul),
+        }
+    }
+
+    /// The table, for LUT multipliers.
+    pub fn lut(&self) -> Option<&Lut> {
+        self.lut.as_deref()
+    }
+
+    /// `a · b` under this multiplier (scalar; the kernels compute the same products).
+    pub fn multiply(&self, a: f32, b: f32) -> f32 {
+        match self.approx() {
+            None => a * b,
+            Some(mul) => cubecl_kernels::approx::host::multiply(a, b, mul),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_to_the_paper_formats() {
+        assert_eq!(Multiplier::parse("native").unwrap(), Multiplier::native());
+        assert_eq!(Multiplier::parse("afm16").unwrap().lut().unwrap().bits(), 7);
+        assert_eq!(Multiplier::parse("MIT12").unwrap().lut().unwrap().bits(), 3);
+        assert_eq!(
+            Multiplier::parse("afm32").unwrap().approx(),
+            Some(&ApproxMultiply::Mbm)
+        );
+        assert_eq!(
+            Multiplier::parse("mitchell23").unwrap().approx(),
+            Some(&ApproxMultiply::Mitchell)
+        );
+        assert_eq!(
+            Multiplier::parse("bf16").unwrap().lut().unwrap(),
+            Multiplier::parse("acc7").unwrap().lut().unwrap()
+        );
+        assert_eq!(Multiplier::parse("realm16").unwrap().name(), "realm16");
+        assert_eq!(
+            Multiplier::parse("fp32").unwrap().approx(),
+            Some(&ApproxMultiply::Plain)
+        );
+    }
+
+    #[test]
+    fn bad_names_and_widths_are_clear_errors() {
+        let msg = |s: &str| Multiplier::parse(s).unwrap_err().to_string();
+        assert!(msg("wallace7").contains("unknown multiplier `wallace7`"));
+        assert!(msg("mbm12").contains("m = 12"));
+        assert!(msg("mbm0").contains("m = 0"));
+        assert!(msg("acc23").contains("1..=11"));
+        assert!(msg("realm23").contains("1..=11"));
+        assert!(msg("afm8").contains("10, 12, 14, 16, 32"));
+        assert!(msg("no/such/MBM_7.bin").contains("no/such/MBM_7.bin"));
+    }
+
+    #[test]
+    fn bf16_multiplier_is_bfloat16_truncation() {
+        let bf16 = Multiplier::parse("bf16").unwrap();
+        let mask = |x: f32| f32::from_bits(x.to_bits() & 0xffff_0000);
+        for (a, b) in [(3.14159f32, -2.71828f32), (1e-3, 7e4), (0.1, 0.2)] {
+            assert_eq!(bf16.multiply(a, b), mask(mask(a) * mask(b)), "{a}·{b}");
+        }
+    }
+}

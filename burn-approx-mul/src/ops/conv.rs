@@ -1,0 +1,366 @@
+//! Every convolution lowered onto the approximate GEMM through im2col / col2im.
+//!
+//! All ranks are handled as 3-d (a 1-d convolution is `[1, 1, L]`, a 2-d one `[1, H, W]`).
+//! With `G` groups, `K = C_in/G · kd·kh·kw` and `L` output positions per sample:
+//!
+//! - forward:         `y[g] = W[g] (C_out/G × K) · cols[g] (K × B·L)`
+//! - weight gradient: `dW[g] = dy[g] (C_out/G × B·L) · cols[g]ᵀ`
+//! - input gradient:  `dcols[g] = W[g]ᵀ · dy[g]`, scattered back by col2im (additions only).
+//!
+//! A transposed convolution is the input gradient of the convolution with the same geometry,
+//! so `conv_transpose` = [`input_grad`], its input gradient = [`forward`] and its weight
+//! gradient = [`weight_grad`] with the roles of input and output swapped.
+
+use super::matmul::gemm;
+use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, Slice, TensorMetadata};
+use burn_std::{FloatDType, Shape};
+use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::decorator::KernelBackend;
+
+/// Stride, padding, dilation and groups of a convolution, as 3-d.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Stride per spatial dimension.
+    pub stride: [usize; 3],
+    /// Zero padding on both sides.
+    pub padding: [usize; 3],
+    /// Dilation.
+    pub dilation: [usize; 3],
+    /// Groups.
+    pub groups: usize,
+}
+
+fn lift<const N: usize>(v: [usize; N], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - N..].copy_from_slice(&v);
+    out
+}
+
+impl Geometry {
+    /// From Burn's convolution options.
+    pub fn conv<const N: usize>(o: &ConvOptions<N>) -> Self {
+        Self {
+            stride: lift(o.stride, 1),
+            padding: lift(o.padding, 0),
+            dilation: lift(o.dilation, 1),
+            groups: o.groups,
+        }
+    }
+
+    /// From Burn's transposed-convolution options (the geometry of the convolution it inverts).
+    pub fn conv_transpose<const N: usize>(o: &ConvTransposeOptions<N>) -> Self {
+        Self {
+            stride: lift(o.stride, 1),
+            padding: lift(o.padding, 0),
+            dilation: lift(o.dilation, 1),
+            groups: o.groups,
+        }
+    }
+
+    fn out_size(&self, input: [usize; 3], kernel: [usize; 3]) -> [usize; 3] {
+        std::array::from_fn(|i| {
+            let span = self.dilation[i] * (kernel[i] - 1) + 1;
+            (input[i] + 2 * self.padding[i]).saturating_sub(span) / self.stride[i] + 1
+        })
+    }
+}
+
+fn reshape<B: Backend>(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
+    if t.shape().as_slice() == dims {
+        return t;
+    }
+    B::float_reshape(t, Shape::from(dims.to_vec()))
+}
+
+/// `[B, C, s...]` (rank 3..=5) as `[B, C, d, h, w]`.
+fn to_5d<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let s = t.shape();
+    let mut dims = vec![s[0], s[1]];
+    dims.extend(std::iter::repeat_n(1, 5 - s.num_dims()));
+    dims.extend_from_slice(&s[2..]);
+    reshape::<B>(t, &dims)
+}
+
+/// Back to the caller's rank: `[B, C, d, h, w]` → `[B, C, last (rank - 2) dims]`.
+fn from_5d<B: Backend>(t: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
+    let s = t.shape();
+    let mut dims = vec![s[0], s[1]];
+    dims.extend_from_slice(&s[5 - (rank - 2)..]);
+    reshape::<B>(t, &dims)
+}
+
+fn spatial(s: &Shape) -> [usize; 3] {
+    [s[2], s[3], s[4]]
+}
+
+/// The strided window of kernel offset `k` in a padded input.
+fn window(g: &Geometry, k: [usize; 3], out: [usize; 3]) -> [Slice; 3] {
+    std::array::from_fn(|i| {
+        let start = k[i] * g.dilation[i];
+        let end = start + (out[i] - 1) * g.stride[i] + 1;
+        Slice::new(start as isize, Some(end as isize), g.stride[i] as isize)
+    })
+}
+
+fn offsets(kernel: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+    (0..kernel[0])
+        .flat_map(move |a| (0..kernel[1]).flat_map(move |b| (0..kernel[2]).map(move |c| [a, b, c])))
+}
+
+fn full() -> Slice {
+    Slice::new(0, None, 1)
+}
+
+/// `x: [B, C, d, h, w]` → columns `[G, C/G · kvol, B · L]`.
+fn im2col<B: Backend>(
+    x: FloatTensor<B>,
+    g: &Geometry,
+    kernel: [usize; 3],
+) -> (FloatTensor<B>, [usize; 3]) {
+    let s = x.shape();
+    let (batch, channels, input) = (s[0], s[1], spatial(&s));
+    let out = g.out_size(input, kernel);
+    let padded = if g.padding == [0; 3] {
+        x
+    } else {
+        let dims: Vec<usize> = [batch, channels]
+            .into_iter()
+            .chain((0..3).map(|i| input[i] + 2 * g.padding[i]))
+            .collect();
+        let zeros = B::float_zeros(
+            Shape::from(dims),
+            &B::float_device(&x),
+            FloatDType::from(x.dtype()),
+        );
+        let inner: Vec<Slice> = [full(), full()]
+            .into_iter()
+            .chain((0..3).map(|i| {
+                Slice::new(
+                    g.padding[i] as isize,
+                    Some((g.padding[i] + input[i]) as isize),
+                    1,
+                )
+            }))
+            .collect();
+        B::float_slice_assign(zeros, &inner, x)
+    };
+    let l: usize = out.iter().product();
+    let kvol: usize = kernel.iter().product();
+    let pieces: Vec<_> = offsets(kernel)
+        .map(|k| {
+            let slices: Vec<Slice> = [full(), full()]
+                .into_iter()
+                .chain(window(g, k, out))
+                .collect();
+            reshape::<B>(
+                B::float_slice(padded.clone(), &slices),
+                &[batch, channels, 1, l],
+            )
+        })
+        .collect();
+    let cols = if pieces.len() == 1 {
+        pieces.into_iter().next().unwrap()
+    } else {
+        B::float_cat(pieces, 2)
+    };
+    // [B, G, C/G·kvol, L] → [G, C/G·kvol, B, L] → [G, C/G·kvol, B·L]
+    let cg = channels / g.groups;
+    let cols = reshape::<B>(cols, &[batch, g.groups, cg * kvol, l]);
+    let cols = B::float_permute(cols, &[1, 2, 0, 3]);
+    (reshape::<B>(cols, &[g.groups, cg * kvol, batch * l]), out)
+}
+
+/// `cols: [B, C, kvol, L]` scattered (added) back into `[B, C, d, h, w]` of size `input`.
+fn col2im<B: Backend>(
+    cols: FloatTensor<B>,
+    g: &Geometry,
+    kernel: [usize; 3],
+    input: [usize; 3],
+    out: [usize; 3],
+) -> FloatTensor<B> {
+    let s = cols.shape();
+    let (batch, channels) = (s[0], s[1]);
+    let padded_size: [usize; 3] = std::array::from_fn(|i| input[i] + 2 * g.padding[i]);
+    let dims: Vec<usize> = [batch, channels].into_iter().chain(padded_size).collect();
+    let mut acc = B::float_zeros(
+        Shape::from(dims),
+        &B::float_device(&cols),
+        FloatDType::from(cols.dtype()),
+    );
+    for (index, k) in offsets(kernel).enumerate() {
+        let piece = B::float_slice(
+            cols.clone(),
+            &[
+                full(),
+                full(),
+                Slice::new(index as isize, Some(index as isize + 1), 1),
+                full(),
+            ],
+        );
+        let piece = reshape::<B>(piece, &[batch, channels, out[0], out[1], out[2]]);
+        let region: Vec<Slice> = [full(), full()]
+            .into_iter()
+            .chain(window(g, k, out))
+            .collect();
+        let sum = B::float_add(B::float_slice(acc.clone(), &region), piece);
+        acc = B::float_slice_assign(acc, &region, sum);
+    }
+    if g.padding == [0; 3] {
+        return acc;
+    }
+    let crop: Vec<Slice> = [full(), full()]
+        .into_iter()
+        .chain((0..3).map(|i| {
+            Slice::new(
+                g.padding[i] as isize,
+                Some((g.padding[i] + input[i]) as isize),
+                1,
+            )
+        }))
+        .collect();
+    B::float_slice(acc, &crop)
+}
+
+/// `[C_out, C_in/G, k...]` → `[G, C_out/G, C_in/G · kvol]`.
+fn weight_matrix<B: Backend>(w: FloatTensor<B>, groups: usize) -> FloatTensor<B> {
+    let s = w.shape();
+    let per_row = s.num_elements() / s[0];
+    reshape::<B>(w, &[groups, s[0] / groups, per_row])
+}
+
+fn kernel_size(w: &Shape) -> [usize; 3] {
+    let k = &w[2..];
+    lift_dyn(k)
+}
+
+fn lift_dyn(k: &[usize]) -> [usize; 3] {
+    let mut out = [1; 3];
+    out[3 - k.len()..].copy_from_slice(k);
+    out
+}
+
+/// `[G, C_out/G, B·L]` → `[B, C_out, out...]` at the caller's rank.
+fn unfold_output<B: Backend>(
+    y: FloatTensor<B>,
+    batch: usize,
+    out: [usize; 3],
+    rank: usize,
+) -> FloatTensor<B> {
+    let s = y.shape();
+    let (groups, per_group) = (s[0], s[1]);
+    let l: usize = out.iter().product();
+    let y = reshape::<B>(y, &[groups, per_group, batch, l]);
+    let y = B::float_permute(y, &[2, 0, 1, 3]);
+    from_5d::<B>(
+        reshape::<B>(y, &[batch, groups * per_group, out[0], out[1], out[2]]),
+        rank,
+    )
+}
+
+/// `[B, C, out...]` → `[G, C/G, B·L]`.
+fn fold_output_grad<B: Backend>(dy: FloatTensor<B>, groups: usize) -> FloatTensor<B> {
+    let dy = to_5d::<B>(dy);
+    let s = dy.shape();
+    let (batch, channels) = (s[0], s[1]);
+    let l: usize = spatial(&s).iter().product();
+    let dy = reshape::<B>(dy, &[batch, groups, channels / groups, l]);
+    let dy = B::float_permute(dy, &[1, 2, 0, 3]);
+    reshape::<B>(dy, &[groups, channels / groups, batch * l])
+}
+
+fn add_bias<B: Backend>(y: FloatTensor<B>, bias: Option<FloatTensor<B>>) -> FloatTensor<B> {
+    match bias {
+        None => y,
+        Some(b) => {
+            let rank = y.shape().num_dims();
+            let mut dims = vec![1; rank];
+            dims[1] = b.shape()[0];
+            B::float_add(y, reshape::<B>(b, &dims))
+        }
+    }
+}
+
+/// Convolution `x: [B, C_in, s...]`, `weight: [C_out, C_in/G, k...]` → `[B, C_out, o...]`.
+pub fn forward<B: KernelBackend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    g: &Geometry,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let rank = x.shape().num_dims();
+    let batch = x.shape()[0];
+    let kernel = kernel_size(&weight.shape());
+    let (cols, out) = im2col::<B>(to_5d::<B>(x), g, kernel);
+    let y = gemm::<B>(weight_matrix::<B>(weight, g.groups), cols, mul);
+    add_bias::<B>(unfold_output::<B>(y, batch, out, rank), bias)
+}
+
+/// Gradient of a convolution with respect to its input of spatial size `input` (1 to 3 dims),
+/// given `output_grad: [B, C_out, o...]`.
+pub fn input_grad<B: KernelBackend>(
+    output_grad: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    g: &Geometry,
+    input: &[usize],
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let rank = output_grad.shape().num_dims();
+    let ws = weight.shape();
+    let kernel = kernel_size(&ws);
+    let batch = output_grad.shape()[0];
+    let dy5 = to_5d::<B>(output_grad);
+    let out = spatial(&dy5.shape());
+    let dy = fold_output_grad::<B>(dy5, g.groups);
+    let wt = B::float_swap_dims(weight_matrix::<B>(weight, g.groups), 1, 2);
+    let dcols = gemm::<B>(wt, dy, mul); // [G, C_in/G·kvol, B·L]
+    let kvol: usize = kernel.iter().product();
+    let cg = ws[1];
+    let l: usize = out.iter().product();
+    let dcols = reshape::<B>(dcols, &[g.groups, cg, kvol, batch, l]);
+    let dcols = B::float_permute(dcols, &[3, 0, 1, 2, 4]);
+    let dcols = reshape::<B>(dcols, &[batch, g.groups * cg, kvol, l]);
+    from_5d::<B>(col2im::<B>(dcols, g, kernel, lift_dyn(input), out), rank)
+}
+
+/// Gradient of a convolution with respect to its weight of shape `weight_shape`.
+pub fn weight_grad<B: KernelBackend>(
+    x: FloatTensor<B>,
+    output_grad: FloatTensor<B>,
+    g: &Geometry,
+    weight_shape: &Shape,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let kernel = kernel_size(weight_shape);
+    let (cols, _) = im2col::<B>(to_5d::<B>(x), g, kernel);
+    let dy = fold_output_grad::<B>(output_grad, g.groups);
+    let dw = gemm::<B>(dy, B::float_swap_dims(cols, 1, 2), mul); // [G, C_out/G, K]
+    reshape::<B>(dw, weight_shape.as_slice())
+}
+
+/// Spatial output size of a transposed convolution.
+pub fn transpose_output<const N: usize>(
+    x: &Shape,
+    weight: &Shape,
+    o: &ConvTransposeOptions<N>,
+) -> [usize; N] {
+    std::array::from_fn(|i| {
+        (x[2 + i] - 1) * o.stride[i] + o.dilation[i] * (weight[2 + i] - 1) + o.padding_out[i] + 1
+            - 2 * o.padding[i]
+    })
+}
+
+/// Transposed convolution `x: [B, C_in, s...]`, `weight: [C_in, C_out/G, k...]`.
+pub fn transpose<B: KernelBackend, const N: usize>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    o: &ConvTransposeOptions<N>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let size = transpose_output(&x.shape(), &weight.shape(), o);
+    let y = input_grad::<B>(x, weight, &Geometry::conv_transpose(o), &size, mul);
+    add_bias::<B>(y, bias)
+}

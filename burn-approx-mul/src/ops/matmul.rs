@@ -1,0 +1,165 @@
+//! Batched GEMM through the approximate multiplier, and the linear-layer ops built on it.
+
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, TensorData, TensorMetadata};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::tensor::CubeTensor;
+use burn_std::Shape;
+use burn_std::reader::try_read_sync;
+use cubecl_kernels::approx::{ApproxMultiply, gemm as kernel, host};
+use cubecl_kernels::decorator::{CubeVisitor, KernelBackend};
+
+struct Gemm<'a> {
+    mul: &'a ApproxMultiply,
+}
+
+impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
+    type Output = FloatTensor<B>;
+
+    fn cube<R: CubeRuntime>(
+        self,
+        inputs: Vec<CubeTensor<R>>,
+        rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> FloatTensor<B> {
+        let [lhs, rhs]: [CubeTensor<R>; 2] = inputs.try_into().ok().expect("two operands");
+        rewrap(kernel::launch(lhs, rhs, self.mul))
+    }
+
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+        let [lhs, rhs]: [FloatTensor<B>; 2] = inputs.try_into().ok().expect("two operands");
+        let device = B::float_device(&lhs);
+        let [batch, m, k] = lhs.shape().dims();
+        let n = rhs.shape()[2];
+        let read = |t: FloatTensor<B>| -> Vec<f32> {
+            try_read_sync(B::float_into_data(t))
+                .expect("tensor data readable synchronously")
+                .expect("tensor data")
+                .convert::<f32>()
+                .into_vec::<f32>()
+                .expect("f32 data")
+        };
+        let (a, b) = (read(lhs), read(rhs));
+        let out = host::gemm(&a, &b, [batch, m, k, n], self.mul);
+        B::float_from_data(TensorData::new(out, [batch, m, n]), &device)
+    }
+}
+
+/// `lhs: [batch, m, k] · rhs: [batch, k, n]` with every product through `mul`.
+pub fn gemm<B: KernelBackend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    B::visit(Gemm { mul }, vec![lhs, rhs])
+}
+
+fn reshape<B: Backend>(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
+    if t.shape().as_slice() == dims {
+        return t;
+    }
+    B::float_reshape(t, Shape::from(dims.to_vec()))
+}
+
+/// Burn's `float_matmul` (batch dimensions broadcast) with every product through `mul`.
+pub fn matmul<B: KernelBackend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let (ls, rs) = (lhs.shape(), rhs.shape());
+    let rank = ls.num_dims();
+    assert!(
+        rank >= 2 && rs.num_dims() == rank,
+        "matmul needs two tensors of equal rank ≥ 2, got {ls} and {rs}"
+    );
+    let (m, k, n) = (ls[rank - 2], ls[rank - 1], rs[rank - 1]);
+    assert_eq!(
+        k,
+        rs[rank - 2],
+        "matmul: inner dimensions differ ({ls} · {rs})"
+    );
+    let batch: Vec<usize> = (0..rank - 2)
+        .map(|i| {
+            let (a, b) = (ls[i], rs[i]);
+            assert!(
+                a == b || a == 1 || b == 1,
+                "matmul: batch dimensions {ls} and {rs} do not broadcast"
+            );
+            a.max(b)
+        })
+        .collect();
+    let count: usize = batch.iter().product();
+    let expand = |t: FloatTensor<B>, rows: usize, cols: usize| {
+        let mut full = batch.clone();
+        full.extend([rows, cols]);
+        let t = if t.shape().as_slice() == full.as_slice() {
+            t
+        } else {
+            B::float_expand(t, Shape::from(full))
+        };
+        reshape::<B>(t, &[count, rows, cols])
+    };
+    let out = gemm::<B>(expand(lhs, m, k), expand(rhs, k, n), mul);
+    let mut dims = batch;
+    dims.extend([m, n]);
+    reshape::<B>(out, &dims)
+}
+
+/// `x: [..., d_in] · weight: [d_in, d_out] (+ bias)`.
+pub fn linear<B: KernelBackend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let xs = x.shape();
+    let [d_in, d_out] = weight.shape().dims();
+    let rows = xs.num_elements() / d_in.max(1);
+    let out = gemm::<B>(
+        reshape::<B>(x, &[1, rows, d_in]),
+        reshape::<B>(weight, &[1, d_in, d_out]),
+        mul,
+    );
+    let mut dims = xs.to_vec();
+    *dims.last_mut().expect("rank ≥ 1") = d_out;
+    let out = reshape::<B>(out, &dims);
+    match bias {
+        None => out,
+        Some(bias) => {
+            let mut b = vec![1; dims.len()];
+            b[dims.len() - 1] = d_out;
+            B::float_add(out, reshape::<B>(bias, &b))
+        }
+    }
+}
+
+/// `dx = output_grad · weightᵀ`.
+pub fn linear_x_backward<B: KernelBackend>(
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let [d_in, d_out] = weight.shape().dims();
+    let gs = grad.shape();
+    let rows = gs.num_elements() / d_out.max(1);
+    let wt = reshape::<B>(B::float_swap_dims(weight, 0, 1), &[1, d_out, d_in]);
+    let out = gemm::<B>(reshape::<B>(grad, &[1, rows, d_out]), wt, mul);
+    let mut dims = gs.to_vec();
+    *dims.last_mut().expect("rank ≥ 1") = d_in;
+    reshape::<B>(out, &dims)
+}
+
+/// `dW = xᵀ · output_grad`, summed over every leading dimension (one GEMM over all rows).
+pub fn linear_weight_backward<B: KernelBackend>(
+    x: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let xs = x.shape();
+    let d_in = xs[xs.num_dims() - 1];
+    let d_out = grad.shape()[xs.num_dims() - 1];
+    let rows = xs.num_elements() / d_in.max(1);
+    let xt = B::float_swap_dims(reshape::<B>(x, &[1, rows, d_in]), 1, 2);
+    let out = gemm::<B>(xt, reshape::<B>(grad, &[1, rows, d_out]), mul);
+    reshape::<B>(out, &[d_in, d_out])
+}

@@ -1,0 +1,288 @@
+//! `Autodiff<ApproxMul<B>>` on ndarray (host path) and wgpu (kernel path): native is the inner
+//! backend bit for bit; the im2col/GEMM lowering of every convolution and of linear/matmul agrees
+//! with Burn's own ops under exact products; approximate products reach the forward pass and both
+//! gradients; the kernel and host paths agree.
+
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::module::{
+    conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, linear,
+};
+use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
+use burn::tensor::{Tensor, TensorData};
+use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+
+fn data(shape: &[usize], seed: u64) -> TensorData {
+    let n: usize = shape.iter().product();
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    TensorData::new(values, shape.to_vec())
+}
+
+fn leaf<B: AutodiffBackend, const D: usize>(
+    shape: [usize; D],
+    seed: u64,
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(data(&shape, seed), device).require_grad()
+}
+
+type Record = Vec<(String, Vec<f32>)>;
+
+/// Outputs and gradients of every case, by name.
+fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Record {
+    let mut out = Vec::new();
+    let mut record =
+        |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
+    macro_rules! case {
+        ($name:expr, [$($input:ident),*], $output:expr) => {{
+            let y = $output;
+            let weights = Tensor::<B, _>::from_data(data(&y.dims(), 99), device);
+            let grads = (y.clone() * weights).sum().backward();
+            record(&format!("{} output", $name), y.into_data());
+            $(record(&format!("{} d{}", $name, stringify!($input)), $input.grad(&grads).expect("gradient").into_data());)*
+        }};
+    }
+    let (a, b) = (
+        leaf::<B, 4>([2, 1, 3, 4], 1, device),
+        leaf::<B, 4>([1, 3, 4, 5], 2, device),
+    );
+    case!(
+        "matmul (broadcast batch)",
+        [a, b],
+        a.clone().matmul(b.clone())
+    );
+    let (x, w, bias) = (
+        leaf::<B, 3>([2, 3, 6], 3, device),
+        leaf::<B, 2>([6, 5], 4, device),
+        leaf::<B, 1>([5], 5, device),
+    );
+    case!(
+        "linear",
+        [x, w, bias],
+        linear(x.clone(), w.clone(), Some(bias.clone()))
+    );
+    let (x, w, bias) = (
+        leaf::<B, 3>([2, 4, 11], 6, device),
+        leaf::<B, 3>([6, 2, 3], 7, device),
+        leaf::<B, 1>([6], 8, device),
+    );
+    case!(
+        "conv1d",
+        [x, w, bias],
+        conv1d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvOptions::new([2], [1], [2], 2)
+        )
+    );
+    let (x, w, bias) = (
+        leaf::<B, 4>([2, 4, 7, 8], 9, device),
+        leaf::<B, 4>([6, 2, 3, 2], 10, device),
+        leaf::<B, 1>([6], 11, device),
+    );
+    case!(
+        "conv2d",
+        [x, w, bias],
+        conv2d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvOptions::new([2, 1], [1, 2], [1, 2], 2)
+        )
+    );
+    let (x, w) = (
+        leaf::<B, 5>([1, 2, 4, 5, 4], 12, device),
+        leaf::<B, 5>([3, 2, 2, 3, 2], 13, device),
+    );
+    case!(
+        "conv3d",
+        [x, w],
+        conv3d(
+            x.clone(),
+            w.clone(),
+            None,
+            ConvOptions::new([1, 2, 1], [1, 0, 1], [1, 1, 2], 1)
+        )
+    );
+    let (x, w, bias) = (
+        leaf::<B, 3>([2, 4, 5], 14, device),
+        leaf::<B, 3>([4, 3, 3], 15, device),
+        leaf::<B, 1>([6], 16, device),
+    );
+    case!(
+        "conv_transpose1d",
+        [x, w, bias],
+        conv_transpose1d(
+            x.clone(),
+            w.clone(),
+            Some(bias.clone()),
+            ConvTransposeOptions::new([2], [1], [1], [1], 2)
+        )
+    );
+    let (x, w) = (
+        leaf::<B, 4>([2, 4, 4, 3], 17, device),
+        leaf::<B, 4>([4, 1, 3, 2], 18, device),
+    );
+    case!(
+        "conv_transpose2d",
+        [x, w],
+        conv_transpose2d(
+            x.clone(),
+            w.clone(),
+            None,
+            ConvTransposeOptions::new([2, 3], [1, 0], [1, 2], [1, 2], 4)
+        )
+    );
+    let (x, w) = (
+        leaf::<B, 5>([1, 2, 3, 2, 3], 19, device),
+        leaf::<B, 5>([2, 3, 2, 2, 2], 20, device),
+    );
+    case!(
+        "conv_transpose3d",
+        [x, w],
+        conv_transpose3d(
+            x.clone(),
+            w.clone(),
+            None,
+            ConvTransposeOptions::new([2, 1, 2], [0, 1, 1], [1, 0, 0], [1, 1, 2], 1)
+        )
+    );
+    out
+}
+
+fn compare(got: &Record, want: &Record, rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len());
+    for ((name, g), (_, w)) in got.iter().zip(want) {
+        assert_eq!(g.len(), w.len(), "{what}: {name}: shape");
+        let scale = w.iter().fold(1f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - b).abs() <= rel * scale,
+                "{what}: {name}[{i}]: {a} vs {b}"
+            );
+        }
+    }
+}
+
+fn max_rel_diff(got: &Record, want: &Record) -> f32 {
+    got.iter()
+        .zip(want)
+        .map(|((_, g), (_, w))| {
+            let scale = w.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+            g.iter()
+                .zip(w)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs() / scale))
+        })
+        .fold(0.0, f32::max)
+}
+
+fn on_ndarray(mul: &str) -> Record {
+    let device = ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse(mul).unwrap());
+    run_cases::<Autodiff<ApproxMul<NdArray>>>(&device)
+}
+
+fn on_wgpu(mul: &str) -> Record {
+    let device = ApproxDevice::<Wgpu>::new(Default::default(), Multiplier::parse(mul).unwrap());
+    run_cases::<Autodiff<ApproxMul<Wgpu>>>(&device)
+}
+
+fn adapter() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn native_is_the_inner_backend_bit_for_bit() {
+    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+    assert_eq!(on_ndarray("native"), plain);
+    adapter();
+    let plain = run_cases::<Autodiff<Wgpu>>(&Default::default());
+    assert_eq!(on_wgpu("native"), plain);
+}
+
+#[test]
+fn lowering_with_exact_products_matches_burns_own_ops() {
+    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+    compare(&on_ndarray("fp32"), &plain, 1e-5, "ndarray fp32");
+    adapter();
+    compare(&on_wgpu("fp32"), &plain, 1e-5, "wgpu fp32");
+}
+
+#[test]
+fn approximate_products_reach_forward_and_both_gradients() {
+    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+    let mitchell = on_ndarray("mitchell3");
+    // every output and every gradient moves, none by more than Mitchell's worst case (~11 %);
+    // bias gradients are sums without multiplies and stay exact
+    for ((name, g), (_, w)) in mitchell.iter().zip(&plain) {
+        if name.ends_with("dbias") {
+            assert_eq!(g, w, "{name}");
+            continue;
+        }
+        let diff = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        let scale = w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(diff > 1e-4 * scale, "{name} unchanged by mitchell3");
+        assert!(diff < 0.5 * scale, "{name} off by {diff} (scale {scale})");
+    }
+    let bf16 = on_ndarray("bf16");
+    assert!(
+        max_rel_diff(&bf16, &plain) < max_rel_diff(&mitchell, &plain),
+        "bf16 is closer to FP32 than mitchell3"
+    );
+}
+
+#[test]
+fn kernel_path_equals_host_path() {
+    adapter();
+    for mul in ["mbm7", "mitchell23", "afm32", "acc3"] {
+        compare(&on_wgpu(mul), &on_ndarray(mul), 1e-5, mul);
+    }
+}
+
+#[test]
+fn contractions_equal_a_brute_force_reference() {
+    let mul = Multiplier::parse("mbm5").unwrap();
+    let device = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());
+    type B = Autodiff<ApproxMul<NdArray>>;
+    let (n, k, m) = (3, 7, 4);
+    let x = leaf::<B, 2>([n, k], 30, &device);
+    let w = leaf::<B, 2>([k, m], 31, &device);
+    let y = linear(x.clone(), w.clone(), None);
+    let g = Tensor::<B, 2>::from_data(data(&[n, m], 32), &device);
+    let grads = (y.clone() * g.clone()).sum().backward();
+    let v = |t: TensorData| t.to_vec::<f32>().unwrap();
+    let (xv, wv, gv) = (v(x.to_data()), v(w.to_data()), v(g.to_data()));
+    let dot = |pairs: &mut dyn Iterator<Item = (f32, f32)>| {
+        pairs.fold(0f32, |acc, (a, b)| acc + mul.multiply(a, b))
+    };
+    let want_y: Vec<f32> = (0..n * m)
+        .map(|o| dot(&mut (0..k).map(|i| (xv[o / m * k + i], wv[i * m + o % m]))))
+        .collect();
+    let want_dw: Vec<f32> = (0..k * m)
+        .map(|o| dot(&mut (0..n).map(|r| (xv[r * k + o / m], gv[r * m + o % m]))))
+        .collect();
+    let want_dx: Vec<f32> = (0..n * k)
+        .map(|o| dot(&mut (0..m).map(|j| (gv[o / k * m + j], wv[(o % k) * m + j]))))
+        .collect();
+    assert_eq!(v(y.into_data()), want_y, "forward");
+    assert_eq!(
+        v(w.grad(&grads).unwrap().into_data()),
+        want_dw,
+        "weight gradient"
+    );
+    assert_eq!(
+        v(x.grad(&grads).unwrap().into_data()),
+        want_dx,
+        "input gradient"
+    );
+}
