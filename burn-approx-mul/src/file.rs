@@ -81,18 +81,22 @@ pub fn parse_raw_name(path: &Path) -> Result<(String, u32), ApproxError> {
 
 /// Reads a table in either format (chosen by [`LutFormat::of`]).
 pub fn read(path: &Path) -> Result<Lut, ApproxError> {
+    // A raw file's name carries m: check it before touching the file.
+    let raw_name = match LutFormat::of(path) {
+        LutFormat::Raw => Some(parse_raw_name(path)?),
+        LutFormat::Ember => None,
+    };
     let bytes = std::fs::read(path).map_err(|source| ApproxError::Io {
         path: path.into(),
         source,
     })?;
-    match LutFormat::of(path) {
-        LutFormat::Raw => decode_raw(path, &bytes),
-        LutFormat::Ember => decode_ember(path, &bytes),
+    match raw_name {
+        Some((name, m)) => decode_raw(path, &bytes, name, m),
+        None => decode_ember(path, &bytes),
     }
 }
 
-fn decode_raw(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
-    let (name, m) = parse_raw_name(path)?;
+fn decode_raw(path: &Path, bytes: &[u8], name: String, m: u32) -> Result<Lut, ApproxError> {
     if !(1..=RAW_MAX_BITS).contains(&m) {
         return Err(bad(
             path,

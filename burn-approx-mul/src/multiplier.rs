@@ -29,6 +29,16 @@ impl Family {
     /// Every family.
     pub const ALL: [Family; 4] = [Self::Truncated, Self::Mbm, Self::Mitchell, Self::Realm];
 
+    /// ApproxTrain's table name (`ACC_7.bin`, `MBM_7.bin`, `MIT_7.bin`; `REALM` for REALM).
+    pub fn table_name(self) -> &'static str {
+        match self {
+            Self::Truncated => "ACC",
+            Self::Mbm => "MBM",
+            Self::Mitchell => "MIT",
+            Self::Realm => "REALM",
+        }
+    }
+
     /// Name prefix (`acc7`, `mbm7`, ...).
     pub fn prefix(self) -> &'static str {
         match self {
@@ -125,7 +135,10 @@ impl Multiplier {
         match (family, m) {
             (Family::Mbm, 23) => Ok(Self::kernel(&name, ApproxMultiply::Mbm)),
             (Family::Mitchell, 23) => Ok(Self::kernel(&name, ApproxMultiply::Mitchell)),
-            _ => Ok(Self::from_lut(Lut::generate(&name, m, family.function(m))?)),
+            _ => Ok(
+                Self::from_lut(Lut::generate(family.table_name(), m, family.function(m))?)
+                    .renamed(&name),
+            ),
         }
     }
 
@@ -134,11 +147,11 @@ impl Multiplier {
         Ok(Self::from_lut(Lut::generate(name, m, f)?))
     }
 
-    /// A multiplier from a table.
+    /// A multiplier from a table, named `NAME_M` after it.
     pub fn from_lut(lut: Lut) -> Self {
         let table = LutTable::new(lut.bits(), lut.significands());
         Self {
-            name: format!("{}{}", lut.name(), lut.bits()).into(),
+            name: format!("{}_{}", lut.name(), lut.bits()).into(),
             strategy: MultiplyStrategy::Approx(ApproxMultiply::Lut(table)),
             lut: Some(Arc::new(lut)),
         }
@@ -180,10 +193,8 @@ impl Multiplier {
             }
         }
         for family in Family::ALL {
-            if let Some(rest) = lower.strip_prefix(family.prefix()) {
-                if let Ok(m) = rest.parse::<u32>() {
-                    return Self::built_in(family, m);
-                }
+            if let Some(Ok(m)) = lower.strip_prefix(family.prefix()).map(str::parse::<u32>) {
+                return Self::built_in(family, m);
             }
         }
         let path = Path::new(spec);
@@ -275,7 +286,7 @@ mod tests {
     fn bf16_multiplier_is_bfloat16_truncation() {
         let bf16 = Multiplier::parse("bf16").unwrap();
         let mask = |x: f32| f32::from_bits(x.to_bits() & 0xffff_0000);
-        for (a, b) in [(3.14159f32, -2.71828f32), (1e-3, 7e4), (0.1, 0.2)] {
+        for (a, b) in [(3.3f32, -2.9f32), (1e-3, 7e4), (0.1, 0.2)] {
             assert_eq!(bf16.multiply(a, b), mask(mask(a) * mask(b)), "{a}·{b}");
         }
     }

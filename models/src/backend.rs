@@ -1,7 +1,9 @@
 //! The backends the CLI can run on, and how a generic job is dispatched to one.
 
 use crate::error::{EmberError, Result};
+use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
+use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 
 /// A Burn backend selectable at run time.
 #[derive(
@@ -28,12 +30,12 @@ impl std::fmt::Display for BackendKind {
 }
 
 /// The ndarray stack used for training.
-pub type NdarrayStack = burn::backend::Autodiff<burn::backend::NdArray>;
+pub type NdarrayStack = Autodiff<ApproxMul<burn::backend::NdArray>>;
 /// The wgpu stack used for training.
-pub type WgpuStack = burn::backend::Autodiff<burn::backend::Wgpu>;
+pub type WgpuStack = Autodiff<ApproxMul<burn::backend::Wgpu>>;
 /// The CUDA stack used for training.
 #[cfg(feature = "cuda")]
-pub type CudaStack = burn::backend::Autodiff<burn::backend::Cuda>;
+pub type CudaStack = Autodiff<ApproxMul<burn::backend::Cuda>>;
 
 /// A job generic over the training backend.
 pub trait BackendJob {
@@ -44,23 +46,29 @@ pub trait BackendJob {
 }
 
 impl BackendKind {
-    /// Runs `job` on this backend after checking that the backend can start here.
-    pub fn dispatch<J: BackendJob>(self, job: J) -> Result<J::Output> {
+    /// Runs `job` on this backend's default device carrying `multiplier`, after checking that
+    /// the backend can start here. Every stack is `Autodiff<ApproxMul<B>>`:
+    /// [`Multiplier::native`] makes it `Autodiff<B>` bit for bit, so one monomorphisation serves
+    /// every multiplier.
+    pub fn dispatch<J: BackendJob>(self, multiplier: Multiplier, job: J) -> Result<J::Output> {
         match self {
-            Self::Ndarray => job.run::<NdarrayStack>(Default::default()),
+            Self::Ndarray => {
+                job.run::<NdarrayStack>(ApproxDevice::new(Default::default(), multiplier))
+            }
             Self::Wgpu => {
                 cubecl_kernels::runtime::wgpu_adapter()
                     .map_err(|e| EmberError::Backend(e.to_string()))?;
-                job.run::<WgpuStack>(Default::default())
+                job.run::<WgpuStack>(ApproxDevice::new(Default::default(), multiplier))
             }
             #[cfg(feature = "cuda")]
-            Self::Cuda => job.run::<CudaStack>(Default::default()),
+            Self::Cuda => job.run::<CudaStack>(ApproxDevice::new(Default::default(), multiplier)),
             #[cfg(not(feature = "cuda"))]
-            Self::Cuda => Err(EmberError::Backend(
+            Self::Cuda => Err(EmberError::Backend({
+                let _ = multiplier;
                 "this ember was built without CUDA support: rebuild with \
                  `cargo build --release --features cuda`"
-                    .into(),
-            )),
+                    .into()
+            })),
         }
     }
 }

@@ -57,6 +57,9 @@ pub enum EmberError {
     /// An invalid option value.
     #[error("invalid option: {0}")]
     Invalid(String),
+    /// A multiplier or lookup-table problem.
+    #[error(transparent)]
+    Approx(#[from] burn_approx_mul::ApproxError),
 }
 
 /// Result with [`EmberError`].

@@ -9,7 +9,9 @@
 //! - [`train`]: training through burn-train's `SupervisedTraining` (progress display, accuracy
 //!   and loss, a checkpoint every epoch, resume), metrics as CSV and curves as PNG
 //!   ([`report`]), and evaluation of saved models.
-//! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`).
+//! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
+//!   `Autodiff<ApproxMul<B>>` whose device carries the `--multiplier`.
+//! - [`lut`]: `ember lut generate | inspect | convert`.
 //!
 //! ```no_run
 //! use ember_models::{backend::BackendKind, data::mnist::MnistSource, run::OnExisting};
@@ -18,6 +20,7 @@
 //! let report = train(TrainOptions {
 //!     model: ModelKind::Lenet5,
 //!     backend: BackendKind::Ndarray,
+//!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
 //!     epochs: 2,
 //!     batch_size: 64,
 //!     lr: 1e-3,
@@ -30,7 +33,7 @@
 //!     plain: true,
 //! })?;
 //! println!("test accuracy {:.2}%", report.test.accuracy);
-//! # Ok::<(), ember_models::error::EmberError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Feature flags
@@ -45,6 +48,7 @@ pub mod backend;
 pub mod data;
 pub mod error;
 pub mod lenet;
+pub mod lut;
 pub mod renderer;
 pub mod report;
 pub mod run;

@@ -76,7 +76,7 @@ pub fn write_csv(path: &Path, rows: &[EpochMetrics]) -> Result<()> {
     std::fs::write(path, s).map_err(|e| EmberError::io(path, e))
 }
 
-fn font() {
+pub(crate) fn font() {
     use std::sync::Once;
     static FONT: Once = Once::new();
     FONT.call_once(|| {

@@ -23,6 +23,9 @@ pub struct Manifest {
     pub model: ModelKind,
     /// The backend it ran on.
     pub backend: BackendKind,
+    /// The multiplier of every contraction (`native` for the backend's own FP32 ops).
+    #[serde(default = "native")]
+    pub multiplier: String,
     /// Total epochs asked for.
     pub epochs: usize,
     /// Batch size.
@@ -41,6 +44,10 @@ pub struct Manifest {
     pub test_accuracy: Option<f64>,
     /// Mean test cross-entropy of the final model.
     pub test_loss: Option<f64>,
+}
+
+fn native() -> String {
+    "native".into()
 }
 
 impl Manifest {
@@ -184,6 +191,7 @@ mod tests {
         Manifest {
             model,
             backend: BackendKind::Ndarray,
+            multiplier: "native".into(),
             epochs: 2,
             batch_size: 8,
             lr: 1e-3,

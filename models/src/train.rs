@@ -16,6 +16,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::train::checkpoint::KeepLastNCheckpoints;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainStep};
+use burn_approx_mul::Multiplier;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,8 @@ pub struct TrainOptions {
     pub model: ModelKind,
     /// Backend to train on.
     pub backend: BackendKind,
+    /// Multiplier of every contraction, forward and backward.
+    pub multiplier: Multiplier,
     /// Total number of epochs.
     pub epochs: usize,
     /// Batch size.
@@ -128,11 +131,14 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
             "the dataset has no training or no test images".into(),
         ));
     }
-    opts.backend.dispatch(TrainJob {
-        opts,
-        train_split,
-        test_split,
-    })
+    opts.backend.dispatch(
+        opts.multiplier.clone(),
+        TrainJob {
+            opts,
+            train_split,
+            test_split,
+        },
+    )
 }
 
 struct TrainJob {
@@ -172,6 +178,19 @@ where
     } = job;
     let out = opts.out.clone();
     let previous = run::prepare(&out, opts.model, opts.on_existing)?;
+    if let Some(prev) = previous
+        .as_ref()
+        .filter(|m| m.multiplier != opts.multiplier.name())
+    {
+        return Err(EmberError::CannotResume {
+            path: out,
+            reason: format!(
+                "it was trained with --multiplier {}, not {}",
+                prev.multiplier,
+                opts.multiplier.name()
+            ),
+        });
+    }
     let start_epoch = previous.as_ref().map_or(0, |m| m.completed_epochs);
     if start_epoch >= opts.epochs {
         return Err(EmberError::CannotResume {
@@ -184,6 +203,7 @@ where
     let mut manifest = Manifest {
         model: opts.model,
         backend: opts.backend,
+        multiplier: opts.multiplier.name().to_string(),
         epochs: opts.epochs,
         batch_size: opts.batch_size,
         lr: opts.lr,
@@ -196,9 +216,10 @@ where
     };
     manifest.write(&out)?;
     eprintln!(
-        "training {} on {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
+        "training {} on {} with multiplier {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
         opts.model,
         B::name(&device),
+        opts.multiplier,
         train_split.len(),
         test_split.len(),
         opts.data,
@@ -268,7 +289,10 @@ where
     report::write_csv(&out.join("metrics.csv"), &rows)?;
     report::plot_curves(
         &out.join("curves.png"),
-        &format!("{} on {} ({})", opts.model, opts.backend, opts.data),
+        &format!(
+            "{} on {}, multiplier {} ({})",
+            opts.model, opts.backend, opts.multiplier, opts.data
+        ),
         &rows,
     )?;
     Ok(TrainReport {
@@ -316,6 +340,9 @@ pub struct EvalOptions {
     pub model: Option<ModelKind>,
     /// Backend to evaluate on.
     pub backend: BackendKind,
+    /// Multiplier to evaluate with (may differ from the one trained with: ApproxTrain's
+    /// cross-format testing).
+    pub multiplier: Multiplier,
     /// Test data.
     pub data: MnistSource,
     /// Batch size.
@@ -377,12 +404,15 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         }
     };
     let test = mnist::load(&opts.data, false)?;
-    opts.backend.dispatch(EvalJob {
-        file,
-        model,
-        test,
-        batch_size: opts.batch_size,
-    })
+    opts.backend.dispatch(
+        opts.multiplier,
+        EvalJob {
+            file,
+            model,
+            test,
+            batch_size: opts.batch_size,
+        },
+    )
 }
 
 struct EvalJob {

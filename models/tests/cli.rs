@@ -307,3 +307,161 @@ fn trains_resumes_evaluates_and_protects_runs() {
     std::fs::remove_dir_all(&run).unwrap();
     std::fs::remove_dir_all(&loose).unwrap();
 }
+
+#[test]
+fn approximate_training_cross_format_evaluation_and_lookup_tables() {
+    let run = scratch("approx-run");
+    let run_s = s(&run);
+    let mut args = vec![
+        "train",
+        "--model",
+        "lenet300",
+        "--epochs",
+        "1",
+        "--plain",
+        "--multiplier",
+        "mbm7",
+        "--out",
+        run_s,
+    ];
+    args.extend(TINY);
+    let out = ember(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["multiplier"], "mbm7");
+    let acc = manifest["test_accuracy"].as_f64().unwrap();
+    assert!(
+        acc > 75.0,
+        "LeNet-300-100 with MBM (AFM16) after one epoch on 2000 images: {acc}%"
+    );
+
+    // Resuming under another multiplier is refused; evaluating under one is the point.
+    let mut resume = args.clone();
+    resume[4] = "2";
+    resume[7] = "bf16";
+    resume.push("--resume");
+    fails_with(&ember(&resume), "trained with --multiplier mbm7, not bf16");
+    for mul in ["bf16", "mitchell7", "native", "afm32"] {
+        let out = ember(&[
+            "eval",
+            "--checkpoint",
+            run_s,
+            "--multiplier",
+            mul,
+            "--batch-size",
+            "500",
+        ]);
+        assert!(
+            out.status.success(),
+            "{mul}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("test accuracy"));
+    }
+
+    // Bad multipliers: unknown, m out of range, a table that cannot be read or has the wrong size.
+    fails_with(
+        &ember(&["train", "--multiplier", "wallace7"]),
+        "unknown multiplier `wallace7`",
+    );
+    fails_with(&ember(&["train", "--multiplier", "mbm12"]), "m = 12");
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--multiplier", "acc0"]),
+        "m = 0",
+    );
+    let tables = scratch("tables");
+    std::fs::create_dir_all(&tables).unwrap();
+    let short = tables.join("MINE_7.bin");
+    std::fs::write(&short, vec![0u8; 1000]).unwrap();
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--multiplier", s(&short)]),
+        "1000 bytes",
+    );
+    let missing = tables.join("NONE_3.bin");
+    fails_with(
+        &ember(&["train", "--multiplier", s(&missing)]),
+        "NONE_3.bin",
+    );
+    fails_with(
+        &ember(&["train", "--multiplier", s(&tables.join("MINE.bin"))]),
+        "NAME_M.bin",
+    );
+
+    // ember lut: generate, refuse to overwrite, inspect, convert, and bad requests.
+    let table = tables.join("MBM_5.bin");
+    let out = ember(&["lut", "generate", "mbm5", "--out", s(&table)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&table).unwrap().len(), 1 << 10);
+    let bytes = std::fs::read(&table).unwrap();
+    fails_with(
+        &ember(&["lut", "generate", "mitchell5", "--out", s(&table)]),
+        "already exists",
+    );
+    assert_eq!(std::fs::read(&table).unwrap(), bytes, "untouched");
+    let out = ember(&["lut", "inspect", s(&table)]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("m = 5"),
+        "{out:?}"
+    );
+    let wide = tables.join("wide.lut");
+    assert!(
+        ember(&["lut", "convert", s(&table), s(&wide)])
+            .status
+            .success()
+    );
+    let back = tables.join("BACK_5.bin");
+    assert!(
+        ember(&["lut", "convert", s(&wide), s(&back)])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        bytes,
+        "raw → .lut → raw is lossless"
+    );
+    let trained = ember(&[
+        "eval",
+        "--checkpoint",
+        run_s,
+        "--multiplier",
+        s(&back),
+        "--batch-size",
+        "500",
+    ]);
+    assert!(
+        trained.status.success(),
+        "a converted table is a multiplier"
+    );
+    fails_with(&ember(&["lut", "generate", "fp32"]), "has no lookup table");
+    fails_with(&ember(&["lut", "generate", "acc12"]), "m = 12");
+    fails_with(
+        &ember(&["lut", "convert", s(&wide), s(&tables.join("X_9.bin"))]),
+        "m = 9",
+    );
+    fails_with(&ember(&["lut", "inspect", s(&short)]), "1000 bytes");
+    let png = tables.join("err.png");
+    assert!(
+        ember(&["lut", "inspect", "mbm3", "--plot", s(&png)])
+            .status
+            .success()
+    );
+    assert!(png.is_file());
+    fails_with(
+        &ember(&["lut", "inspect", "mbm3", "--plot", s(&png)]),
+        "already exists",
+    );
+
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::remove_dir_all(&tables).unwrap();
+}

@@ -21,12 +21,14 @@ impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
         inputs: Vec<CubeTensor<R>>,
         rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
     ) -> FloatTensor<B> {
-        let [lhs, rhs]: [CubeTensor<R>; 2] = inputs.try_into().ok().expect("two operands");
+        let mut operands = inputs.into_iter();
+        let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
         rewrap(kernel::launch(lhs, rhs, self.mul))
     }
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
-        let [lhs, rhs]: [FloatTensor<B>; 2] = inputs.try_into().ok().expect("two operands");
+        let mut operands = inputs.into_iter();
+        let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
         let device = B::float_device(&lhs);
         let [batch, m, k] = lhs.shape().dims();
         let n = rhs.shape()[2];

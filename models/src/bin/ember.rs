@@ -1,9 +1,11 @@
 //! `ember`: train and evaluate models under Ember's hardware-efficiency techniques.
 
+use burn_approx_mul::Multiplier;
 use clap::{Parser, Subcommand};
 use ember_models::backend::BackendKind;
 use ember_models::data::mnist::MnistSource;
 use ember_models::error::EmberError;
+use ember_models::lut;
 use ember_models::run::{self, OnExisting};
 use ember_models::train::{self, EvalOptions, ModelKind, TrainOptions};
 use std::path::PathBuf;
@@ -30,6 +32,11 @@ enum Command {
         /// Backend to train on.
         #[arg(long, value_enum, default_value_t = BackendKind::Ndarray)]
         backend: BackendKind,
+        /// Multiplier of every matmul/linear/conv product, forward and backward: native (the
+        /// backend's own ops), fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm and
+        /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
+        #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+        multiplier: Multiplier,
         /// Total number of epochs.
         #[arg(long, default_value_t = 3)]
         epochs: usize,
@@ -76,6 +83,11 @@ enum Command {
         /// Backend to evaluate on.
         #[arg(long, value_enum, default_value_t = BackendKind::Ndarray)]
         backend: BackendKind,
+        /// Multiplier to evaluate with (may differ from training's): every matmul/linear/conv product, native (the
+        /// backend's own ops), fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm and
+        /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
+        #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+        multiplier: Multiplier,
         /// Directory with the standard idx files; default: the embedded MNIST subset.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -83,6 +95,42 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         batch_size: usize,
     },
+    /// Mantissa-product lookup tables (ApproxTrain's NAME_M.bin, Ember's .lut).
+    Lut {
+        #[command(subcommand)]
+        command: LutCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LutCommand {
+    /// Write the table of a built-in multiplier (default path: NAME_M.bin, or NAME_M.lut for m > 7).
+    Generate {
+        /// Multiplier name, e.g. mbm7, mitchell5, bf16, realm16.
+        multiplier: String,
+        /// Output file (.bin: ApproxTrain's raw format, m ≤ 7; .lut: Ember's format).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Summarise a table: width, error statistics, carries (and draw its error with --plot).
+    Inspect {
+        /// Multiplier name or table file.
+        multiplier: String,
+        /// Also draw the relative error of every entry as a PNG heat map.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Convert a table file between formats (chosen by extension: .lut or NAME_M.bin).
+    Convert {
+        /// Input table file.
+        input: PathBuf,
+        /// Output table file (never overwritten).
+        output: PathBuf,
+    },
+}
+
+fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
+    Multiplier::parse(spec).map_err(|e| e.to_string())
 }
 
 fn source(dir: Option<PathBuf>) -> MnistSource {
@@ -94,6 +142,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
         Command::Train {
             model,
             backend,
+            multiplier,
             epochs,
             batch_size,
             lr,
@@ -114,6 +163,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             let report = train::train(TrainOptions {
                 model,
                 backend,
+                multiplier,
                 epochs,
                 batch_size,
                 lr,
@@ -137,6 +187,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             checkpoint,
             model,
             backend,
+            multiplier,
             data_dir,
             batch_size,
         } => {
@@ -144,6 +195,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 checkpoint,
                 model,
                 backend,
+                multiplier,
                 data: source(data_dir),
                 batch_size,
             })?;
@@ -152,6 +204,23 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 report.accuracy, report.loss, report.images
             );
         }
+        Command::Lut { command } => match command {
+            LutCommand::Generate { multiplier, out } => {
+                let path = lut::generate(&multiplier, out)?;
+                println!("wrote {}", path.display());
+            }
+            LutCommand::Inspect { multiplier, plot } => {
+                print!("{}", lut::inspect(&multiplier)?);
+                if let Some(path) = plot {
+                    lut::plot(&multiplier, &path)?;
+                    println!("error heat map: {}", path.display());
+                }
+            }
+            LutCommand::Convert { input, output } => {
+                lut::convert(&input, &output)?;
+                println!("wrote {}", output.display());
+            }
+        },
     }
     Ok(())
 }
