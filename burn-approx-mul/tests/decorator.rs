@@ -286,3 +286,24 @@ fn contractions_equal_a_brute_force_reference() {
         "input gradient"
     );
 }
+
+#[test]
+fn nan_and_inf_in_the_data_propagate_as_in_ieee_fp32() {
+    type B = ApproxMul<NdArray>;
+    let device =
+        ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse("afm16").unwrap());
+    let x =
+        Tensor::<B, 2>::from_floats([[1.0, f32::NAN], [2.0, 3.0], [f32::INFINITY, 0.0]], &device);
+    let w = Tensor::<B, 2>::from_floats([[1.0, 0.0], [1.0, 2.0]], &device);
+    let y = x.matmul(w).into_data().to_vec::<f32>().unwrap();
+    assert!(
+        y[0].is_nan() && y[1].is_nan(),
+        "a NaN input poisons its row: {y:?}"
+    );
+    assert!(
+        y[2].is_finite() && y[3].is_finite(),
+        "other rows are untouched: {y:?}"
+    );
+    assert_eq!(y[4], f32::INFINITY, "Inf · 1 + 0 · 1");
+    assert!(y[5].is_nan(), "Inf · 0 is NaN");
+}

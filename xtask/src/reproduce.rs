@@ -9,10 +9,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The experiments: name and what it does.
-const EXPERIMENTS: &[(&str, &str)] = &[(
-    "lenet-mnist",
-    "LeNet-5 and LeNet-300-100 on full MNIST, on ndarray and on wgpu: epoch time and test accuracy",
-)];
+const EXPERIMENTS: &[(&str, &str)] = &[
+    (
+        "lenet-mnist",
+        "LeNet-5 and LeNet-300-100 on full MNIST, on ndarray and on wgpu: epoch time and test accuracy",
+    ),
+    (
+        "approxtrain-mnist",
+        "ApproxTrain Tables III/IV: LeNet-300-100 and LeNet-5 on full MNIST with FP32, AFM32, bfloat16, \
+         AFM16 and Mitchell-16 multipliers, and every model tested under every multiplier",
+    ),
+];
 
 fn ember_binary() -> Result<PathBuf> {
     crate::cargo(&["build", "--release", "--bin", "ember"])?;
@@ -28,6 +35,29 @@ fn ember_binary() -> Result<PathBuf> {
 struct RunResult {
     test_accuracy: f64,
     epoch_seconds: Vec<f64>,
+}
+
+fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
+    let out = Command::new(bin)
+        .args(["eval", "--checkpoint"])
+        .arg(run)
+        .args(["--multiplier", multiplier, "--data-dir"])
+        .arg(data)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "ember eval {} --multiplier {multiplier} failed: {}",
+            run.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    stdout
+        .split("test accuracy ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no accuracy in `{stdout}`"))
 }
 
 fn train(bin: &Path, out: &Path, args: &[&str]) -> Result<RunResult> {
@@ -123,6 +153,127 @@ fn lenet_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     Ok(md)
 }
 
+/// ApproxTrain's multipliers: (label, `--multiplier`, the paper's Table III name).
+const APPROXTRAIN: [(&str, &str); 5] = [
+    ("FP32", "native"),
+    ("AFM32", "afm32"),
+    ("bfloat16", "bf16"),
+    ("AFM16", "afm16"),
+    ("MIT16", "mit16"),
+];
+
+fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
+    let mnist = datasets.join("mnist");
+    if !mnist.is_dir() {
+        bail!("{} not found: pass --datasets", mnist.display());
+    }
+    let bin = ember_binary()?;
+    let root = crate::root();
+    let work = root.join("target/reproduce/approxtrain-mnist");
+    let results = root.join("docs/results");
+    std::fs::create_dir_all(&results)?;
+    let epochs_s = epochs.to_string();
+    // ApproxTrain Table III (test accuracy %, MNIST).
+    let paper = |model: &str, label: &str| -> &'static str {
+        match (model, label) {
+            ("lenet300", "FP32") => "96.9",
+            ("lenet300", "AFM32") => "97.1",
+            ("lenet300", "bfloat16") => "96.7",
+            ("lenet300", "AFM16") => "96.8",
+            ("lenet5", "FP32" | "AFM32" | "bfloat16" | "AFM16") => "98.3",
+            _ => "–",
+        }
+    };
+    let mut md = String::new();
+    writeln!(md, "# ApproxTrain on MNIST: LeNet-300-100 and LeNet-5\n")?;
+    writeln!(
+        md,
+        "Written by `cargo xtask reproduce approxtrain-mnist --epochs {epochs}`: `ember train --data-dir {} \
+         --epochs {epochs} --batch-size 32 --lr 2e-3 --seed 42 --multiplier M` (Adam, ndarray backend, \
+         so every approximate product runs on the multi-threaded host path), 60,000 training and 10,000 \
+         test images, {} CPU cores. The same seed for every multiplier of a network. Every \
+         multiply of every linear and convolution layer, forward and both gradients, goes through \
+         the multiplier; accumulation is FP32. FP32 is the backend's own arithmetic (`native`); \
+         AFM32/AFM16 are the minimally biased multiplier at 23/7 mantissa bits (`mbm23`, `mbm7`), \
+         bfloat16 is ApproxTrain's `ACC_7` (truncation to 7 bits, `bf16`), MIT16 Mitchell's \
+         multiplier at 7 bits. ApproxTrain trains until the accuracy stabilises (≤ 20 epochs for \
+         the LeNets); these runs are {epochs} epochs.\n",
+        mnist.display(),
+        crate::cores()
+    )?;
+    let mut images = String::new();
+    let mut cross = String::new();
+    for (model, title) in [("lenet300", "LeNet-300-100"), ("lenet5", "LeNet-5")] {
+        writeln!(md, "## {title}: Table III\n")?;
+        writeln!(
+            md,
+            "| multiplier | `--multiplier` | test accuracy | paper (Table III) | mean epoch (s) |"
+        )?;
+        writeln!(md, "|---|---|---:|---:|---:|")?;
+        writeln!(cross, "## {title}: cross-format testing (Table IV style)\n")?;
+        let header: Vec<&str> = APPROXTRAIN.iter().map(|(l, _)| *l).collect();
+        writeln!(
+            cross,
+            "| trained with \\ tested with | {} |",
+            header.join(" | ")
+        )?;
+        writeln!(cross, "|---|{}|", "---:|".repeat(header.len()))?;
+        for (label, mul) in APPROXTRAIN {
+            let out = work.join(format!("{model}-{mul}"));
+            let args = [
+                "--model",
+                model,
+                "--backend",
+                "ndarray",
+                "--multiplier",
+                mul,
+                "--epochs",
+                &epochs_s,
+                "--batch-size",
+                "32",
+                "--lr",
+                "2e-3",
+                "--seed",
+                "42",
+                "--data-dir",
+                mnist.to_str().context("non-UTF-8 path")?,
+            ];
+            let r = train(&bin, &out, &args)?;
+            let mean = r.epoch_seconds.iter().sum::<f64>() / r.epoch_seconds.len().max(1) as f64;
+            writeln!(
+                md,
+                "| {label} | `{mul}` | {:.2} % | {} % | {mean:.1} |",
+                r.test_accuracy,
+                paper(model, label)
+            )?;
+            let png = format!("approxtrain-mnist-{model}-{mul}.png");
+            std::fs::copy(out.join("curves.png"), results.join(&png))?;
+            writeln!(images, "\n![{title}, {label}]({png})")?;
+            let mut row = Vec::new();
+            for (test_label, test_mul) in APPROXTRAIN {
+                let acc = if test_mul == mul {
+                    r.test_accuracy
+                } else {
+                    eval(&bin, &out, test_mul, &mnist)?
+                };
+                let cell = format!("{acc:.2}");
+                row.push(if test_label == label {
+                    format!("**{cell}**")
+                } else {
+                    cell
+                });
+            }
+            writeln!(cross, "| {label} | {} |", row.join(" | "))?;
+        }
+        writeln!(md)?;
+        writeln!(cross)?;
+    }
+    md.push_str(&cross);
+    md.push_str("## Training curves\n");
+    md.push_str(&images);
+    Ok(md)
+}
+
 /// Runs experiment `name`.
 pub fn run(name: &str, datasets: Option<PathBuf>, epochs: Option<usize>) -> Result<()> {
     let datasets = datasets.unwrap_or_else(|| crate::root().join("../shared/datasets"));
@@ -134,6 +285,7 @@ pub fn run(name: &str, datasets: Option<PathBuf>, epochs: Option<usize>) -> Resu
             return Ok(());
         }
         "lenet-mnist" => lenet_mnist(&datasets, epochs.unwrap_or(3))?,
+        "approxtrain-mnist" => approxtrain_mnist(&datasets, epochs.unwrap_or(3))?,
         other => bail!(
             "unknown experiment `{other}`; known: {}",
             EXPERIMENTS

@@ -1,0 +1,68 @@
+//! ApproxMul's GEMM against the same runtime's native matmul, measured in the same run:
+//! 512³ and layer shapes of LeNet-300-100, LeNet-5 (conv2 as im2col GEMM, batch 64) and
+//! ResNet-18 (a 3×3 256→256 convolution at 14×14 as im2col GEMM, batch 4).
+//!
+//! Rows of a group: `1-native` (the inner backend's matmul, reached through the decorator with
+//! `Multiplier::native`), `2-fp32` (Ember's kernel with a plain `*`), then the approximate
+//! multipliers: `3-mbm5` (LUT in shared memory), `4-mbm7` (AFM16, LUT in global memory),
+//! `5-mbm23` (AFM32, evaluated in the kernel). On ndarray the Ember rows are the host path.
+
+use burn::backend::{NdArray, Wgpu};
+use burn::prelude::*;
+use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use cubecl_kernels::decorator::KernelBackend;
+
+const SHAPES: [(&str, [usize; 3]); 4] = [
+    ("512x512x512", [512, 512, 512]),
+    ("lenet300_fc1_b64", [64, 784, 300]),
+    ("lenet5_conv2_b64", [16, 150, 6400]),
+    ("resnet18_conv3x3_256_b4", [256, 2304, 784]),
+];
+
+const MULTIPLIERS: [(&str, &str); 5] = [
+    ("1-native", "native"),
+    ("2-fp32", "fp32"),
+    ("3-mbm5", "mbm5"),
+    ("4-mbm7", "mbm7"),
+    ("5-mbm23", "mbm23"),
+];
+
+fn gemm<B: KernelBackend>(c: &mut Criterion, backend: &str) {
+    for (shape_name, [m, k, n]) in SHAPES {
+        for (variant, spec) in MULTIPLIERS {
+            let device =
+                ApproxDevice::<B>::new(Default::default(), Multiplier::parse(spec).unwrap());
+            type T<B> = Tensor<ApproxMul<B>, 2>;
+            let a = T::<B>::random([m, k], burn::tensor::Distribution::Default, &device);
+            let b = T::<B>::random([k, n], burn::tensor::Distribution::Default, &device);
+            c.bench_with_input(
+                BenchmarkId::new(format!("gemm_{shape_name}/{backend}"), variant),
+                &(),
+                |bench, _| {
+                    bench.iter(|| {
+                        let y = a.clone().matmul(b.clone());
+                        ApproxMul::<B>::sync(&device).unwrap();
+                        y
+                    })
+                },
+            );
+        }
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    gemm::<NdArray>(c, "ndarray");
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    gemm::<Wgpu>(c, "wgpu");
+}
+
+criterion_group! {
+    name = approx_gemm;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(4));
+    targets = benches
+}
+criterion_main!(approx_gemm);
