@@ -80,7 +80,8 @@ impl Family {
 
 /// The multiplier of an [`ApproxMul`](crate::ApproxMul) device: a name and how the kernels
 /// multiply. `Default` is [`Multiplier::native`], under which the decorator is the inner backend.
-#[derive(Clone, Debug, PartialEq)]
+/// Its `Debug` form is its name (devices are printed in logs; tables are not).
+#[derive(Clone, PartialEq)]
 pub struct Multiplier {
     name: Arc<str>,
     strategy: MultiplyStrategy,
@@ -90,6 +91,12 @@ pub struct Multiplier {
 impl Default for Multiplier {
     fn default() -> Self {
         Self::native()
+    }
+}
+
+impl std::fmt::Debug for Multiplier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Multiplier({})", self.name)
     }
 }
 

@@ -7,7 +7,8 @@
 //! from global memory. Any shape works: loads outside the matrices decode zeros and stores
 //! outside are skipped. Inputs may be strided (transposed views need no copy).
 
-use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION, MulKind, SHARED_LUT_ENTRIES};
+use super::multiply::{decode_into, product};
+use super::{ApproxMultiply, MulKind, SHARED_LUT_ENTRIES};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -20,90 +21,6 @@ pub const TILE: u32 = 32;
 pub const DEPTH: u32 = 16;
 /// Units per cube edge.
 pub const UNITS: u32 = 16;
-
-#[cube]
-fn decode_into(
-    x: f32,
-    keys: &mut SharedMemory<u32>,
-    scales: &mut SharedMemory<f32>,
-    pos: usize,
-    #[comptime] kind: MulKind,
-    #[comptime] lhs: bool,
-) {
-    match kind {
-        MulKind::Plain => {
-            keys[pos] = 0u32;
-            scales[pos] = x;
-        }
-        MulKind::Lut(m, _) => {
-            let bits = u32::reinterpret(x);
-            let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
-            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
-            let key = (bits & MANT_MASK) >> comptime!(23 - m);
-            if lhs {
-                keys[pos] = key << m;
-            } else {
-                keys[pos] = key;
-            }
-        }
-        _ => {
-            let bits = u32::reinterpret(x);
-            let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
-            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
-            keys[pos] = bits & MANT_MASK;
-        }
-    }
-}
-
-#[cube]
-fn significand(
-    ka: u32,
-    kb: u32,
-    lut: &Array<f32>,
-    staged: &SharedMemory<f32>,
-    #[comptime] kind: MulKind,
-) -> f32 {
-    match kind {
-        MulKind::Plain => 1.0f32,
-        MulKind::Lut(_, shared) => {
-            if shared {
-                staged[(ka | kb) as usize]
-            } else {
-                lut[(ka | kb) as usize]
-            }
-        }
-        MulKind::Mitchell => {
-            let s = ka + kb;
-            f32::reinterpret(((127u32 + (s >> 23)) << 23) | (s & MANT_MASK))
-        }
-        MulKind::Mbm => {
-            let s = ka + kb;
-            let carry = s >> 23;
-            let frac = (s & MANT_MASK) + (MBM_CORRECTION >> carry);
-            let over = frac > MANT_MASK;
-            let normalised = ((8_388_608u32 + frac) >> 1) & MANT_MASK;
-            let mant = select(over, select(carry == 1u32, s & MANT_MASK, normalised), frac);
-            let c = select(over, 1u32, carry);
-            f32::reinterpret(((127u32 + c) << 23) | mant)
-        }
-    }
-}
-
-#[cube]
-fn product(
-    ka: u32,
-    sa: f32,
-    kb: u32,
-    sb: f32,
-    lut: &Array<f32>,
-    staged: &SharedMemory<f32>,
-    #[comptime] kind: MulKind,
-) -> f32 {
-    match kind {
-        MulKind::Plain => sa * sb,
-        _ => (significand(ka, kb, lut, staged, kind) * sa) * sb,
-    }
-}
 
 /// The batched GEMM kernel: `out[b] = lhs[b] · rhs[b]`, shapes `[batch, m, k] · [batch, k, n]`.
 #[cube(launch)]

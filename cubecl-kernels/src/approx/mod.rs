@@ -19,11 +19,13 @@
 //!
 //! - [`host`]: the plain-Rust reference (multi-threaded); the test oracle and the path on
 //!   backends without CubeCL kernels.
+//! - [`multiply`]: the comptime multiply (`#[cube]` decode and product) every kernel reuses.
 //! - [`gemm`]: the tiled batched LUT GEMM kernel (every convolution is lowered onto it by
 //!   `burn-approx-mul` through im2col).
 
 pub mod gemm;
 pub mod host;
+pub mod multiply;
 
 use std::sync::Arc;
 
@@ -36,7 +38,7 @@ pub const SHARED_LUT_ENTRIES: usize = 4096;
 
 /// A significand table for `bits`-bit mantissas: entry `(a_m << m) | b_m` is the f32
 /// `(1 + carry)(1.mantissa)` of the approximate product of `1.a_m` and `1.b_m`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LutTable {
     bits: u32,
     significands: Arc<[f32]>,
@@ -65,6 +67,17 @@ impl LutTable {
     /// The significands.
     pub fn significands(&self) -> &[f32] {
         &self.significands
+    }
+}
+
+impl std::fmt::Debug for LutTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "LutTable(m = {}, {} entries)",
+            self.bits,
+            self.significands.len()
+        )
     }
 }
 

@@ -1,0 +1,94 @@
+//! The comptime multiply shared by every kernel that contracts (the GEMM here, the sparse
+//! kernels of the other techniques): operands are decoded once into a key and a scale (see
+//! [`crate::approx`]), and a product is one table read (or a few integer ops for the FP32-width
+//! models) and two multiplies.
+// `#[cube]` generates undocumented expansion items for public functions.
+#![allow(missing_docs)]
+
+use super::{MANT_MASK, MBM_CORRECTION, MulKind};
+use cubecl::prelude::*;
+
+/// Decodes `x` into `keys[pos]` / `scales[pos]` as a left (`lhs`) or right operand.
+#[cube]
+pub fn decode_into(
+    x: f32,
+    keys: &mut SharedMemory<u32>,
+    scales: &mut SharedMemory<f32>,
+    pos: usize,
+    #[comptime] kind: MulKind,
+    #[comptime] lhs: bool,
+) {
+    match kind {
+        MulKind::Plain => {
+            keys[pos] = 0u32;
+            scales[pos] = x;
+        }
+        _ => {
+            // LUT keys keep the top m bits (shifted up by m for the lhs); FP32-width models all 23.
+            let down = comptime!(match kind {
+                MulKind::Lut(m, _) => 23 - m,
+                _ => 0u32,
+            });
+            let up = comptime!(match kind {
+                MulKind::Lut(m, _) if lhs => m,
+                _ => 0u32,
+            });
+            let bits = u32::reinterpret(x);
+            let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
+            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
+            keys[pos] = ((bits & MANT_MASK) >> down) << up;
+        }
+    }
+}
+
+/// The significand product `(1 + carry)(1.mantissa)` of two decoded keys.
+#[cube]
+pub fn significand(
+    ka: u32,
+    kb: u32,
+    lut: &Array<f32>,
+    staged: &SharedMemory<f32>,
+    #[comptime] kind: MulKind,
+) -> f32 {
+    match kind {
+        MulKind::Plain => 1.0f32,
+        MulKind::Lut(_, shared) => {
+            if shared {
+                staged[(ka | kb) as usize]
+            } else {
+                lut[(ka | kb) as usize]
+            }
+        }
+        MulKind::Mitchell => {
+            let s = ka + kb;
+            f32::reinterpret(((127u32 + (s >> 23)) << 23) | (s & MANT_MASK))
+        }
+        MulKind::Mbm => {
+            let s = ka + kb;
+            let carry = s >> 23;
+            let frac = (s & MANT_MASK) + (MBM_CORRECTION >> carry);
+            let over = frac > MANT_MASK;
+            let normalised = ((8_388_608u32 + frac) >> 1) & MANT_MASK;
+            let mant = select(over, select(carry == 1u32, s & MANT_MASK, normalised), frac);
+            let c = select(over, 1u32, carry);
+            f32::reinterpret(((127u32 + c) << 23) | mant)
+        }
+    }
+}
+
+/// One approximate product of decoded operands: `(significand · sa) · sb`.
+#[cube]
+pub fn product(
+    ka: u32,
+    sa: f32,
+    kb: u32,
+    sb: f32,
+    lut: &Array<f32>,
+    staged: &SharedMemory<f32>,
+    #[comptime] kind: MulKind,
+) -> f32 {
+    match kind {
+        MulKind::Plain => sa * sb,
+        _ => (significand(ka, kb, lut, staged, kind) * sa) * sb,
+    }
+}
