@@ -1,7 +1,8 @@
 //! Tiled, batched GEMM whose every product goes through a comptime [`MulKind`].
 //!
-//! A cube of 16 × 16 units computes a 32 × 32 output tile; each unit owns a 2 × 2 block (rows
-//! `ty, ty + 16`, columns `tx, tx + 16`). Per step of 16 along `k`, the units decode the lhs and
+//! A cube of 16 × 16 units computes a 64 × 64 output tile; each unit owns a 4 × 4 block of
+//! accumulators in registers (rows `ty + 16i`, columns `tx + 16j`), so every shared-memory read
+//! of a decoded operand serves four products. Per step of 16 along `k`, the units decode the lhs and
 //! rhs tiles into shared memory (key + scale, see the module docs of [`crate::approx`]); small
 //! tables (`m ≤ 6`, ≤ 16 KiB) are staged in shared memory once per cube, larger ones are read
 //! from global memory. Any shape works: loads outside the matrices decode zeros and stores
@@ -15,12 +16,14 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
 
-/// Output tile edge.
-pub const TILE: u32 = 32;
-/// Depth of a shared tile along `k`.
-pub const DEPTH: u32 = 16;
+/// Outputs per unit along each edge (a unit owns `PER × PER` outputs, kept in registers).
+pub const PER: u32 = 4;
 /// Units per cube edge.
 pub const UNITS: u32 = 16;
+/// Output tile edge (`UNITS · PER`).
+pub const TILE: u32 = UNITS * PER;
+/// Depth of a shared tile along `k`.
+pub const DEPTH: u32 = 16;
 
 /// The batched GEMM kernel: `out[b] = lhs[b] · rhs[b]`, shapes `[batch, m, k] · [batch, k, n]`.
 #[cube(launch)]
@@ -34,6 +37,7 @@ fn approx_gemm_kernel(
     let tile = comptime!(TILE as usize);
     let depth = comptime!(DEPTH as usize);
     let units = comptime!(UNITS as usize);
+    let per = comptime!(PER as usize);
     let rows = lhs.shape(1);
     let inner = lhs.shape(2);
     let cols = rhs.shape(2);
@@ -64,17 +68,22 @@ fn approx_gemm_kernel(
 
     let lhs_base = batch * lhs.stride(0);
     let rhs_base = batch * rhs.stride(0);
-    let mut acc00 = 0.0f32;
-    let mut acc01 = 0.0f32;
-    let mut acc10 = 0.0f32;
-    let mut acc11 = 0.0f32;
+    let mut acc = Array::<f32>::new(comptime!(per * per));
+    #[unroll]
+    for i in 0..per * per {
+        acc[i] = 0.0f32;
+    }
+    let mut ka = Array::<u32>::new(per);
+    let mut sa = Array::<f32>::new(per);
+    let mut kb = Array::<u32>::new(per);
+    let mut sb = Array::<f32>::new(per);
 
     let mut k0 = 0usize;
     while k0 < inner {
-        // 512 lhs and 512 rhs elements per step: two of each per unit.
+        // tile·depth lhs and rhs elements per step: `per` of each per unit.
         #[unroll]
-        for half in 0..2usize {
-            let e = unit + half * units * units;
+        for q in 0..per {
+            let e = unit + q * units * units;
             // lhs tile [tile rows × depth]
             let (r, kk) = (e / depth, e % depth);
             let (gr, gk) = (row0 + r, k0 + kk);
@@ -95,37 +104,35 @@ fn approx_gemm_kernel(
         sync_cube();
         let steps = select(inner - k0 < depth, inner - k0, depth);
         for kk in 0..steps {
-            let ka0 = a_keys[ty * depth + kk];
-            let sa0 = a_scales[ty * depth + kk];
-            let ka1 = a_keys[(ty + units) * depth + kk];
-            let sa1 = a_scales[(ty + units) * depth + kk];
-            let kb0 = b_keys[kk * tile + tx];
-            let sb0 = b_scales[kk * tile + tx];
-            let kb1 = b_keys[kk * tile + tx + units];
-            let sb1 = b_scales[kk * tile + tx + units];
-            acc00 += product(ka0, sa0, kb0, sb0, lut, &staged, kind);
-            acc01 += product(ka0, sa0, kb1, sb1, lut, &staged, kind);
-            acc10 += product(ka1, sa1, kb0, sb0, lut, &staged, kind);
-            acc11 += product(ka1, sa1, kb1, sb1, lut, &staged, kind);
+            #[unroll]
+            for i in 0..per {
+                ka[i] = a_keys[(ty + i * units) * depth + kk];
+                sa[i] = a_scales[(ty + i * units) * depth + kk];
+                kb[i] = b_keys[kk * tile + tx + i * units];
+                sb[i] = b_scales[kk * tile + tx + i * units];
+            }
+            #[unroll]
+            for i in 0..per {
+                #[unroll]
+                for j in 0..per {
+                    acc[i * per + j] += product(ka[i], sa[i], kb[j], sb[j], lut, &staged, kind);
+                }
+            }
         }
         sync_cube();
         k0 += depth;
     }
 
     let out_base = batch * out.stride(0);
-    let (r0, r1) = (row0 + ty, row0 + ty + units);
-    let (c0, c1) = (col0 + tx, col0 + tx + units);
-    if r0 < rows && c0 < cols {
-        out[out_base + r0 * out.stride(1) + c0 * out.stride(2)] = acc00;
-    }
-    if r0 < rows && c1 < cols {
-        out[out_base + r0 * out.stride(1) + c1 * out.stride(2)] = acc01;
-    }
-    if r1 < rows && c0 < cols {
-        out[out_base + r1 * out.stride(1) + c0 * out.stride(2)] = acc10;
-    }
-    if r1 < rows && c1 < cols {
-        out[out_base + r1 * out.stride(1) + c1 * out.stride(2)] = acc11;
+    #[unroll]
+    for i in 0..per {
+        #[unroll]
+        for j in 0..per {
+            let (r, c) = (row0 + ty + i * units, col0 + tx + j * units);
+            if r < rows && c < cols {
+                out[out_base + r * out.stride(1) + c * out.stride(2)] = acc[i * per + j];
+            }
+        }
     }
 }
 
