@@ -184,6 +184,10 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
             _ => "–",
         }
     };
+    let paper_cell = |model: &str, label: &str| match paper(model, label) {
+        "–" => "–".to_string(),
+        v => format!("{v} %"),
+    };
     let mut md = String::new();
     writeln!(md, "# ApproxTrain on MNIST: LeNet-300-100 and LeNet-5\n")?;
     writeln!(
@@ -197,7 +201,9 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
          AFM32/AFM16 are the minimally biased multiplier at 23/7 mantissa bits (`mbm23`, `mbm7`), \
          bfloat16 is ApproxTrain's `ACC_7` (truncation to 7 bits, `bf16`), MIT16 Mitchell's \
          multiplier at 7 bits. ApproxTrain trains until the accuracy stabilises (≤ 20 epochs for \
-         the LeNets); these runs are {epochs} epochs.\n",
+         the LeNets); these runs are {epochs} epochs. Epoch times are wall times of these runs \
+         (training + test evaluation); kernel speed is measured by `cargo xtask bench` \
+         (`docs/benchmarks.md`).\n",
         mnist.display(),
         crate::cores()
     )?;
@@ -217,7 +223,7 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
             "| trained with \\ tested with | {} |",
             header.join(" | ")
         )?;
-        writeln!(cross, "|---|{}|", "---:|".repeat(header.len()))?;
+        writeln!(cross, "|---|{}", "---:|".repeat(header.len()))?;
         for (label, mul) in APPROXTRAIN {
             let out = work.join(format!("{model}-{mul}"));
             let args = [
