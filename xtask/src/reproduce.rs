@@ -248,9 +248,9 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
             let mean = r.epoch_seconds.iter().sum::<f64>() / r.epoch_seconds.len().max(1) as f64;
             writeln!(
                 md,
-                "| {label} | `{mul}` | {:.2} % | {} % | {mean:.1} |",
+                "| {label} | `{mul}` | {:.2} % | {} | {mean:.1} |",
                 r.test_accuracy,
-                paper(model, label)
+                paper_cell(model, label)
             )?;
             let png = format!("approxtrain-mnist-{model}-{mul}.png");
             std::fs::copy(out.join("curves.png"), results.join(&png))?;
