@@ -342,6 +342,15 @@ mod tests {
         v.extend_from_slice(&[1, 1, 0, 0, 0, 0]);
         assert!(msg(&write("z.lut", &v)).contains("2 bytes of entries"));
         assert!(msg(&dir.join("missing_3.bin")).contains("missing_3.bin"));
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[2, 1, 0, 0]);
+        assert!(msg(&write("v2.lut", &v)).contains("version 2"));
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[1, 1, 10, 0, b'a']);
+        assert!(msg(&write("short.lut", &v)).contains("truncated or non-UTF-8"));
+        let mut v = MAGIC.to_vec();
+        v.extend_from_slice(&[1, 1, 2, 0, 0xff, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(msg(&write("latin.lut", &v)).contains("truncated or non-UTF-8"));
     }
 
     #[test]

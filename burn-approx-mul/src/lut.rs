@@ -64,7 +64,7 @@ impl Lut {
                 let b = f32::from_bits(0x3f80_0000 | (j << shift));
                 let c = multiply(a, b);
                 let exp = (c.to_bits() >> 23) & 0xff;
-                if !(1.0..4.0).contains(&c) || c.is_sign_negative() {
+                if !(1.0..4.0).contains(&c) {
                     return Err(ApproxError::NotAMantissaProduct {
                         name: name.into(),
                         a,

@@ -61,6 +61,16 @@ pub fn mitchell(ma: u32, mb: u32, m: u32) -> (u32, u32) {
     (s >> 23, s & MANT_MASK)
 }
 
+/// A mantissa truncated to its top `m` bits with the next bit set (the middle of the dropped
+/// interval), as MBM and REALM prepare their operands; unchanged at FP32 width.
+fn to_middle(mant: u32, m: u32) -> u32 {
+    if m == 23 {
+        mant
+    } else {
+        (mant & top_bits(m)) | (1 << (22 - m))
+    }
+}
+
 /// Error-correction constant of the minimally biased multiplier: `2^-4 + 2^-6` in mantissa units.
 pub const MBM_CORRECTION: u32 = (1 << 19) + (1 << 17);
 
@@ -73,13 +83,7 @@ pub const MBM_CORRECTION: u32 = (1 << 19) + (1 << 17);
 /// mantissa of a carrying sum would reach 2 the correction is dropped. This is the model behind
 /// ApproxTrain's `FPmultMBM_fast{10,12,14,16,32}`.
 pub fn mbm(ma: u32, mb: u32, m: u32) -> (u32, u32) {
-    let (ta, tb) = if m == 23 {
-        (ma, mb)
-    } else {
-        let mask = top_bits(m);
-        let half = 1 << (22 - m);
-        ((ma & mask) | half, (mb & mask) | half)
-    };
+    let (ta, tb) = (to_middle(ma, m), to_middle(mb, m));
     let s = ta + tb;
     let carry = s >> 23;
     let mut frac = (s & MANT_MASK) + (MBM_CORRECTION >> carry);
@@ -117,13 +121,7 @@ pub const REALM_SEGMENTS: u32 = 8;
 /// then quantises `c_ij` for hardware, which this model does not). The result mantissa is
 /// truncated to `m` bits.
 pub fn realm(ma: u32, mb: u32, m: u32) -> (u32, u32) {
-    let (ta, tb) = if m == 23 {
-        (ma, mb)
-    } else {
-        let mask = top_bits(m);
-        let half = 1 << (22 - m);
-        ((ma & mask) | half, (mb & mask) | half)
-    };
+    let (ta, tb) = (to_middle(ma, m), to_middle(mb, m));
     let segments = REALM_SEGMENTS.min(1 << m.min(3));
     let (i, j) = ((ta * segments) >> 23, (tb * segments) >> 23);
     let c = realm_factors(segments)[(i * segments + j) as usize];

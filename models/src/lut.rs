@@ -2,7 +2,7 @@
 
 use crate::error::{EmberError, Result};
 use crate::report::font;
-use burn_approx_mul::file::{self, LutFormat};
+use burn_approx_mul::file;
 use burn_approx_mul::{Lut, Multiplier};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -39,13 +39,6 @@ pub fn generate(spec: &str, out: Option<PathBuf>) -> Result<PathBuf> {
 /// otherwise ApproxTrain's raw `NAME_M.bin`).
 pub fn convert(input: &Path, output: &Path) -> Result<()> {
     let lut = file::read(input)?;
-    if LutFormat::of(input) == LutFormat::of(output) && input.extension() == output.extension() {
-        eprintln!(
-            "note: {} and {} have the same format; copying the table",
-            input.display(),
-            output.display()
-        );
-    }
     file::write_new(&lut, output)?;
     Ok(())
 }

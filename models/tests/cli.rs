@@ -31,6 +31,11 @@ fn fails_with(out: &Output, needle: &str) {
     assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
 }
 
+/// The run's `ember-run.json`.
+fn read_manifest(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -211,9 +216,7 @@ fn trains_resumes_evaluates_and_protects_runs() {
     ] {
         assert!(run.join(f).is_file(), "{f} missing");
     }
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
-            .unwrap();
+    let manifest = read_manifest(&run);
     let acc = manifest["test_accuracy"].as_f64().unwrap();
     assert!(
         acc > 80.0,
@@ -236,9 +239,7 @@ fn trains_resumes_evaluates_and_protects_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
-            .unwrap();
+    let manifest = read_manifest(&run);
     assert_eq!(manifest["completed_epochs"], 2);
     assert_eq!(manifest["epoch_seconds"].as_array().unwrap().len(), 2);
     let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
@@ -331,9 +332,7 @@ fn approximate_training_cross_format_evaluation_and_lookup_tables() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
-            .unwrap();
+    let manifest = read_manifest(&run);
     assert_eq!(manifest["multiplier"], "mbm7");
     let acc = manifest["test_accuracy"].as_f64().unwrap();
     assert!(

@@ -37,6 +37,12 @@ struct RunResult {
     epoch_seconds: Vec<f64>,
 }
 
+impl RunResult {
+    fn mean_epoch(&self) -> f64 {
+        self.epoch_seconds.iter().sum::<f64>() / self.epoch_seconds.len().max(1) as f64
+    }
+}
+
 fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
     let out = Command::new(bin)
         .args(["eval", "--checkpoint"])
@@ -60,7 +66,34 @@ fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
         .with_context(|| format!("no accuracy in `{stdout}`"))
 }
 
-fn train(bin: &Path, out: &Path, args: &[&str]) -> Result<RunResult> {
+/// `ember train` with the settings every experiment shares (batch 32, Adam 2e-3, seed 42).
+fn train(
+    bin: &Path,
+    out: &Path,
+    [model, backend, multiplier]: [&str; 3],
+    epochs: usize,
+    data: &Path,
+) -> Result<RunResult> {
+    let epochs = epochs.to_string();
+    let data = data.to_str().context("non-UTF-8 path")?;
+    let args = [
+        "--model",
+        model,
+        "--backend",
+        backend,
+        "--multiplier",
+        multiplier,
+        "--epochs",
+        &epochs,
+        "--batch-size",
+        "32",
+        "--lr",
+        "2e-3",
+        "--seed",
+        "42",
+        "--data-dir",
+        data,
+    ];
     println!("==> ember train {} --out {}", args.join(" "), out.display());
     let status = Command::new(bin)
         .arg("train")
@@ -96,7 +129,6 @@ fn lenet_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     let work = root.join("target/reproduce/lenet-mnist");
     let results = root.join("docs/results");
     std::fs::create_dir_all(&results)?;
-    let epochs_s = epochs.to_string();
     let mut md = String::new();
     writeln!(md, "# LeNet on full MNIST\n")?;
     writeln!(
@@ -119,24 +151,8 @@ fn lenet_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     for model in ["lenet5", "lenet300"] {
         for backend in ["ndarray", "wgpu"] {
             let out = work.join(format!("{model}-{backend}"));
-            let args = [
-                "--model",
-                model,
-                "--backend",
-                backend,
-                "--epochs",
-                &epochs_s,
-                "--batch-size",
-                "32",
-                "--lr",
-                "2e-3",
-                "--seed",
-                "42",
-                "--data-dir",
-                mnist.to_str().context("non-UTF-8 path")?,
-            ];
-            let r = train(&bin, &out, &args)?;
-            let mean = r.epoch_seconds.iter().sum::<f64>() / r.epoch_seconds.len().max(1) as f64;
+            let r = train(&bin, &out, [model, backend, "native"], epochs, &mnist)?;
+            let mean = r.mean_epoch();
             let times: Vec<String> = r.epoch_seconds.iter().map(|s| format!("{s:.1}")).collect();
             writeln!(
                 md,
@@ -172,7 +188,6 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     let work = root.join("target/reproduce/approxtrain-mnist");
     let results = root.join("docs/results");
     std::fs::create_dir_all(&results)?;
-    let epochs_s = epochs.to_string();
     // ApproxTrain Table III (test accuracy %, MNIST).
     let paper = |model: &str, label: &str| -> &'static str {
         match (model, label) {
@@ -226,26 +241,8 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
         writeln!(cross, "|---|{}", "---:|".repeat(header.len()))?;
         for (label, mul) in APPROXTRAIN {
             let out = work.join(format!("{model}-{mul}"));
-            let args = [
-                "--model",
-                model,
-                "--backend",
-                "ndarray",
-                "--multiplier",
-                mul,
-                "--epochs",
-                &epochs_s,
-                "--batch-size",
-                "32",
-                "--lr",
-                "2e-3",
-                "--seed",
-                "42",
-                "--data-dir",
-                mnist.to_str().context("non-UTF-8 path")?,
-            ];
-            let r = train(&bin, &out, &args)?;
-            let mean = r.epoch_seconds.iter().sum::<f64>() / r.epoch_seconds.len().max(1) as f64;
+            let r = train(&bin, &out, [model, "ndarray", mul], epochs, &mnist)?;
+            let mean = r.mean_epoch();
             writeln!(
                 md,
                 "| {label} | `{mul}` | {:.2} % | {} | {mean:.1} |",

@@ -113,6 +113,20 @@ fn full() -> Slice {
     Slice::new(0, None, 1)
 }
 
+/// The unpadded region `[.., .., p..p + size]` of a padded `[B, C, d, h, w]` tensor.
+fn interior(g: &Geometry, input: [usize; 3]) -> Vec<Slice> {
+    [full(), full()]
+        .into_iter()
+        .chain((0..3).map(|i| {
+            Slice::new(
+                g.padding[i] as isize,
+                Some((g.padding[i] + input[i]) as isize),
+                1,
+            )
+        }))
+        .collect()
+}
+
 /// `x: [B, C, d, h, w]` → columns `[G, C/G · kvol, B · L]`.
 fn im2col<B: Backend>(
     x: FloatTensor<B>,
@@ -134,16 +148,7 @@ fn im2col<B: Backend>(
             &B::float_device(&x),
             FloatDType::from(x.dtype()),
         );
-        let inner: Vec<Slice> = [full(), full()]
-            .into_iter()
-            .chain((0..3).map(|i| {
-                Slice::new(
-                    g.padding[i] as isize,
-                    Some((g.padding[i] + input[i]) as isize),
-                    1,
-                )
-            }))
-            .collect();
+        let inner = interior(g, input);
         B::float_slice_assign(zeros, &inner, x)
     };
     let l: usize = out.iter().product();
@@ -210,17 +215,7 @@ fn col2im<B: Backend>(
     if g.padding == [0; 3] {
         return acc;
     }
-    let crop: Vec<Slice> = [full(), full()]
-        .into_iter()
-        .chain((0..3).map(|i| {
-            Slice::new(
-                g.padding[i] as isize,
-                Some((g.padding[i] + input[i]) as isize),
-                1,
-            )
-        }))
-        .collect();
-    B::float_slice(acc, &crop)
+    B::float_slice(acc, &interior(g, input))
 }
 
 /// `[C_out, C_in/G, k...]` → `[G, C_out/G, C_in/G · kvol]`.

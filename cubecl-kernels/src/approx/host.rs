@@ -92,8 +92,13 @@ struct Soa {
 }
 
 fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
-    let keys = x.par_iter().map(|&v| decode(v, mul, lhs).key).collect();
-    let scales = x.par_iter().map(|&v| decode(v, mul, lhs).scale).collect();
+    let (keys, scales) = x
+        .par_iter()
+        .map(|&v| {
+            let d = decode(v, mul, lhs);
+            (d.key, d.scale)
+        })
+        .unzip();
     Soa { keys, scales }
 }
 
