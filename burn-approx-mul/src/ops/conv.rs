@@ -11,7 +11,7 @@
 //! so `conv_transpose` = [`input_grad`], its input gradient = [`forward`] and its weight
 //! gradient = [`weight_grad`] with the roles of input and output swapped.
 
-use super::matmul::gemm;
+use super::matmul::{gemm, reshape};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, Slice, TensorMetadata};
@@ -32,9 +32,10 @@ pub struct Geometry {
     pub groups: usize,
 }
 
-fn lift<const N: usize>(v: [usize; N], fill: usize) -> [usize; 3] {
+/// A 1- to 3-d parameter as 3-d, leading dimensions set to `fill`.
+fn lift(v: &[usize], fill: usize) -> [usize; 3] {
     let mut out = [fill; 3];
-    out[3 - N..].copy_from_slice(&v);
+    out[3 - v.len()..].copy_from_slice(v);
     out
 }
 
@@ -42,9 +43,9 @@ impl Geometry {
     /// From Burn's convolution options.
     pub fn conv<const N: usize>(o: &ConvOptions<N>) -> Self {
         Self {
-            stride: lift(o.stride, 1),
-            padding: lift(o.padding, 0),
-            dilation: lift(o.dilation, 1),
+            stride: lift(&o.stride, 1),
+            padding: lift(&o.padding, 0),
+            dilation: lift(&o.dilation, 1),
             groups: o.groups,
         }
     }
@@ -52,9 +53,9 @@ impl Geometry {
     /// From Burn's transposed-convolution options (the geometry of the convolution it inverts).
     pub fn conv_transpose<const N: usize>(o: &ConvTransposeOptions<N>) -> Self {
         Self {
-            stride: lift(o.stride, 1),
-            padding: lift(o.padding, 0),
-            dilation: lift(o.dilation, 1),
+            stride: lift(&o.stride, 1),
+            padding: lift(&o.padding, 0),
+            dilation: lift(&o.dilation, 1),
             groups: o.groups,
         }
     }
@@ -65,13 +66,6 @@ impl Geometry {
             (input[i] + 2 * self.padding[i]).saturating_sub(span) / self.stride[i] + 1
         })
     }
-}
-
-fn reshape<B: Backend>(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
-    if t.shape().as_slice() == dims {
-        return t;
-    }
-    B::float_reshape(t, Shape::from(dims.to_vec()))
 }
 
 /// `[B, C, s...]` (rank 3..=5) as `[B, C, d, h, w]`.
@@ -227,13 +221,7 @@ fn weight_matrix<B: Backend>(w: FloatTensor<B>, groups: usize) -> FloatTensor<B>
 
 fn kernel_size(w: &Shape) -> [usize; 3] {
     let k = &w[2..];
-    lift_dyn(k)
-}
-
-fn lift_dyn(k: &[usize]) -> [usize; 3] {
-    let mut out = [1; 3];
-    out[3 - k.len()..].copy_from_slice(k);
-    out
+    lift(k, 1)
 }
 
 /// `[G, C_out/G, B·L]` → `[B, C_out, out...]` at the caller's rank.
@@ -317,7 +305,7 @@ pub fn input_grad<B: KernelBackend>(
     let dcols = reshape::<B>(dcols, &[g.groups, cg, kvol, batch, l]);
     let dcols = B::float_permute(dcols, &[3, 0, 1, 2, 4]);
     let dcols = reshape::<B>(dcols, &[batch, g.groups * cg, kvol, l]);
-    from_5d::<B>(col2im::<B>(dcols, g, kernel, lift_dyn(input), out), rank)
+    from_5d::<B>(col2im::<B>(dcols, g, kernel, lift(input, 1), out), rank)
 }
 
 /// Gradient of a convolution with respect to its weight of shape `weight_shape`.

@@ -55,7 +55,8 @@ pub fn gemm<B: KernelBackend>(
     B::visit(Gemm { mul }, vec![lhs, rhs])
 }
 
-fn reshape<B: Backend>(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
+/// `t` reshaped to `dims` (no op when it already has them).
+pub(crate) fn reshape<B: Backend>(t: FloatTensor<B>, dims: &[usize]) -> FloatTensor<B> {
     if t.shape().as_slice() == dims {
         return t;
     }
