@@ -5,7 +5,7 @@
 use burn::backend::Wgpu;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use cubecl_kernels::approx::host::{self, mitchell_significand};
-use cubecl_kernels::approx::{ApproxMultiply, LutTable, gemm};
+use cubecl_kernels::approx::{ApproxMultiply, LutStaging, LutTable, MulKind, gemm};
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed
@@ -39,8 +39,21 @@ fn kinds() -> Vec<(&'static str, ApproxMultiply)> {
         ("mitchell23", ApproxMultiply::Mitchell),
         ("mbm23", ApproxMultiply::Mbm),
         ("lut m=3 (shared)", mitchell_table(3)),
-        ("lut m=7 (global)", mitchell_table(7)),
+        ("lut m=7 (packed bytes)", mitchell_table(7)),
+        ("lut m=7 (unpackable, global)", unpackable_table(7)),
+        ("lut m=8 (global)", mitchell_table(8)),
     ]
+}
+
+/// A table with more significand bits than `m`: it cannot be packed into bytes.
+fn unpackable_table(m: u32) -> ApproxMultiply {
+    let n = 1u32 << m;
+    let sig = (0..n * n)
+        .map(|i| 1.0 + (i as f32 + 0.5) / (n * n) as f32)
+        .collect();
+    let table = LutTable::new(m, sig);
+    assert!(table.packed().is_none());
+    ApproxMultiply::Lut(table)
 }
 
 fn run(lhs: Tensor<Wgpu, 3>, rhs: Tensor<Wgpu, 3>, mul: &ApproxMultiply) -> Vec<f32> {
@@ -77,6 +90,12 @@ fn kernel_matches_host_reference_on_every_shape_and_multiply() {
         [2, 33, 17, 31],
         [3, 7, 50, 65],
         [1, 64, 100, 5],
+        // one of each tiling, and long k cut into chunks (split_k)
+        [2, 5, 40, 300],
+        [1, 300, 40, 7],
+        [1, 6, 2000, 25],
+        [1, 16, 1100, 150],
+        [2, 3, 1500, 70],
     ] {
         let (a, b) = (values(batch * m * k, 1), values(batch * k * n, 2));
         let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.clone(), [batch, m, k]), &device);
@@ -138,4 +157,16 @@ fn special_values_follow_the_documented_semantics() {
             );
         }
     }
+}
+
+#[test]
+fn tables_are_staged_by_width_and_form() {
+    let staging = |mul: ApproxMultiply| match mul.kind() {
+        MulKind::Lut(_, s) => s,
+        other => panic!("{other:?} is not a table"),
+    };
+    assert_eq!(staging(mitchell_table(6)), LutStaging::Shared);
+    assert_eq!(staging(mitchell_table(7)), LutStaging::Packed);
+    assert_eq!(staging(unpackable_table(7)), LutStaging::Global);
+    assert_eq!(staging(mitchell_table(8)), LutStaging::Global);
 }

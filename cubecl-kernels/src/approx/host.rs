@@ -2,7 +2,7 @@
 //! on backends without CubeCL kernels. Same decoded-operand arithmetic and the same
 //! accumulation order (k ascending, FP32, no fused multiply-add) as the kernels.
 
-use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION};
+use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION, split_k};
 use rayon::prelude::*;
 
 /// A decoded operand: table key and power-of-two scale.
@@ -131,8 +131,38 @@ fn pack(b: &Soa, [batch, k, n]: [usize; 3]) -> Soa {
 /// rows, each row reads its own 2^m-entry slice of the table), the other multiplies run 8 columns
 /// at a time with AVX2 where the CPU has it. Every path does the same operations in the same
 /// order as the scalar loop, so all give the same bits.
+///
+/// A long `k` with a small output is cut into the chunks of [`split_k`] exactly as the kernel
+/// does (chunks in parallel, partial sums added in chunk order from `+0`).
 pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
-    gemm_impl(lhs, rhs, dims, mul, avx2_available())
+    let simd = avx2_available();
+    let [batch, m, k, n] = dims;
+    let chunk = split_k(dims);
+    if chunk >= k {
+        return gemm_impl(lhs, rhs, dims, mul, simd);
+    }
+    assert_eq!(lhs.len(), batch * m * k, "lhs length");
+    assert_eq!(rhs.len(), batch * k * n, "rhs length");
+    let parts: Vec<Vec<f32>> = (0..k.div_ceil(chunk))
+        .into_par_iter()
+        .map(|s| {
+            let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
+            let a: Vec<f32> = lhs
+                .chunks(k)
+                .flat_map(|row| &row[k0..k1])
+                .copied()
+                .collect();
+            let b: Vec<f32> = rhs
+                .chunks(k * n)
+                .flat_map(|mat| &mat[k0 * n..k1 * n])
+                .copied()
+                .collect();
+            gemm_impl(&a, &b, [batch, m, k1 - k0, n], mul, simd)
+        })
+        .collect();
+    (0..batch * m * n)
+        .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+        .collect()
 }
 
 fn gemm_impl(
@@ -373,6 +403,28 @@ mod tests {
         let rhs = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [1, 3, 2]
         let out = gemm(&lhs, &rhs, [1, 2, 3, 2], &ApproxMultiply::Plain);
         assert_eq!(out, vec![4.0, 5.0, 10.0, 11.0]);
+    }
+
+    #[test]
+    fn split_k_sums_chunks_in_order() {
+        // 2 × 3 outputs, k = 3000: cut into chunks; integers keep every sum exact
+        let (m, k, n) = (2, 3000, 3);
+        assert!(split_k([1, m, k, n]) < k);
+        let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+        let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let got = gemm(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain);
+        let want: Vec<f32> = (0..m * n)
+            .map(|o| {
+                (0..k)
+                    .map(|kk| lhs[o / n * k + kk] * rhs[kk * n + o % n])
+                    .sum()
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            got,
+            gemm_impl(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain, false)
+        );
     }
 
     #[test]

@@ -35,6 +35,29 @@ pub const MANT_MASK: u32 = (1 << 23) - 1;
 pub const MBM_CORRECTION: u32 = (1 << 19) + (1 << 17);
 /// Largest f32 table kept in shared memory, in entries (16 KiB: `m ≤ 6`).
 pub const SHARED_LUT_ENTRIES: usize = 4096;
+/// Widest table kept in shared memory as packed bytes (`m = 7`: 16 KiB).
+pub const PACKED_LUT_BITS: u32 = 7;
+
+/// The length of the `k` chunks a contraction of `[batch, m, k] · [batch, k, n]` is split into
+/// (`k` itself when it is not split).
+///
+/// A product with few output tiles and a long `k` (the weight gradients of convolutions: `m`,
+/// `n` ≤ a few hundred, `k` = batch · pixels) would otherwise run on a handful of cubes (one
+/// CPU thread on lavapipe, a few SMs on a GPU). It is cut into chunks of at least 512 so that
+/// there are about 32 tile-chunks; each chunk is accumulated from zero in `k` order and the
+/// partial sums are then added in chunk order. Kernel and host reference use this same rule, so
+/// they stay bit-identical.
+pub fn split_k([batch, m, k, n]: [usize; 4]) -> usize {
+    const TILES: usize = 32;
+    const MIN_CHUNK: usize = 512;
+    let tiles = batch * m.div_ceil(64) * n.div_ceil(64);
+    let splits = (TILES / tiles.max(1)).min(k / MIN_CHUNK);
+    if splits < 2 {
+        return k.max(1);
+    }
+    // Whole tile depths (16) per chunk, so no chunk starts inside a shared tile.
+    k.div_ceil(splits).next_multiple_of(16)
+}
 
 /// A significand table for `bits`-bit mantissas: entry `(a_m << m) | b_m` is the f32
 /// `(1 + carry)(1.mantissa)` of the approximate product of `1.a_m` and `1.b_m`.
@@ -42,6 +65,7 @@ pub const SHARED_LUT_ENTRIES: usize = 4096;
 pub struct LutTable {
     bits: u32,
     significands: Arc<[f32]>,
+    packed: Option<Arc<[u32]>>,
 }
 
 impl LutTable {
@@ -53,10 +77,19 @@ impl LutTable {
     pub fn new(bits: u32, significands: Vec<f32>) -> Self {
         assert!((1..=11).contains(&bits), "LUT width {bits} out of 1..=11");
         assert_eq!(significands.len(), 1 << (2 * bits), "LUT length");
+        let packed = pack_bytes(bits, &significands);
         Self {
             bits,
             significands: significands.into(),
+            packed,
         }
+    }
+
+    /// The table as bytes `(carry << m) | mantissa`, four per word (little end first), when
+    /// `m ≤ 7` and every entry is `(1 + carry)(1 + mantissa · 2^-m)`, as every table built by
+    /// Algorithm 1 is (the f32 bits are then `0x3f80_0000 + (byte << (23 - m))`).
+    pub fn packed(&self) -> Option<&[u32]> {
+        self.packed.as_deref()
     }
 
     /// Mantissa bits.
@@ -89,6 +122,29 @@ impl PartialEq for LutTable {
     }
 }
 
+/// Packs `(carry << m) | mantissa` bytes of a table whose every entry is
+/// `(1 + carry)(1 + mantissa · 2^-m)`.
+fn pack_bytes(bits: u32, significands: &[f32]) -> Option<Arc<[u32]>> {
+    if bits > PACKED_LUT_BITS {
+        return None;
+    }
+    let shift = 23 - bits;
+    let bytes = significands
+        .iter()
+        .map(|s| {
+            let offset = s.to_bits().checked_sub(0x3f80_0000)?;
+            let byte = offset >> shift;
+            (byte << shift == offset && byte < 1 << (bits + 1)).then_some(byte)
+        })
+        .collect::<Option<Vec<u32>>>()?;
+    Some(
+        bytes
+            .chunks(4)
+            .map(|c| c.iter().rev().fold(0, |w, &b| (w << 8) | b))
+            .collect(),
+    )
+}
+
 /// How a kernel multiplies (the runtime description; [`MulKind`] is its comptime shape).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ApproxMultiply {
@@ -109,7 +165,16 @@ impl ApproxMultiply {
             Self::Plain => MulKind::Plain,
             Self::Mitchell => MulKind::Mitchell,
             Self::Mbm => MulKind::Mbm,
-            Self::Lut(t) => MulKind::Lut(t.bits, t.significands.len() <= SHARED_LUT_ENTRIES),
+            Self::Lut(t) => MulKind::Lut(
+                t.bits,
+                if t.significands.len() <= SHARED_LUT_ENTRIES {
+                    LutStaging::Shared
+                } else if t.packed.is_some() {
+                    LutStaging::Packed
+                } else {
+                    LutStaging::Global
+                },
+            ),
         }
     }
 
@@ -122,7 +187,7 @@ impl ApproxMultiply {
     }
 }
 
-pub use kind::MulKind;
+pub use kind::{LutStaging, MulKind};
 
 mod kind {
     // The `CubeType` derive generates undocumented expansion types.
@@ -138,7 +203,64 @@ mod kind {
         Mitchell,
         /// MBM, FP32 width.
         Mbm,
-        /// LUT with `m` mantissa bits; `true` when the table is staged in shared memory.
-        Lut(u32, bool),
+        /// LUT with `m` mantissa bits, read from where [`LutStaging`] says.
+        Lut(u32, LutStaging),
+    }
+
+    /// Where a kernel reads its table from.
+    #[derive(CubeType, Clone, Copy, Hash, PartialEq, Eq, Debug)]
+    pub enum LutStaging {
+        /// Global memory, f32 significands (tables too large for shared memory).
+        Global,
+        /// Shared memory, f32 significands (`m ≤ 6`, ≤ 16 KiB), staged once per cube.
+        Shared,
+        /// Shared memory, packed bytes (`m = 7`, 16 KiB), staged once per cube and expanded
+        /// to the f32 significand (f32 bits `0x3f80_0000 + (byte << (23 - m))`) at each read.
+        Packed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_of_algorithm_one_pack_into_bytes() {
+        // m = 2: entry i is byte i % 8 = carry (bit 2) and mantissa
+        let sig: Vec<f32> = (0..16)
+            .map(|i| (1 + (i % 8) / 4) as f32 * (1.0 + (i % 4) as f32 / 4.0))
+            .collect();
+        let t = LutTable::new(2, sig);
+        let words = t.packed().expect("packable");
+        assert_eq!(words.len(), 4);
+        assert_eq!(words[0], 0x0302_0100);
+        assert_eq!(words[3], 0x0706_0504);
+        // an extra bit below the m-bit mantissa, a value below 1, or m > 7: no bytes
+        assert!(
+            LutTable::new(1, vec![1.0, 1.25, 1.5, 2.0])
+                .packed()
+                .is_none()
+        );
+        assert!(
+            LutTable::new(1, vec![0.5, 1.5, 1.5, 2.0])
+                .packed()
+                .is_none()
+        );
+        assert!(LutTable::new(8, vec![1.0; 1 << 16]).packed().is_none());
+    }
+
+    #[test]
+    fn long_k_with_few_tiles_is_split_into_whole_depths() {
+        // big outputs and short k stay whole
+        assert_eq!(split_k([1, 512, 512, 512]), 512);
+        assert_eq!(split_k([64, 6, 25, 784]), 25);
+        assert_eq!(split_k([1, 6, 1000, 25]), 1000);
+        // LeNet-5's first weight gradient: 6 × 25 outputs, k = 64 · 28 · 28
+        let chunk = split_k([1, 6, 50_176, 25]);
+        assert_eq!(50_176usize.div_ceil(chunk), 32);
+        assert_eq!(chunk % 16, 0);
+        // three tiles: about ten chunks
+        let chunk = split_k([1, 16, 6400, 150]);
+        assert_eq!((chunk, 6400usize.div_ceil(chunk)), (640, 10));
     }
 }

@@ -5,7 +5,7 @@
 // `#[cube]` generates undocumented expansion items for public functions.
 #![allow(missing_docs)]
 
-use super::{MANT_MASK, MBM_CORRECTION, MulKind};
+use super::{LutStaging, MANT_MASK, MBM_CORRECTION, MulKind};
 use cubecl::prelude::*;
 
 /// Decodes `x` into `keys[pos]` / `scales[pos]` as a left (`lhs`) or right operand.
@@ -41,22 +41,29 @@ pub fn decode_into(
     }
 }
 
-/// The significand product `(1 + carry)(1.mantissa)` of two decoded keys.
+/// The significand product `(1 + carry)(1.mantissa)` of two decoded keys. `lut` holds the
+/// table's words as the launch staged them: f32 bits, or four packed bytes per word for
+/// [`LutStaging::Packed`]; `staged` is its shared-memory copy when there is one.
 #[cube]
 pub fn significand(
     ka: u32,
     kb: u32,
-    lut: &Array<f32>,
-    staged: &SharedMemory<f32>,
+    lut: &Array<u32>,
+    staged: &SharedMemory<u32>,
     #[comptime] kind: MulKind,
 ) -> f32 {
     match kind {
         MulKind::Plain => 1.0f32,
-        MulKind::Lut(_, shared) => {
-            if shared {
-                staged[(ka | kb) as usize]
-            } else {
-                lut[(ka | kb) as usize]
+        MulKind::Lut(m, staging) => {
+            let i = ka | kb;
+            match staging {
+                LutStaging::Global => f32::reinterpret(lut[i as usize]),
+                LutStaging::Shared => f32::reinterpret(staged[i as usize]),
+                LutStaging::Packed => {
+                    let word = staged[(i >> 2u32) as usize];
+                    let byte = (word >> ((i & 3u32) << 3u32)) & 0xffu32;
+                    f32::reinterpret(0x3f80_0000u32 + (byte << comptime!(23 - m)))
+                }
             }
         }
         MulKind::Mitchell => {
@@ -83,8 +90,8 @@ pub fn product(
     sa: f32,
     kb: u32,
     sb: f32,
-    lut: &Array<f32>,
-    staged: &SharedMemory<f32>,
+    lut: &Array<u32>,
+    staged: &SharedMemory<u32>,
     #[comptime] kind: MulKind,
 ) -> f32 {
     match kind {
