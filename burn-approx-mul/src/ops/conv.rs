@@ -15,8 +15,12 @@ use super::matmul::{gemm, reshape};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, Slice, TensorMetadata};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::tensor::CubeTensor;
 use burn_std::{FloatDType, Shape};
 use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::approx::im2col::{self as kernel, Window};
+use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
 
 /// Stride, padding, dilation and groups of a convolution, as 3-d.
@@ -60,11 +64,17 @@ impl Geometry {
         }
     }
 
-    fn out_size(&self, input: [usize; 3], kernel: [usize; 3]) -> [usize; 3] {
-        std::array::from_fn(|i| {
-            let span = self.dilation[i] * (kernel[i] - 1) + 1;
-            (input[i] + 2 * self.padding[i]).saturating_sub(span) / self.stride[i] + 1
-        })
+    /// The window of this geometry over an input of spatial size `input`.
+    fn window(&self, channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Window {
+        Window {
+            channels,
+            input,
+            kernel,
+            stride: self.stride,
+            padding: self.padding,
+            dilation: self.dilation,
+            groups: self.groups,
+        }
     }
 }
 
@@ -90,7 +100,7 @@ fn spatial(s: &Shape) -> [usize; 3] {
 }
 
 /// The strided window of kernel offset `k` in a padded input.
-fn window(g: &Geometry, k: [usize; 3], out: [usize; 3]) -> [Slice; 3] {
+fn offset_window(g: &Window, k: [usize; 3], out: [usize; 3]) -> [Slice; 3] {
     std::array::from_fn(|i| {
         let start = k[i] * g.dilation[i];
         let end = start + (out[i] - 1) * g.stride[i] + 1;
@@ -108,7 +118,7 @@ fn full() -> Slice {
 }
 
 /// The unpadded region `[.., .., p..p + size]` of a padded `[B, C, d, h, w]` tensor.
-fn interior(g: &Geometry, input: [usize; 3]) -> Vec<Slice> {
+fn interior(g: &Window, input: [usize; 3]) -> Vec<Slice> {
     [full(), full()]
         .into_iter()
         .chain((0..3).map(|i| {
@@ -121,15 +131,57 @@ fn interior(g: &Geometry, input: [usize; 3]) -> Vec<Slice> {
         .collect()
 }
 
-/// `x: [B, C, d, h, w]` → columns `[G, C/G · kvol, B · L]`.
-fn im2col<B: Backend>(
+/// im2col / col2im: a CubeCL kernel each on CubeCL backends, Burn tensor ops elsewhere.
+enum Lowering {
+    Im2col(Window),
+    Col2im(Window, usize),
+}
+
+impl<B: Backend> CubeVisitor<B> for Lowering {
+    type Output = FloatTensor<B>;
+
+    fn cube<R: CubeRuntime>(
+        self,
+        inputs: Vec<CubeTensor<R>>,
+        rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> FloatTensor<B> {
+        let t = inputs.into_iter().next().expect("one input");
+        rewrap(match self {
+            Self::Im2col(w) => kernel::launch_im2col(t, &w),
+            Self::Col2im(w, batch) => kernel::launch_col2im(t, batch, &w),
+        })
+    }
+
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+        let t = inputs.into_iter().next().expect("one input");
+        match self {
+            Self::Im2col(w) => im2col_ops::<B>(t, &w),
+            Self::Col2im(w, batch) => col2im_ops::<B>(t, &w, batch),
+        }
+    }
+}
+
+/// `x: [B, C, d, h, w]` → columns `[G, C/G · kvol, B · L]` and the output size.
+fn im2col<B: KernelBackend>(
     x: FloatTensor<B>,
     g: &Geometry,
     kernel: [usize; 3],
 ) -> (FloatTensor<B>, [usize; 3]) {
     let s = x.shape();
+    let w = g.window(s[1], spatial(&s), kernel);
+    (B::visit(Lowering::Im2col(w), vec![x]), w.out())
+}
+
+/// Columns `[G, C/G · kvol, B · L]` scattered (added) back into `[B, C, d, h, w]`.
+fn col2im<B: KernelBackend>(cols: FloatTensor<B>, w: Window, batch: usize) -> FloatTensor<B> {
+    B::visit(Lowering::Col2im(w, batch), vec![cols])
+}
+
+/// [`im2col`] with Burn's tensor ops: one strided slice per kernel offset, concatenated.
+fn im2col_ops<B: Backend>(x: FloatTensor<B>, w: &Window) -> FloatTensor<B> {
+    let s = x.shape();
     let (batch, channels, input) = (s[0], s[1], spatial(&s));
-    let out = g.out_size(input, kernel);
+    let (g, kernel, out) = (w, w.kernel, w.out());
     let padded = if g.padding == [0; 3] {
         x
     } else {
@@ -151,7 +203,7 @@ fn im2col<B: Backend>(
         .map(|k| {
             let slices: Vec<Slice> = [full(), full()]
                 .into_iter()
-                .chain(window(g, k, out))
+                .chain(offset_window(g, k, out))
                 .collect();
             reshape::<B>(
                 B::float_slice(padded.clone(), &slices),
@@ -168,19 +220,18 @@ fn im2col<B: Backend>(
     let cg = channels / g.groups;
     let cols = reshape::<B>(cols, &[batch, g.groups, cg * kvol, l]);
     let cols = B::float_permute(cols, &[1, 2, 0, 3]);
-    (reshape::<B>(cols, &[g.groups, cg * kvol, batch * l]), out)
+    reshape::<B>(cols, &[g.groups, cg * kvol, batch * l])
 }
 
-/// `cols: [B, C, kvol, L]` scattered (added) back into `[B, C, d, h, w]` of size `input`.
-fn col2im<B: Backend>(
-    cols: FloatTensor<B>,
-    g: &Geometry,
-    kernel: [usize; 3],
-    input: [usize; 3],
-    out: [usize; 3],
-) -> FloatTensor<B> {
-    let s = cols.shape();
-    let (batch, channels) = (s[0], s[1]);
+/// [`col2im`] with Burn's tensor ops: one strided slice-add per kernel offset.
+fn col2im_ops<B: Backend>(dcols: FloatTensor<B>, w: &Window, batch: usize) -> FloatTensor<B> {
+    let channels = w.channels;
+    let (g, kernel, input, out) = (w, w.kernel, w.input, w.out());
+    let (kvol, l, cg) = (w.kvol(), w.positions(), channels / w.groups);
+    // [G, Cg·kvol, B·L] → [B, C, kvol, L]
+    let dcols = reshape::<B>(dcols, &[g.groups, cg, kvol, batch, l]);
+    let dcols = B::float_permute(dcols, &[3, 0, 1, 2, 4]);
+    let cols = reshape::<B>(dcols, &[batch, channels, kvol, l]);
     let padded_size: [usize; 3] = std::array::from_fn(|i| input[i] + 2 * g.padding[i]);
     let dims: Vec<usize> = [batch, channels].into_iter().chain(padded_size).collect();
     let mut acc = B::float_zeros(
@@ -201,7 +252,7 @@ fn col2im<B: Backend>(
         let piece = reshape::<B>(piece, &[batch, channels, out[0], out[1], out[2]]);
         let region: Vec<Slice> = [full(), full()]
             .into_iter()
-            .chain(window(g, k, out))
+            .chain(offset_window(g, k, out))
             .collect();
         let sum = B::float_add(B::float_slice(acc.clone(), &region), piece);
         acc = B::float_slice_assign(acc, &region, sum);
@@ -299,13 +350,9 @@ pub fn input_grad<B: KernelBackend>(
     let dy = fold_output_grad::<B>(dy5, g.groups);
     let wt = B::float_swap_dims(weight_matrix::<B>(weight, g.groups), 1, 2);
     let dcols = gemm::<B>(wt, dy, mul); // [G, C_in/G·kvol, B·L]
-    let kvol: usize = kernel.iter().product();
-    let cg = ws[1];
-    let l: usize = out.iter().product();
-    let dcols = reshape::<B>(dcols, &[g.groups, cg, kvol, batch, l]);
-    let dcols = B::float_permute(dcols, &[3, 0, 1, 2, 4]);
-    let dcols = reshape::<B>(dcols, &[batch, g.groups * cg, kvol, l]);
-    from_5d::<B>(col2im::<B>(dcols, g, kernel, lift(input, 1), out), rank)
+    let w = g.window(g.groups * ws[1], lift(input, 1), kernel);
+    debug_assert_eq!(w.out(), out);
+    from_5d::<B>(col2im::<B>(dcols, w, batch), rank)
 }
 
 /// Gradient of a convolution with respect to its weight of shape `weight_shape`.

@@ -155,6 +155,11 @@ fn approx_gemm_kernel(
     let mut kb = Array::<u32>::new(px);
     let mut sb = Array::<f32>::new(px);
 
+    // Consecutive units load consecutive addresses: along k when an operand is k-contiguous
+    // (a row-major lhs, a transposed rhs), across the tile otherwise.
+    let lhs_along_k = lhs.stride(2) == 1;
+    let rhs_along_k = rhs.stride(1) == 1 && rhs.stride(2) != 1;
+
     let mut k0 = k_begin;
     while k0 < k_end {
         // lhs tile [tile_m × depth]
@@ -162,13 +167,14 @@ fn approx_gemm_kernel(
         for q in 0..comptime!((tile_m * depth).div_ceil(units)) {
             let e = unit + q * units;
             if e < comptime!(tile_m * depth) {
-                let (r, kk) = (e / depth, e % depth);
+                let r = select(lhs_along_k, e / depth, e % tile_m);
+                let kk = select(lhs_along_k, e % depth, e / tile_m);
                 let (gr, gk) = (row0 + r, k0 + kk);
                 let mut x = 0.0f32;
                 if gr < rows && gk < k_end {
                     x = lhs[lhs_base + gr * lhs.stride(1) + gk * lhs.stride(2)];
                 }
-                decode_into(x, &mut a_keys, &mut a_scales, e, kind, true);
+                decode_into(x, &mut a_keys, &mut a_scales, r * depth + kk, kind, true);
             }
         }
         // rhs tile [depth × tile_n]
@@ -176,13 +182,14 @@ fn approx_gemm_kernel(
         for q in 0..comptime!((depth * tile_n).div_ceil(units)) {
             let e = unit + q * units;
             if e < comptime!(depth * tile_n) {
-                let (kr, c) = (e / tile_n, e % tile_n);
+                let kr = select(rhs_along_k, e % depth, e / tile_n);
+                let c = select(rhs_along_k, e / depth, e % tile_n);
                 let (gk, gc) = (k0 + kr, col0 + c);
                 let mut y = 0.0f32;
                 if gk < k_end && gc < cols {
                     y = rhs[rhs_base + gk * rhs.stride(1) + gc * rhs.stride(2)];
                 }
-                decode_into(y, &mut b_keys, &mut b_scales, e, kind, false);
+                decode_into(y, &mut b_keys, &mut b_scales, kr * tile_n + c, kind, false);
             }
         }
         sync_cube();

@@ -25,6 +25,7 @@
 
 pub mod gemm;
 pub mod host;
+pub mod im2col;
 pub mod multiply;
 
 use std::sync::Arc;

@@ -1,0 +1,123 @@
+//! The im2col / col2im kernels against their host references on wgpu (lavapipe where there is
+//! no GPU): strides, padding, dilation, groups, 1- to 3-d windows and a strided input, bit for
+//! bit.
+
+use burn::backend::Wgpu;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use cubecl_kernels::approx::im2col::{self, Window};
+
+fn values(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i * 7919) % 1013) as f32 / 101.0 - 5.0)
+        .collect()
+}
+
+fn read<const D: usize>(t: burn_cubecl::tensor::CubeTensor<cubecl::wgpu::WgpuRuntime>) -> Vec<f32> {
+    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+fn windows() -> Vec<(usize, Window)> {
+    let base = Window {
+        channels: 3,
+        input: [1, 9, 8],
+        kernel: [1, 3, 3],
+        stride: [1; 3],
+        padding: [0; 3],
+        dilation: [1; 3],
+        groups: 1,
+    };
+    vec![
+        (2, base),
+        (
+            3,
+            Window {
+                channels: 4,
+                stride: [1, 2, 3],
+                padding: [0, 1, 2],
+                dilation: [1, 2, 1],
+                groups: 2,
+                ..base
+            },
+        ),
+        (
+            1,
+            Window {
+                channels: 2,
+                input: [1, 1, 17],
+                kernel: [1, 1, 4],
+                padding: [0, 0, 3],
+                ..base
+            },
+        ),
+        (
+            2,
+            Window {
+                input: [4, 5, 3],
+                kernel: [2, 2, 3],
+                stride: [2, 1, 1],
+                padding: [1, 1, 1],
+                groups: 3,
+                ..base
+            },
+        ),
+    ]
+}
+
+#[test]
+fn kernels_match_their_host_references() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let device = Default::default();
+    for (batch, w) in windows() {
+        let channels = w.channels;
+        let [d, h, wd] = w.input;
+        let x = values(batch * channels * d * h * wd);
+        let t = Tensor::<Wgpu, 5>::from_data(
+            TensorData::new(x.clone(), [batch, channels, d, h, wd]),
+            &device,
+        );
+        let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
+        let want = im2col::im2col(&x, batch, &w);
+        assert_eq!(read::<3>(cols), want, "im2col {w:?}");
+
+        let y = values(want.len());
+        let rows = channels / w.groups * w.kvol();
+        let t = Tensor::<Wgpu, 3>::from_data(
+            TensorData::new(y.clone(), [w.groups, rows, batch * w.positions()]),
+            &device,
+        );
+        let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
+        assert_eq!(
+            read::<5>(back),
+            im2col::col2im(&y, batch, &w),
+            "col2im {w:?}"
+        );
+    }
+}
+
+#[test]
+fn im2col_reads_strided_inputs() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let device = Default::default();
+    let (batch, w) = windows()[1];
+    let channels = w.channels;
+    let [d, h, wd] = w.input;
+    // stored as [C, B, ...] and viewed as [B, C, ...]
+    let stored = values(batch * channels * d * h * wd);
+    let t = Tensor::<Wgpu, 5>::from_data(
+        TensorData::new(stored.clone(), [channels, batch, d, h, wd]),
+        &device,
+    )
+    .swap_dims(0, 1);
+    let plane = d * h * wd;
+    let x: Vec<f32> = (0..batch * channels * plane)
+        .map(|i| {
+            let (b, c, p) = (i / (channels * plane), i / plane % channels, i % plane);
+            stored[(c * batch + b) * plane + p]
+        })
+        .collect();
+    let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
+    assert_eq!(read::<3>(cols), im2col::im2col(&x, batch, &w));
+}
