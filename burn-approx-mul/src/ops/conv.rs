@@ -11,13 +11,13 @@
 //! so `conv_transpose` = [`input_grad`], its input gradient = [`forward`] and its weight
 //! gradient = [`weight_grad`] with the roles of input and output swapped.
 
-use super::matmul::{gemm, reshape};
+use super::matmul::{gemm, read_f32, reshape};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, Slice, TensorMetadata};
+use burn_backend::{Backend, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
-use burn_std::{FloatDType, Shape};
+use burn_std::Shape;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::approx::im2col::{self as kernel, Window};
 use cubecl_kernels::decorator::CubeVisitor;
@@ -99,39 +99,7 @@ fn spatial(s: &Shape) -> [usize; 3] {
     [s[2], s[3], s[4]]
 }
 
-/// The strided window of kernel offset `k` in a padded input.
-fn offset_window(g: &Window, k: [usize; 3], out: [usize; 3]) -> [Slice; 3] {
-    std::array::from_fn(|i| {
-        let start = k[i] * g.dilation[i];
-        let end = start + (out[i] - 1) * g.stride[i] + 1;
-        Slice::new(start as isize, Some(end as isize), g.stride[i] as isize)
-    })
-}
-
-fn offsets(kernel: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
-    (0..kernel[0])
-        .flat_map(move |a| (0..kernel[1]).flat_map(move |b| (0..kernel[2]).map(move |c| [a, b, c])))
-}
-
-fn full() -> Slice {
-    Slice::new(0, None, 1)
-}
-
-/// The unpadded region `[.., .., p..p + size]` of a padded `[B, C, d, h, w]` tensor.
-fn interior(g: &Window, input: [usize; 3]) -> Vec<Slice> {
-    [full(), full()]
-        .into_iter()
-        .chain((0..3).map(|i| {
-            Slice::new(
-                g.padding[i] as isize,
-                Some((g.padding[i] + input[i]) as isize),
-                1,
-            )
-        }))
-        .collect()
-}
-
-/// im2col / col2im: a CubeCL kernel each on CubeCL backends, Burn tensor ops elsewhere.
+/// im2col / col2im: a CubeCL kernel each on CubeCL backends, the host references elsewhere.
 enum Lowering {
     Im2col(Window),
     Col2im(Window, usize),
@@ -154,10 +122,24 @@ impl<B: Backend> CubeVisitor<B> for Lowering {
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
         let t = inputs.into_iter().next().expect("one input");
-        match self {
-            Self::Im2col(w) => im2col_ops::<B>(t, &w),
-            Self::Col2im(w, batch) => col2im_ops::<B>(t, &w, batch),
-        }
+        let device = B::float_device(&t);
+        let batch = t.shape()[0];
+        let data = read_f32::<B>(t);
+        let (out, shape) = match self {
+            Self::Im2col(w) => (
+                kernel::im2col(&data, batch, &w),
+                vec![
+                    w.groups,
+                    w.channels / w.groups * w.kvol(),
+                    batch * w.positions(),
+                ],
+            ),
+            Self::Col2im(w, batch) => (
+                kernel::col2im(&data, batch, &w),
+                [batch, w.channels].into_iter().chain(w.input).collect(),
+            ),
+        };
+        B::float_from_data(TensorData::new(out, shape), &device)
     }
 }
 
@@ -175,92 +157,6 @@ fn im2col<B: KernelBackend>(
 /// Columns `[G, C/G · kvol, B · L]` scattered (added) back into `[B, C, d, h, w]`.
 fn col2im<B: KernelBackend>(cols: FloatTensor<B>, w: Window, batch: usize) -> FloatTensor<B> {
     B::visit(Lowering::Col2im(w, batch), vec![cols])
-}
-
-/// [`im2col`] with Burn's tensor ops: one strided slice per kernel offset, concatenated.
-fn im2col_ops<B: Backend>(x: FloatTensor<B>, w: &Window) -> FloatTensor<B> {
-    let s = x.shape();
-    let (batch, channels, input) = (s[0], s[1], spatial(&s));
-    let (g, kernel, out) = (w, w.kernel, w.out());
-    let padded = if g.padding == [0; 3] {
-        x
-    } else {
-        let dims: Vec<usize> = [batch, channels]
-            .into_iter()
-            .chain((0..3).map(|i| input[i] + 2 * g.padding[i]))
-            .collect();
-        let zeros = B::float_zeros(
-            Shape::from(dims),
-            &B::float_device(&x),
-            FloatDType::from(x.dtype()),
-        );
-        let inner = interior(g, input);
-        B::float_slice_assign(zeros, &inner, x)
-    };
-    let l: usize = out.iter().product();
-    let kvol: usize = kernel.iter().product();
-    let pieces: Vec<_> = offsets(kernel)
-        .map(|k| {
-            let slices: Vec<Slice> = [full(), full()]
-                .into_iter()
-                .chain(offset_window(g, k, out))
-                .collect();
-            reshape::<B>(
-                B::float_slice(padded.clone(), &slices),
-                &[batch, channels, 1, l],
-            )
-        })
-        .collect();
-    let cols = if pieces.len() == 1 {
-        pieces.into_iter().next().unwrap()
-    } else {
-        B::float_cat(pieces, 2)
-    };
-    // [B, G, C/G·kvol, L] → [G, C/G·kvol, B, L] → [G, C/G·kvol, B·L]
-    let cg = channels / g.groups;
-    let cols = reshape::<B>(cols, &[batch, g.groups, cg * kvol, l]);
-    let cols = B::float_permute(cols, &[1, 2, 0, 3]);
-    reshape::<B>(cols, &[g.groups, cg * kvol, batch * l])
-}
-
-/// [`col2im`] with Burn's tensor ops: one strided slice-add per kernel offset.
-fn col2im_ops<B: Backend>(dcols: FloatTensor<B>, w: &Window, batch: usize) -> FloatTensor<B> {
-    let channels = w.channels;
-    let (g, kernel, input, out) = (w, w.kernel, w.input, w.out());
-    let (kvol, l, cg) = (w.kvol(), w.positions(), channels / w.groups);
-    // [G, Cg·kvol, B·L] → [B, C, kvol, L]
-    let dcols = reshape::<B>(dcols, &[g.groups, cg, kvol, batch, l]);
-    let dcols = B::float_permute(dcols, &[3, 0, 1, 2, 4]);
-    let cols = reshape::<B>(dcols, &[batch, channels, kvol, l]);
-    let padded_size: [usize; 3] = std::array::from_fn(|i| input[i] + 2 * g.padding[i]);
-    let dims: Vec<usize> = [batch, channels].into_iter().chain(padded_size).collect();
-    let mut acc = B::float_zeros(
-        Shape::from(dims),
-        &B::float_device(&cols),
-        FloatDType::from(cols.dtype()),
-    );
-    for (index, k) in offsets(kernel).enumerate() {
-        let piece = B::float_slice(
-            cols.clone(),
-            &[
-                full(),
-                full(),
-                Slice::new(index as isize, Some(index as isize + 1), 1),
-                full(),
-            ],
-        );
-        let piece = reshape::<B>(piece, &[batch, channels, out[0], out[1], out[2]]);
-        let region: Vec<Slice> = [full(), full()]
-            .into_iter()
-            .chain(offset_window(g, k, out))
-            .collect();
-        let sum = B::float_add(B::float_slice(acc.clone(), &region), piece);
-        acc = B::float_slice_assign(acc, &region, sum);
-    }
-    if g.padding == [0; 3] {
-        return acc;
-    }
-    B::float_slice(acc, &interior(g, input))
 }
 
 /// `[C_out, C_in/G, k...]` → `[G, C_out/G, C_in/G · kvol]`.

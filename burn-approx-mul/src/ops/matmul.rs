@@ -32,18 +32,21 @@ impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
         let device = B::float_device(&lhs);
         let [batch, m, k] = lhs.shape().dims();
         let n = rhs.shape()[2];
-        let read = |t: FloatTensor<B>| -> Vec<f32> {
-            try_read_sync(B::float_into_data(t))
-                .expect("tensor data readable synchronously")
-                .expect("tensor data")
-                .convert::<f32>()
-                .into_vec::<f32>()
-                .expect("f32 data")
-        };
-        let (a, b) = (read(lhs), read(rhs));
+        let (a, b) = (read_f32::<B>(lhs), read_f32::<B>(rhs));
         let out = host::gemm(&a, &b, [batch, m, k, n], self.mul);
         B::float_from_data(TensorData::new(out, [batch, m, n]), &device)
     }
+}
+
+/// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
+/// read synchronously).
+pub(crate) fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
+    try_read_sync(B::float_into_data(t))
+        .expect("tensor data readable synchronously")
+        .expect("tensor data")
+        .convert::<f32>()
+        .into_vec::<f32>()
+        .expect("f32 data")
 }
 
 /// `lhs: [batch, m, k] · rhs: [batch, k, n]` with every product through `mul`.

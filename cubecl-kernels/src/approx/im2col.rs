@@ -12,6 +12,7 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
+use rayon::prelude::*;
 
 /// The geometry of a convolution, 3-d. Kernels take it as a comptime value: one compiled
 /// kernel per layer geometry, every index division by a constant.
@@ -61,7 +62,8 @@ impl Window {
     }
 }
 
-/// Host reference: `x: [B, C, d, h, w]` (contiguous) → columns `[G, Cg·kvol, B·L]`.
+/// Host reference (multi-threaded; the path on backends without CubeCL): `x: [B, C, d, h, w]`
+/// (contiguous) → columns `[G, Cg·kvol, B·L]`.
 pub fn im2col(x: &[f32], batch: usize, w: &Window) -> Vec<f32> {
     let channels = w.channels;
     let [id, ih, iw] = w.input;
@@ -74,32 +76,35 @@ pub fn im2col(x: &[f32], batch: usize, w: &Window) -> Vec<f32> {
     let [od, oh, ow] = w.out();
     let [kd, kh, kw] = w.kernel;
     let mut cols = vec![0f32; channels * kvol * batch * l];
-    for (row, dst) in cols.chunks_mut(batch * l).enumerate() {
-        // rows are (g, c_local, offset) = (channel, offset) in order
-        let (c, kk) = (row / kvol, row % kvol);
-        let (a0, a1, a2) = (kk / (kh * kw), kk / kw % kh, kk % kw);
-        debug_assert!(a0 < kd);
-        for b in 0..batch {
-            for o0 in 0..od {
-                for o1 in 0..oh {
-                    for o2 in 0..ow {
-                        let src = w
-                            .source(0, o0, a0)
-                            .zip(w.source(1, o1, a1))
-                            .zip(w.source(2, o2, a2));
-                        if let Some(((p0, p1), p2)) = src {
-                            dst[b * l + (o0 * oh + o1) * ow + o2] =
-                                x[(((b * channels + c) * id + p0) * ih + p1) * iw + p2];
+    cols.par_chunks_mut(batch * l)
+        .enumerate()
+        .for_each(|(row, dst)| {
+            // rows are (g, c_local, offset) = (channel, offset) in order
+            let (c, kk) = (row / kvol, row % kvol);
+            let (a0, a1, a2) = (kk / (kh * kw), kk / kw % kh, kk % kw);
+            debug_assert!(a0 < kd);
+            for b in 0..batch {
+                for o0 in 0..od {
+                    for o1 in 0..oh {
+                        for o2 in 0..ow {
+                            let src = w
+                                .source(0, o0, a0)
+                                .zip(w.source(1, o1, a1))
+                                .zip(w.source(2, o2, a2));
+                            if let Some(((p0, p1), p2)) = src {
+                                dst[b * l + (o0 * oh + o1) * ow + o2] =
+                                    x[(((b * channels + c) * id + p0) * ih + p1) * iw + p2];
+                            }
                         }
                     }
                 }
             }
-        }
-    }
+        });
     cols
 }
 
-/// Host reference: columns `[G, Cg·kvol, B·L]` → `[B, C, d, h, w]` (the adjoint of [`im2col`]).
+/// Host reference (multi-threaded; the path on backends without CubeCL): columns
+/// `[G, Cg·kvol, B·L]` → `[B, C, d, h, w]` (the adjoint of [`im2col`]).
 pub fn col2im(cols: &[f32], batch: usize, w: &Window) -> Vec<f32> {
     let channels = w.channels;
     let [id, ih, iw] = w.input;
@@ -112,7 +117,7 @@ pub fn col2im(cols: &[f32], batch: usize, w: &Window) -> Vec<f32> {
     let [od, oh, ow] = w.out();
     let [kd, kh, kw] = w.kernel;
     let mut x = vec![0f32; batch * channels * id * ih * iw];
-    for (at, v) in x.iter_mut().enumerate() {
+    x.par_iter_mut().enumerate().for_each(|(at, v)| {
         let (p2, rest) = (at % iw, at / iw);
         let (p1, rest) = (rest % ih, rest / ih);
         let (p0, rest) = (rest % id, rest / id);
@@ -138,7 +143,7 @@ pub fn col2im(cols: &[f32], batch: usize, w: &Window) -> Vec<f32> {
             }
         }
         *v = acc;
-    }
+    });
     x
 }
 

@@ -20,8 +20,9 @@
 //! - [`host`]: the plain-Rust reference (multi-threaded); the test oracle and the path on
 //!   backends without CubeCL kernels.
 //! - [`multiply`]: the comptime multiply (`#[cube]` decode and product) every kernel reuses.
-//! - [`gemm`]: the tiled batched LUT GEMM kernel (every convolution is lowered onto it by
-//!   `burn-approx-mul` through im2col).
+//! - [`gemm`]: the tiled batched LUT GEMM kernel (shape-chosen tiles, split-K for long `k`;
+//!   every convolution is lowered onto it by `burn-approx-mul` through im2col).
+//! - [`im2col`]: the im2col / col2im kernels of that lowering, with host references.
 
 pub mod gemm;
 pub mod host;
