@@ -4,7 +4,7 @@
 //!
 //! Rows of a group: `1-native` (the inner backend's matmul, reached through the decorator with
 //! `Multiplier::native`), `2-fp32` (Ember's kernel with a plain `*`), then the approximate
-//! multipliers: `3-mbm5` (LUT in shared memory), `4-mbm7` (AFM16, LUT in global memory),
+//! multipliers: `3-mbm5` (LUT in shared memory), `4-mbm7` (AFM16, LUT in shared memory as packed bytes),
 //! `5-mbm23` (AFM32, evaluated in the kernel). On ndarray the Ember rows are the host path.
 
 use burn::backend::{NdArray, Wgpu};

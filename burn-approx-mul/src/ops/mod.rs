@@ -3,8 +3,8 @@
 //! Every multiply goes through one batched GEMM ([`matmul::gemm`]): on a CubeCL backend the
 //! `cubecl-kernels` LUT GEMM kernel, elsewhere its multi-threaded host reference. Linear layers
 //! reshape onto it; every convolution (1d/2d/3d, transposed, both gradients) is lowered onto it by
-//! im2col / col2im written with the inner backend's own tensor ops ([`conv`]), which move and add
-//! values but never multiply them.
+//! im2col / col2im ([`conv`]: `cubecl-kernels`' im2col kernels on CubeCL backends, their host
+//! references elsewhere), which move and add values but never multiply them.
 
 pub mod conv;
 pub mod matmul;
