@@ -10,9 +10,11 @@
 //!   driver gets a sentence saying what to install instead of a panic on a device thread.
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
-//!   and the multi-threaded host reference beside it.
+//!   and the multi-threaded host reference beside it, im2col / col2im.
+//! - [`bsr`]: SparseAct's block-sparse activations (so far the host reference: pruning, BSR,
+//!   weight-gradient product; the kernels come with the SparseAct issue).
 //!
-//! The other technique kernels (`bsr/`, `hinm/`, `bcrc/`, `broadcast/`) are added by the issues
+//! The other technique kernels (`hinm/`, `bcrc/`, `broadcast/`) are added by the issues
 //! that bring each technique, each kernel with a host reference beside it.
 //!
 //! ```
@@ -37,5 +39,6 @@
 #![warn(missing_docs)]
 
 pub mod approx;
+pub mod bsr;
 pub mod decorator;
 pub mod runtime;

@@ -1,0 +1,18 @@
+//! Block-sparse activations (SparseAct): per-sample top-k pruning by block L2 norm, the BSR
+//! format the pruned activations are stored in, and the block-sparse weight-gradient product.
+//!
+//! An activation `x: [samples, rows, d]` (rows are patches or tokens, `d` the embedding) is cut
+//! into `1 × b` blocks along `d` (the paper's Fig. 1); each sample keeps exactly
+//! `keep = N − ⌊s·N⌋` of its `N = rows · d / b` blocks, those with the largest L2 norms. Ties go to
+//! the lower block index; a block holding a NaN ranks above every finite norm (it is kept, so the
+//! NaN reaches the weight gradient as it would densely).
+//!
+//! - [`host`]: the plain-Rust reference (multi-threaded): the test oracle and the path on backends
+//!   without CubeCL kernels.
+
+pub mod host;
+
+/// Blocks kept per sample out of `blocks` at sparsity `s` (`s ∈ [0, 1)`): `blocks − ⌊s · blocks⌋`.
+pub fn keep_count(blocks: usize, s: f64) -> usize {
+    blocks - (s * blocks as f64).floor() as usize
+}
