@@ -51,5 +51,6 @@ pub mod lenet;
 pub mod lut;
 pub mod renderer;
 pub mod report;
+pub mod resmlp;
 pub mod run;
 pub mod train;
