@@ -5,11 +5,13 @@
 //! weight gradient is pruned per sample to its top-k blocks by L2 norm and stored in BSR; the
 //! weight gradient is then a block-sparse matmul. The goal is less training memory.
 //!
-//! Status: this crate is empty until the SparseAct issue lands. It will decorate an autodiff
-//! backend (`SparseAct<Autodiff<B>>`), because only the autodiff layer decides what is saved
-//! for backward.
+//! Status: in progress (issue 4). [`policy`] (the validated pruning policy) is here; the
+//! decorator of an autodiff backend (`SparseAct<Autodiff<B>>`: only the autodiff layer decides
+//! what is saved for backward) follows, on `cubecl-kernels::bsr`.
 //!
 //! # Feature flags
 //!
 //! None yet.
 #![warn(missing_docs)]
+
+pub mod policy;
