@@ -19,6 +19,10 @@ fn read<const D: usize>(t: burn_cubecl::tensor::CubeTensor<cubecl::wgpu::WgpuRun
         .unwrap()
 }
 
+fn tensor<const D: usize>(values: &[f32], shape: [usize; D]) -> Tensor<Wgpu, D> {
+    Tensor::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
+}
+
 fn windows() -> Vec<(usize, Window)> {
     let base = Window {
         channels: 3,
@@ -69,25 +73,18 @@ fn windows() -> Vec<(usize, Window)> {
 #[test]
 fn kernels_match_their_host_references() {
     cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let device = Default::default();
     for (batch, w) in windows() {
         let channels = w.channels;
         let [d, h, wd] = w.input;
         let x = values(batch * channels * d * h * wd);
-        let t = Tensor::<Wgpu, 5>::from_data(
-            TensorData::new(x.clone(), [batch, channels, d, h, wd]),
-            &device,
-        );
+        let t = tensor::<5>(&x, [batch, channels, d, h, wd]);
         let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
         let want = im2col::im2col(&x, batch, &w);
         assert_eq!(read::<3>(cols), want, "im2col {w:?}");
 
         let y = values(want.len());
         let rows = channels / w.groups * w.kvol();
-        let t = Tensor::<Wgpu, 3>::from_data(
-            TensorData::new(y.clone(), [w.groups, rows, batch * w.positions()]),
-            &device,
-        );
+        let t = tensor::<3>(&y, [w.groups, rows, batch * w.positions()]);
         let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
         assert_eq!(
             read::<5>(back),
@@ -100,17 +97,12 @@ fn kernels_match_their_host_references() {
 #[test]
 fn im2col_reads_strided_inputs() {
     cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let device = Default::default();
     let (batch, w) = windows()[1];
     let channels = w.channels;
     let [d, h, wd] = w.input;
     // stored as [C, B, ...] and viewed as [B, C, ...]
     let stored = values(batch * channels * d * h * wd);
-    let t = Tensor::<Wgpu, 5>::from_data(
-        TensorData::new(stored.clone(), [channels, batch, d, h, wd]),
-        &device,
-    )
-    .swap_dims(0, 1);
+    let t = tensor::<5>(&stored, [channels, batch, d, h, wd]).swap_dims(0, 1);
     let plane = d * h * wd;
     let x: Vec<f32> = (0..batch * channels * plane)
         .map(|i| {

@@ -123,21 +123,19 @@ impl<B: Backend> CubeVisitor<B> for Lowering {
     fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
         let t = inputs.into_iter().next().expect("one input");
         let device = B::float_device(&t);
-        let batch = t.shape()[0];
-        let data = read_f32::<B>(t);
         let (out, shape) = match self {
-            Self::Im2col(w) => (
-                kernel::im2col(&data, batch, &w),
-                vec![
-                    w.groups,
-                    w.channels / w.groups * w.kvol(),
-                    batch * w.positions(),
-                ],
-            ),
-            Self::Col2im(w, batch) => (
-                kernel::col2im(&data, batch, &w),
-                [batch, w.channels].into_iter().chain(w.input).collect(),
-            ),
+            Self::Im2col(w) => {
+                let batch = t.shape()[0];
+                let x = read_f32::<B>(t);
+                (kernel::im2col(&x, batch, &w), w.cols_shape(batch).to_vec())
+            }
+            Self::Col2im(w, batch) => {
+                let cols = read_f32::<B>(t);
+                (
+                    kernel::col2im(&cols, batch, &w),
+                    w.input_shape(batch).to_vec(),
+                )
+            }
         };
         B::float_from_data(TensorData::new(out, shape), &device)
     }

@@ -53,6 +53,21 @@ impl Window {
         self.out().iter().product()
     }
 
+    /// Shape of the columns of `batch` samples: `[G, Cg·kvol, B·L]`.
+    pub fn cols_shape(&self, batch: usize) -> [usize; 3] {
+        [
+            self.groups,
+            self.channels / self.groups * self.kvol(),
+            batch * self.positions(),
+        ]
+    }
+
+    /// Shape of the input of `batch` samples: `[B, C, d, h, w]`.
+    pub fn input_shape(&self, batch: usize) -> [usize; 5] {
+        let [d, h, w] = self.input;
+        [batch, self.channels, d, h, w]
+    }
+
     /// The input coordinate that kernel offset `k` at output position `o` reads along axis `i`,
     /// `None` in the padding.
     fn source(&self, i: usize, o: usize, k: usize) -> Option<usize> {
@@ -245,26 +260,21 @@ fn cubes(len: usize, rows: usize) -> CubeCount {
 /// # Panics
 /// If `x` is not f32 or its channels or spatial size are not the window's.
 pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor<R> {
-    let [batch, channels, d, h, wd] = x.meta.shape().dims::<5>();
-    assert_eq!(
-        (channels, [d, h, wd]),
-        (w.channels, w.input),
-        "im2col input"
-    );
+    let dims = x.meta.shape().dims::<5>();
+    assert_eq!(dims, w.input_shape(dims[0]), "im2col input");
     assert_eq!(x.dtype, DType::F32, "im2col works on f32 tensors");
     let client = x.client.clone();
-    let rows = channels / w.groups * w.kvol();
-    let len = batch * w.positions();
+    let [groups, rows, len] = w.cols_shape(dims[0]);
     let cols = empty_device_dtype(
         client.clone(),
         x.device.clone(),
-        Shape::new([w.groups, rows, len]),
+        Shape::new([groups, rows, len]),
         DType::F32,
     );
-    if len * rows * w.groups > 0 {
+    if len * rows * groups > 0 {
         im2col_kernel::launch::<R>(
             &client,
-            cubes(len, w.groups * rows),
+            cubes(len, groups * rows),
             CubeDim::new_1d(256),
             x.into_tensor_arg(),
             cols.clone().into_array_arg(),
@@ -281,14 +291,13 @@ pub fn launch_col2im<R: CubeRuntime>(
     w: &Window,
 ) -> CubeTensor<R> {
     let client = cols.client.clone();
-    let [id, ih, iw] = w.input;
     let x = empty_device_dtype(
         client.clone(),
         cols.device.clone(),
-        Shape::new([batch, w.channels, id, ih, iw]),
+        Shape::new(w.input_shape(batch)),
         DType::F32,
     );
-    let plane = id * ih * iw;
+    let plane: usize = w.input.iter().product();
     if batch * w.channels * plane > 0 {
         col2im_kernel::launch::<R>(
             &client,

@@ -125,6 +125,7 @@ pub fn weight_grad(x: &Bsr, grad: &[f32], out: usize, mul: &ApproxMultiply) -> V
         }
     }
     let table = mul.table();
+    let grad: Vec<_> = grad.par_iter().map(|&g| decode(g, mul, false)).collect();
     let mut dw = vec![0f32; x.cols * out];
     dw.par_chunks_mut(b * out)
         .zip(by_col.par_iter())
@@ -132,8 +133,8 @@ pub fn weight_grad(x: &Bsr, grad: &[f32], out: usize, mul: &ApproxMultiply) -> V
             for (i, acc) in rows_out.chunks_mut(out).enumerate() {
                 for &(r, at) in stored {
                     let xa = decode(x.values[at * b + i], mul, true);
-                    for (o, a) in acc.iter_mut().enumerate() {
-                        *a += product(xa, decode(grad[r * out + o], mul, false), mul, table);
+                    for (a, &g) in acc.iter_mut().zip(&grad[r * out..(r + 1) * out]) {
+                        *a += product(xa, g, mul, table);
                     }
                 }
             }
