@@ -1,4 +1,4 @@
-//! The identity decorator reproduces its inner backend bit for bit, forward and backward, for
+//! The identity decorators (wrapping and transparent) reproduce their inner backend bit for bit, forward and backward, for
 //! the ops later decorators override (matmul, linear, conv1d/2d, conv_transpose2d, prelu), on
 //! ndarray and on wgpu (lavapipe where there is no GPU).
 
@@ -7,7 +7,10 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv_transpose2d, conv1d, conv2d, linear};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData, activation::prelu};
-use cubecl_kernels::decorator::{CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend};
+use cubecl_kernels::decorator::{
+    CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend, Transparent,
+    TransparentIdentity,
+};
 
 /// Deterministic data in [-1, 1) (a 64-bit LCG).
 fn data(shape: &[usize], seed: u64) -> TensorData {
@@ -153,6 +156,11 @@ fn identity_is_bit_exact_on_ndarray() {
     let decorated =
         pool.install(|| run_cases::<Autodiff<Decorated<NdArray, Identity>>>(&Default::default()));
     assert_bit_identical(&plain, &decorated);
+    // The transparent forwarder over an autodiff backend is that backend, gradients included.
+    let transparent = pool.install(|| {
+        run_cases::<Transparent<Autodiff<NdArray>, TransparentIdentity>>(&Default::default())
+    });
+    assert_bit_identical(&plain, &transparent);
 }
 
 fn require_wgpu() {

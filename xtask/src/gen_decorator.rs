@@ -7,6 +7,11 @@
 //! 2. the Burn trait method on `Decorated<B, D>`, which calls the hook.
 //!
 //! A decorator then implements `DecoratorOps<B>` and overrides only the hooks it changes.
+//!
+//! The same traits also give `transparent.rs`: `TransparentOps<A>` / `Transparent<A, D>`, a
+//! decorator whose primitives and device *are* `A`'s (nothing wrapped). SparseAct uses it to sit
+//! on an autodiff backend: Burn requires an autodiff backend's device to equal its inner
+//! backend's, so the layer above autodiff cannot add a device of its own.
 
 use anyhow::{Context, Result, bail};
 use proc_macro2::TokenStream;
@@ -53,6 +58,17 @@ const STRUCTS: &[(&str, &[(&str, &str)])] = &[
 const TENSORS: &[&str] = &["FloatTensor", "IntTensor", "BoolTensor", "QuantizedTensor"];
 
 pub const OUTPUT: &str = "cubecl-kernels/src/decorator/forward.rs";
+/// The transparent forwarder.
+pub const TRANSPARENT: &str = "cubecl-kernels/src/decorator/transparent.rs";
+
+/// Which forwarder is generated.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Mode {
+    /// `Decorated<B, D>`: primitives wrapped with the decorator's configuration.
+    Wrap,
+    /// `Transparent<A, D>`: `A`'s own primitives and device.
+    Transparent,
+}
 
 /// Finds burn-backend's sources through `cargo metadata`.
 fn burn_backend_dir(root: &Path) -> Result<PathBuf> {
@@ -78,7 +94,7 @@ fn burn_backend_dir(root: &Path) -> Result<PathBuf> {
 }
 
 /// Generates the file's text.
-pub fn generate(root: &Path) -> Result<String> {
+pub fn generate(root: &Path, mode: Mode) -> Result<String> {
     let dir = burn_backend_dir(root)?;
     let mut hooks = Vec::new();
     let mut impls = Vec::new();
@@ -105,37 +121,66 @@ pub fn generate(root: &Path) -> Result<String> {
                     f.sig.ident
                 );
             }
-            let (hook, method) =
-                method(trait_name, f).with_context(|| format!("{trait_name}::{}", f.sig.ident))?;
+            let (hook, method) = method(trait_name, f, mode)
+                .with_context(|| format!("{trait_name}::{}", f.sig.ident))?;
             hooks.push(hook);
             methods.push(method);
             count += 1;
         }
-        impls.push(quote! {
-            impl<B: Backend, D: DecoratorOps<B>> #trait_ident<Self> for Decorated<B, D> {
-                #(#methods)*
-            }
+        impls.push(match mode {
+            Mode::Wrap => quote! {
+                impl<B: Backend, D: DecoratorOps<B>> #trait_ident<Self> for Decorated<B, D> {
+                    #(#methods)*
+                }
+            },
+            Mode::Transparent => quote! {
+                impl<A: Backend, D: TransparentOps<A>> #trait_ident<Self> for Transparent<A, D> {
+                    #(#methods)*
+                }
+            },
         });
     }
-    let file = quote! {
-        use super::{Decorated, Decoration, DecoratedDevice, Wrapped};
-        use burn_backend::ops::*;
-        use burn_backend::tensor::*;
-        use burn_backend::tensor::Device;
-        use burn_backend::*;
-        use burn_backend::quantization::*;
-        use burn_std::*;
-        use core::future::Future;
-        use core::ops::Range;
+    let file = if mode == Mode::Transparent {
+        quote! {
+            use super::{Transparent, TransparentDecoration};
+            use burn_backend::ops::*;
+            use burn_backend::tensor::*;
+            use burn_backend::tensor::Device;
+            use burn_backend::*;
+            use burn_backend::quantization::*;
+            use burn_std::*;
+            use core::future::Future;
+            use core::ops::Range;
 
-        /// Every op of Burn's backend traits as an overridable hook. The default bodies forward
-        /// to the inner backend `B`, unwrapping the decorator's primitives and re-wrapping the
-        /// results with the configuration of the first decorated argument.
-        pub trait DecoratorOps<B: Backend>: Decoration {
-            #(#hooks)*
+            /// Every op of Burn's backend traits as an overridable hook whose default body calls
+            /// the inner backend `A` with the same primitives.
+            pub trait TransparentOps<A: Backend>: TransparentDecoration {
+                #(#hooks)*
+            }
+
+            #(#impls)*
         }
+    } else {
+        quote! {
+            use super::{Decorated, Decoration, DecoratedDevice, Wrapped};
+            use burn_backend::ops::*;
+            use burn_backend::tensor::*;
+            use burn_backend::tensor::Device;
+            use burn_backend::*;
+            use burn_backend::quantization::*;
+            use burn_std::*;
+            use core::future::Future;
+            use core::ops::Range;
 
-        #(#impls)*
+            /// Every op of Burn's backend traits as an overridable hook. The default bodies forward
+            /// to the inner backend `B`, unwrapping the decorator's primitives and re-wrapping the
+            /// results with the configuration of the first decorated argument.
+            pub trait DecoratorOps<B: Backend>: Decoration {
+                #(#hooks)*
+            }
+
+            #(#impls)*
+        }
     };
     let tree: syn::File = syn::parse2(file).context("generated code does not parse")?;
     let body = prettyplease::unparse(&tree);
@@ -221,8 +266,11 @@ struct Param {
     cfg: Option<(TokenStream, bool)>,
 }
 
-fn param(name: &syn::Ident, ty: &Type) -> Result<Param> {
+fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
     let n = quote!(#name);
+    if mode == Mode::Transparent {
+        return transparent_param(n, ty);
+    }
     if is_tensor(ty) || is_device(ty) {
         return Ok(Param {
             arg: quote!(#n.inner),
@@ -287,18 +335,45 @@ fn param(name: &syn::Ident, ty: &Type) -> Result<Param> {
     }
 }
 
+/// A parameter of the transparent forwarder: the same value, with the few structs generic over
+/// the backend rebuilt field by field (their fields already have `A`'s types).
+fn transparent_param(n: TokenStream, ty: &Type) -> Result<Param> {
+    let arg = match ty_str(ty).as_str() {
+        "TensorPrimitive<B>" => quote!(match #n {
+            TensorPrimitive::Float(t) => TensorPrimitive::Float(t),
+            TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t),
+        }),
+        "QuantizationParametersPrimitive<B>" => {
+            quote!(QuantizationParametersPrimitive { scales: #n.scales })
+        }
+        "TransactionPrimitive<B>" => quote!(TransactionPrimitive::<A>::new(
+            #n.read_floats,
+            #n.read_qfloats,
+            #n.read_ints,
+            #n.read_bools,
+        )),
+        _ => n,
+    };
+    Ok(Param { arg, cfg: None })
+}
+
 fn mentions_b(s: &str) -> bool {
     s.contains("<B>") || s.contains("B::")
 }
 
 /// Expression that wraps `expr` (of the inner backend's type for `ty`), or `None` if `ty`
 /// carries no backend primitive.
-fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
-    if is_tensor(ty) {
-        return Ok(Some(quote!(Wrapped::new(#expr, __cfg.clone()))));
-    }
-    if is_device(ty) {
-        return Ok(Some(quote!(DecoratedDevice::new(#expr, __cfg.clone()))));
+fn wrap(ty: &Type, expr: TokenStream, mode: Mode) -> Result<Option<TokenStream>> {
+    let new = |e: TokenStream| match mode {
+        Mode::Wrap => quote!(Wrapped::new(#e, __cfg.clone())),
+        Mode::Transparent => e,
+    };
+    if is_tensor(ty) || is_device(ty) {
+        return Ok(match mode {
+            Mode::Transparent => None,
+            Mode::Wrap if is_tensor(ty) => Some(new(expr)),
+            Mode::Wrap => Some(quote!(DecoratedDevice::new(#expr, __cfg.clone()))),
+        });
     }
     match ty {
         Type::Tuple(t) => {
@@ -308,7 +383,7 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
             let mut parts = Vec::new();
             let mut any = false;
             for (e, n) in t.elems.iter().zip(&names) {
-                match wrap(e, quote!(#n))? {
+                match wrap(e, quote!(#n), mode)? {
                     Some(w) => {
                         any = true;
                         parts.push(w)
@@ -328,7 +403,7 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
                 {
                     for g in &a.args {
                         if let syn::GenericArgument::AssocType(at) = g {
-                            return Ok(wrap(&at.ty, quote!(__f.await))?
+                            return Ok(wrap(&at.ty, quote!(__f.await), mode)?
                                 .map(|w| quote!({ let __f = #expr; async move { #w } })));
                         }
                     }
@@ -340,7 +415,7 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
     }
     for name in ["Vec", "Option", "Result"] {
         if let Some(inner) = generic_arg(ty, name) {
-            let Some(w) = wrap(inner, quote!(__x))? else {
+            let Some(w) = wrap(inner, quote!(__x), mode)? else {
                 return Ok(None);
             };
             return Ok(Some(if name == "Vec" {
@@ -352,9 +427,10 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
     }
     let s = ty_str(ty);
     if s == "TensorPrimitive<B>" {
+        let (f, q) = (new(quote!(t)), new(quote!(t)));
         return Ok(Some(quote!(match #expr {
-            TensorPrimitive::Float(t) => TensorPrimitive::Float(Wrapped::new(t, __cfg.clone())),
-            TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone())),
+            TensorPrimitive::Float(t) => TensorPrimitive::Float(#f),
+            TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(#q),
         })));
     }
     for (name, fields) in STRUCTS {
@@ -363,9 +439,11 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
             let inits = fields.iter().map(|(f, kind)| {
                 let f = format_ident!("{}", f);
                 if kind.starts_with("Option") {
-                    quote!(#f: __r.#f.map(|t| Wrapped::new(t, __cfg.clone())))
+                    let w = new(quote!(t));
+                    quote!(#f: __r.#f.map(|t| #w))
                 } else {
-                    quote!(#f: Wrapped::new(__r.#f, __cfg.clone()))
+                    let w = new(quote!(__r.#f));
+                    quote!(#f: #w)
                 }
             });
             return Ok(Some(quote!({ let __r = #expr; #ident { #(#inits),* } })));
@@ -377,7 +455,11 @@ fn wrap(ty: &Type, expr: TokenStream) -> Result<Option<TokenStream>> {
     Ok(None)
 }
 
-fn method(trait_name: &str, f: &syn::TraitItemFn) -> Result<(TokenStream, TokenStream)> {
+fn method(
+    trait_name: &str,
+    f: &syn::TraitItemFn,
+    mode: Mode,
+) -> Result<(TokenStream, TokenStream)> {
     let name = &f.sig.ident;
     let docs: Vec<_> = f
         .attrs
@@ -393,7 +475,7 @@ fn method(trait_name: &str, f: &syn::TraitItemFn) -> Result<(TokenStream, TokenS
         let Pat::Ident(pi) = &*pt.pat else {
             bail!("pattern parameter")
         };
-        params.push(param(&pi.ident, &pt.ty)?);
+        params.push(param(&pi.ident, &pt.ty, mode)?);
         names.push(pi.ident.clone());
     }
     let ret_ty: Option<Type> = match &f.sig.output {
@@ -401,13 +483,20 @@ fn method(trait_name: &str, f: &syn::TraitItemFn) -> Result<(TokenStream, TokenS
         ReturnType::Type(_, t) => Some((**t).clone()),
     };
     let args = params.iter().map(|p| &p.arg);
-    let call = quote!(B::#name(#(#args),*));
+    let call = match mode {
+        Mode::Wrap => quote!(B::#name(#(#args),*)),
+        Mode::Transparent => quote!(A::#name(#(#args),*)),
+    };
     let wrapped = match &ret_ty {
-        Some(t) => wrap(t, quote!(__out))?,
+        Some(t) => wrap(t, quote!(__out), mode)?,
         None => None,
     };
     let body = match wrapped {
         None => quote!(#call),
+        Some(w) if mode == Mode::Transparent => quote! {
+            let __out = #call;
+            #w
+        },
         Some(w) => {
             let cfg = config_expr(&params).with_context(|| {
                 format!(
@@ -424,7 +513,11 @@ fn method(trait_name: &str, f: &syn::TraitItemFn) -> Result<(TokenStream, TokenS
 
     // Hook signature: the inner backend's `B` becomes `Decorated<B, Self>`.
     let mut hook_sig = f.sig.clone();
-    ReplaceB(syn::parse_quote!(Decorated<B, Self>)).visit_signature_mut(&mut hook_sig);
+    let outer: Type = match mode {
+        Mode::Wrap => syn::parse_quote!(Decorated<B, Self>),
+        Mode::Transparent => syn::parse_quote!(Transparent<A, Self>),
+    };
+    ReplaceB(outer).visit_signature_mut(&mut hook_sig);
     strip_mut(&mut hook_sig);
     let hook = quote! {
         #(#docs)*
@@ -471,19 +564,21 @@ fn config_expr(params: &[Param]) -> Option<TokenStream> {
     (!optional.is_empty()).then(|| quote!(None #(.or_else(|| #optional))* .unwrap_or_default()))
 }
 
-/// Writes (or, with `check`, compares) the generated file.
+/// Writes (or, with `check`, compares) the generated files.
 pub fn run(root: &Path, check: bool) -> Result<()> {
-    let text = generate(root)?;
-    let path = root.join(OUTPUT);
-    if check {
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
-        if old != text {
-            bail!("{OUTPUT} is out of date: run `cargo xtask gen-decorator`");
+    for (mode, file) in [(Mode::Wrap, OUTPUT), (Mode::Transparent, TRANSPARENT)] {
+        let text = generate(root, mode)?;
+        let path = root.join(file);
+        if check {
+            let old = std::fs::read_to_string(&path).unwrap_or_default();
+            if old != text {
+                bail!("{file} is out of date: run `cargo xtask gen-decorator`");
+            }
+            println!("{file} is up to date");
+        } else {
+            std::fs::write(&path, text)?;
+            println!("wrote {file}");
         }
-        println!("{OUTPUT} is up to date");
-    } else {
-        std::fs::write(&path, text)?;
-        println!("wrote {OUTPUT}");
     }
     Ok(())
 }
