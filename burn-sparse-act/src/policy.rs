@@ -1,6 +1,7 @@
 //! The pruning policy a `SparseAct` device carries, validated before any tensor is touched.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What goes wrong with a pruning policy.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -11,22 +12,15 @@ pub enum PolicyError {
     /// A block width of zero.
     #[error("block size must be at least 1")]
     ZeroBlock,
-    /// A block width that does not divide the row it cuts.
-    #[error(
-        "block size {block} does not divide the row length {row} of layer `{layer}`; \
-         choose a divisor of {row}"
-    )]
-    Indivisible {
-        /// The layer (its override name, or `*` for the default).
-        layer: String,
-        /// Block width.
-        block: usize,
-        /// Row length (embedding width).
-        row: usize,
-    },
     /// A policy string that is not `S:B`.
     #[error("expected SPARSITY:BLOCK (e.g. 0.8:64), got `{0}`")]
     Syntax(String),
+    /// A layer override that is not `IN×OUT=S:B`.
+    #[error("expected INxOUT=SPARSITY:BLOCK (e.g. 384x10=0:1), got `{0}`")]
+    Override(String),
+    /// A stochastic band outside `(0, 1)`.
+    #[error("the stochastic band must be in (0, 1), got {0}")]
+    Band(f64),
 }
 
 /// Sparsity and block width of one layer.
@@ -60,48 +54,73 @@ impl Pruning {
     }
 }
 
-/// The policy: a default pruning, per-layer overrides by name, and the optional stochastic
-/// variant (blocks near the top-k threshold swapped at random, the paper's Section VI).
-#[derive(Debug, Clone, PartialEq)]
+/// The policy: a default pruning, per-layer overrides, and the optional stochastic variant
+/// (blocks near the top-k threshold swapped at random, the paper's Section VI).
+///
+/// A linear layer is identified by its weight's shape, `IN×OUT` (e.g. `384x1536`): it is the
+/// only identity an op sees, and in ResMLP it names the layer kinds (cross-patch `196x196`,
+/// `fc1` `384x1536`, `fc2` `1536x384`, the classifier).
+///
+/// A block width that does not divide the row is **padded**: the last block of each row is
+/// shorter (zero-padded, which leaves its L2 norm unchanged) and stored at full width. ResMLP's
+/// cross-patch layer at 224 px has rows of 196 patches, which no `b ∈ {16, 32, 64}` of the
+/// paper's Table III divides.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Policy {
-    /// Pruning of every layer without an override.
-    pub default: Pruning,
-    /// Pruning by layer name.
-    pub overrides: BTreeMap<String, Pruning>,
-    /// Seed of the stochastic variant; `None` for the deterministic top-k.
-    pub stochastic: Option<u64>,
+    /// Pruning of every layer without an override; `None`: inputs are kept dense (the
+    /// decorator is then exactly its autodiff backend).
+    pub default: Option<Pruning>,
+    /// Pruning by layer (`IN×OUT`).
+    pub overrides: Arc<BTreeMap<String, Pruning>>,
+    /// Width of the band around the top-k threshold, relative to the threshold norm, in which
+    /// blocks are swapped at random (the backend's RNG, seeded by `Backend::seed`); `None`:
+    /// deterministic top-k.
+    pub stochastic: Option<f64>,
 }
 
 impl Policy {
     /// Every layer pruned the same way, deterministically.
     pub fn uniform(default: Pruning) -> Self {
         Self {
-            default,
-            overrides: BTreeMap::new(),
-            stochastic: None,
+            default: Some(default),
+            ..Self::default()
         }
     }
 
-    /// The pruning of `layer` (its override, else the default).
-    pub fn for_layer(&self, layer: Option<&str>) -> Pruning {
-        layer
-            .and_then(|l| self.overrides.get(l))
+    /// The layer key of a weight of `d_in × d_out`.
+    pub fn layer_key(d_in: usize, d_out: usize) -> String {
+        format!("{d_in}x{d_out}")
+    }
+
+    /// The pruning of the layer with a `d_in × d_out` weight (its override, else the default).
+    pub fn for_layer(&self, d_in: usize, d_out: usize) -> Option<Pruning> {
+        self.overrides
+            .get(&Self::layer_key(d_in, d_out))
             .copied()
-            .unwrap_or(self.default)
+            .or(self.default)
     }
 
-    /// The pruning of `layer` for rows of length `row`, rejecting block widths that do not divide
-    /// it (Ember rejects rather than pads: padded blocks would carry zeros into the norms).
-    pub fn check_row(&self, layer: Option<&str>, row: usize) -> Result<Pruning, PolicyError> {
-        let p = self.for_layer(layer);
-        if !row.is_multiple_of(p.block) {
-            return Err(PolicyError::Indivisible {
-                layer: layer.unwrap_or("*").to_string(),
-                block: p.block,
-                row,
-            });
+    /// Adds an override from the CLI form `IN×OUT=S:B` (e.g. `384x10=0.5:16`).
+    pub fn add_override(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let syntax = || PolicyError::Override(spec.to_string());
+        let (layer, pruning) = spec.split_once('=').ok_or_else(syntax)?;
+        let (i, o) = layer.trim().split_once('x').ok_or_else(syntax)?;
+        let (i, o): (usize, usize) = (
+            i.trim().parse().map_err(|_| syntax())?,
+            o.trim().parse().map_err(|_| syntax())?,
+        );
+        let pruning = Pruning::parse(pruning)?;
+        Arc::make_mut(&mut self.overrides).insert(Self::layer_key(i, o), pruning);
+        Ok(())
+    }
+
+    /// Sets the stochastic band (`0 < band < 1`).
+    pub fn with_stochastic(mut self, band: f64) -> Result<Self, PolicyError> {
+        if !(band > 0.0 && band < 1.0) {
+            return Err(PolicyError::Band(band));
         }
-        Ok(p)
+        self.stochastic = Some(band);
+        Ok(self)
     }
 }
 
@@ -133,17 +152,22 @@ mod tests {
     }
 
     #[test]
-    fn blocks_must_divide_rows_and_overrides_win() {
+    fn overrides_win_and_bad_overrides_are_refused() {
         let mut p = Policy::uniform(Pruning::new(0.5, 64).unwrap());
-        p.overrides
-            .insert("head".into(), Pruning::new(0.2, 16).unwrap());
-        assert_eq!(p.check_row(None, 384).unwrap().block, 64);
-        assert_eq!(p.check_row(Some("head"), 48).unwrap().sparsity, 0.2);
-        let err = p.check_row(Some("fc"), 100).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("does not divide the row length 100"),
-            "{err}"
+        p.add_override("384x10=0.2:16").unwrap();
+        assert_eq!(p.for_layer(384, 10), Pruning::new(0.2, 16).ok());
+        assert_eq!(p.for_layer(384, 1536), Pruning::new(0.5, 64).ok());
+        assert_eq!(Policy::default().for_layer(384, 10), None);
+        for bad in ["384x10", "384=0.2:16", "ax10=0.2:16", "384x10=0.2"] {
+            assert!(p.add_override(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            p.add_override("384x10=2:16"),
+            Err(PolicyError::Sparsity(2.0))
         );
+        for band in [0.0, 1.0, -0.5, f64::NAN] {
+            assert!(p.clone().with_stochastic(band).is_err(), "{band}");
+        }
+        assert_eq!(p.with_stochastic(0.1).unwrap().stochastic, Some(0.1));
     }
 }

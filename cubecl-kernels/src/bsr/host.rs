@@ -5,14 +5,15 @@ use crate::approx::ApproxMultiply;
 use crate::approx::host::{decode, product};
 use rayon::prelude::*;
 
-/// A `[samples · rows, d]` matrix in block-sparse-row form with `1 × block` blocks.
+/// A `[samples · rows, d]` matrix in block-sparse-row form with `1 × block` blocks. When `block`
+/// does not divide `d`, the last block of a row is shorter and stored zero-padded to `block`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bsr {
     /// Matrix rows (`samples · rows`).
     pub rows: usize,
     /// Matrix columns (`d`).
     pub cols: usize,
-    /// Block width `b` (divides `cols`).
+    /// Block width `b`.
     pub block: usize,
     /// `crow[r]..crow[r + 1]` index the blocks of row `r` (length `rows + 1`).
     pub crow: Vec<u32>,
@@ -29,53 +30,49 @@ impl Bsr {
         for r in 0..self.rows {
             for at in self.crow[r] as usize..self.crow[r + 1] as usize {
                 let c = self.col[at] as usize * self.block;
-                out[r * self.cols + c..r * self.cols + c + self.block]
-                    .copy_from_slice(&self.values[at * self.block..(at + 1) * self.block]);
+                let w = self.block.min(self.cols - c);
+                out[r * self.cols + c..r * self.cols + c + w]
+                    .copy_from_slice(&self.values[at * self.block..at * self.block + w]);
             }
         }
         out
     }
 }
 
-/// Squared L2 norm of every `1 × b` block of `x: [rows, d]` (row-major), `rows · d / b` values.
+/// Blocks per row of length `d` at width `b` (the last one shorter when `b` does not divide `d`).
+pub fn blocks_per_row(d: usize, b: usize) -> usize {
+    d.div_ceil(b)
+}
+
+/// Squared L2 norm of every `1 × b` block of `x: [rows, d]` (row-major),
+/// `rows · ⌈d / b⌉` values, summed in element order.
 pub fn block_norms(x: &[f32], d: usize, b: usize) -> Vec<f32> {
     assert!(
-        b > 0 && d.is_multiple_of(b) && x.len().is_multiple_of(d),
+        b > 0 && d > 0 && x.len().is_multiple_of(d),
         "blocks of {b} in rows of {d}"
     );
-    x.par_chunks(b)
-        .map(|blk| blk.iter().map(|v| v * v).sum())
+    x.par_chunks(d)
+        .flat_map_iter(|row| row.chunks(b).map(|blk| blk.iter().map(|v| v * v).sum()))
         .collect()
 }
 
-/// The kept blocks of one sample: indices of the `keep` largest norms, ascending. NaN ranks
-/// highest; ties go to the lower index.
+/// The kept blocks of one sample: indices of the `keep` largest norms, ascending. A NaN norm
+/// ranks as +∞; ties go to the lower index.
 pub fn top_k(norms: &[f32], keep: usize) -> Vec<usize> {
     let rank = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
     let mut order: Vec<usize> = (0..norms.len()).collect();
-    order.sort_by(|&i, &j| {
-        let (a, b) = (rank(norms[i]), rank(norms[j]));
-        // NaN first among equals of +Inf, then by norm descending, then by index
-        norms[j]
-            .is_nan()
-            .cmp(&norms[i].is_nan())
-            .then(b.total_cmp(&a))
-            .then(i.cmp(&j))
-    });
+    // norm descending, then index ascending (a stable sort keeps the index order of ties)
+    order.sort_by(|&i, &j| rank(norms[j]).total_cmp(&rank(norms[i])));
     let mut kept = order[..keep].to_vec();
     kept.sort_unstable();
     kept
 }
 
 /// Prunes `x: [samples, rows, d]` per sample at sparsity `s` with block width `b` and stores it
-/// in BSR (`b` must divide `d`; the caller validates).
+/// in BSR.
 pub fn prune(x: &[f32], [samples, rows, d]: [usize; 3], b: usize, s: f64) -> Bsr {
     assert_eq!(x.len(), samples * rows * d, "activation length");
-    assert!(
-        b > 0 && d.is_multiple_of(b),
-        "block width {b} must divide {d}"
-    );
-    let per_row = d / b;
+    let per_row = blocks_per_row(d, b);
     let keep = keep_count(rows * per_row, s);
     let kept: Vec<Vec<usize>> = x
         .par_chunks(rows * d)
@@ -95,7 +92,9 @@ pub fn prune(x: &[f32], [samples, rows, d]: [usize; 3], b: usize, s: f64) -> Bsr
                 let c = blk % per_row;
                 col.push(c as u32);
                 let at = (n * rows + r) * d + c * b;
-                values.extend_from_slice(&x[at..at + b]);
+                let w = b.min(d - c * b);
+                values.extend_from_slice(&x[at..at + w]);
+                values.resize(values.len() + b - w, 0.0);
                 it.next();
             }
             crow.push(col.len() as u32);
@@ -116,7 +115,7 @@ pub fn prune(x: &[f32], [samples, rows, d]: [usize; 3], b: usize, s: f64) -> Bsr
 /// skipped), every product through `mul`. `grad: [x.rows, out]` → `[x.cols, out]`.
 pub fn weight_grad(x: &Bsr, grad: &[f32], out: usize, mul: &ApproxMultiply) -> Vec<f32> {
     assert_eq!(grad.len(), x.rows * out, "gradient length");
-    let (b, per_row) = (x.block, x.cols / x.block);
+    let (b, per_row) = (x.block, blocks_per_row(x.cols, x.block));
     // Stored blocks by block column, rows ascending (the transpose of the BSR index).
     let mut by_col: Vec<Vec<(usize, usize)>> = vec![Vec::new(); per_row];
     for r in 0..x.rows {
@@ -127,6 +126,7 @@ pub fn weight_grad(x: &Bsr, grad: &[f32], out: usize, mul: &ApproxMultiply) -> V
     let table = mul.table();
     let grad: Vec<_> = grad.par_iter().map(|&g| decode(g, mul, false)).collect();
     let mut dw = vec![0f32; x.cols * out];
+    // the last chunk is shorter when `b` does not divide `cols`: `chunks_mut(out)` stops there
     dw.par_chunks_mut(b * out)
         .zip(by_col.par_iter())
         .for_each(|(rows_out, stored)| {
@@ -184,6 +184,9 @@ mod tests {
     fn ties_go_to_the_lower_index_and_nan_is_kept() {
         assert_eq!(top_k(&[1.0, 2.0, 2.0, 2.0], 2), vec![1, 2]);
         assert_eq!(top_k(&[5.0, f32::NAN, f32::INFINITY, 1.0], 2), vec![1, 2]);
+        // NaN ranks as +∞: among them the lower index wins
+        assert_eq!(top_k(&[f32::INFINITY, 5.0, f32::NAN], 1), vec![0]);
+        assert_eq!(top_k(&[1.0, f32::NAN, f32::INFINITY], 1), vec![1]);
         assert_eq!(top_k(&[0.0; 4], 0), Vec::<usize>::new());
     }
 
@@ -203,6 +206,30 @@ mod tests {
         assert_eq!(kept, samples * keep_count(rows * d / b, 0.5));
         // s = 0: everything stored
         assert_eq!(prune(&x, [samples, rows, d], b, 0.0).to_dense(), x);
+    }
+
+    #[test]
+    fn a_block_that_does_not_divide_the_row_is_padded() {
+        let (samples, rows, d, b) = (2, 3, 10, 4);
+        let x = values(samples * rows * d, 5);
+        assert_eq!(blocks_per_row(d, b), 3);
+        let norms = block_norms(&x[..d], d, b);
+        let tail: f32 = x[8..10].iter().map(|v| v * v).sum();
+        assert_eq!(norms[2], tail);
+        let bsr = prune(&x, [samples, rows, d], b, 0.0);
+        assert_eq!(bsr.values.len(), samples * rows * 3 * b);
+        assert_eq!(bsr.to_dense(), x);
+        let bsr = prune(&x, [samples, rows, d], b, 0.5);
+        let kept = bsr.col.len();
+        assert_eq!(kept, samples * keep_count(rows * 3, 0.5));
+        for (got, want) in bsr.to_dense().chunks(d).zip(x.chunks(d)) {
+            for (blk, (g, w)) in got.chunks(b).zip(want.chunks(b)).enumerate() {
+                assert!(g == w || g.iter().all(|v| *v == 0.0), "block {blk}");
+            }
+        }
+        let g = values(samples * rows * 3, 9);
+        let dw = weight_grad(&bsr, &g, 3, &ApproxMultiply::Plain);
+        assert_eq!(dw.len(), d * 3);
     }
 
     #[test]

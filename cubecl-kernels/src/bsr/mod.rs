@@ -2,10 +2,11 @@
 //! format the pruned activations are stored in, and the block-sparse weight-gradient product.
 //!
 //! An activation `x: [samples, rows, d]` (rows are patches or tokens, `d` the embedding) is cut
-//! into `1 × b` blocks along `d` (the paper's Fig. 1); each sample keeps exactly
-//! `keep = N − ⌊s·N⌋` of its `N = rows · d / b` blocks, those with the largest L2 norms. Ties go to
-//! the lower block index; a block holding a NaN ranks above every finite norm (it is kept, so the
-//! NaN reaches the weight gradient as it would densely).
+//! into `1 × b` blocks along `d` (the paper's Fig. 1; when `b` does not divide `d` the last block
+//! of each row is shorter, i.e. zero-padded); each sample keeps exactly `keep = N − ⌊s·N⌋` of its
+//! `N = rows · ⌈d / b⌉` blocks, those with the largest L2 norms. Ties go to the lower block index;
+//! a block holding a NaN ranks as +∞ (it is kept, so the NaN reaches the weight gradient as it
+//! would densely).
 //!
 //! - [`host`]: the plain-Rust reference (multi-threaded): the test oracle and the path on backends
 //!   without CubeCL kernels.

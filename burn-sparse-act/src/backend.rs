@@ -1,0 +1,194 @@
+//! The `SparseAct` decorator: an autodiff backend whose linear layers keep their input for the
+//! weight gradient pruned and block-sparse instead of dense.
+
+use crate::policy::{Policy, Pruning};
+use crate::prune::{Pruned, prune, sample_view};
+use burn::tensor::{Shape, Tensor, TensorPrimitive};
+use burn_autodiff::checkpoint::base::Checkpointer;
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_autodiff::grads::Gradients;
+use burn_autodiff::ops::{Backward, Ops, OpsKind};
+use burn_autodiff::{Autodiff, NodeId};
+use burn_backend::Backend;
+use burn_backend::TensorMetadata;
+use burn_backend::ops::ModuleOps;
+use burn_backend::tensor::FloatTensor;
+use cubecl_kernels::decorator::{
+    Decorated, DecoratedDevice, Decoration, DecoratorOps, Transparent, TransparentDecoration,
+    TransparentOps,
+};
+
+/// The decoration under the autodiff layer that carries the [`Policy`] in the device and every
+/// tensor; every op forwards unchanged (`Autodiff<PolicyBackend<B>>` is `Autodiff<B>` bit for
+/// bit). It is also the inner backend of [`SparseAct`] (validation runs on it, dense).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Carry;
+
+impl Decoration for Carry {
+    type Config = Policy;
+    const NAME: &'static str = "policy";
+}
+
+impl<B: Backend> DecoratorOps<B> for Carry {}
+
+/// `B` with a pruning [`Policy`] in its device and tensors (ops unchanged).
+pub type PolicyBackend<B> = Decorated<B, Carry>;
+
+/// The device of `SparseAct<Autodiff<B>>`: `B`'s device and the pruning [`Policy`].
+pub type SparseDevice<B> = DecoratedDevice<B, Policy>;
+
+/// The decoration above the autodiff layer: overrides `linear`.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Sparse;
+
+impl TransparentDecoration for Sparse {
+    const NAME: &'static str = "sparse-act";
+}
+
+/// Maps the autodiff backend a user names to the one SparseAct runs on (the same autodiff over
+/// [`PolicyBackend`]).
+pub trait SparseBase {
+    /// `Autodiff<PolicyBackend<B>, C>` for `Autodiff<B, C>`.
+    type Base: Backend;
+}
+
+impl<B: Backend, C: CheckpointStrategy> SparseBase for Autodiff<B, C> {
+    type Base = Autodiff<PolicyBackend<B>, C>;
+}
+
+/// SparseAct over the autodiff backend `A` (`SparseAct<Autodiff<B>>`,
+/// `SparseAct<Autodiff<ApproxMul<B>>>`): an `AutodiffBackend` whose device is a
+/// [`SparseDevice<B>`].
+pub type SparseAct<A> = Transparent<<A as SparseBase>::Base, Sparse>;
+
+type Inner<B> = PolicyBackend<B>;
+type Ad<B, C> = Autodiff<Inner<B>, C>;
+type T<B, C> = FloatTensor<Transparent<Ad<B, C>, Sparse>>;
+
+impl<B: Backend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
+    fn linear(x: T<B, C>, weight: T<B, C>, bias: Option<T<B, C>>) -> T<B, C> {
+        let policy = &x.primitive.config;
+        let dims = weight.primitive.shape().dims::<2>();
+        match policy.for_layer(dims[0], dims[1]) {
+            None => Ad::<B, C>::linear(x, weight, bias),
+            Some(pruning) => {
+                let jitter = policy.stochastic;
+                sparse_linear::<B, C>(x, weight, bias, pruning, jitter)
+            }
+        }
+    }
+}
+
+/// What the sparse linear keeps for backward.
+#[derive(Clone, Debug)]
+struct LinearState<B: Backend> {
+    /// The pruned input, when the weight needs a gradient.
+    x: Option<Pruned<B>>,
+    /// The input's shape.
+    x_shape: Shape,
+    /// The weight, when the input needs a gradient.
+    weight: Option<NodeId>,
+}
+
+/// The backward step of a linear layer with `N` parents (input, weight[, bias]).
+#[derive(Debug)]
+struct SparseLinear<const N: usize>;
+
+impl<B: Backend, const N: usize> Backward<B, N> for SparseLinear<N> {
+    type State = LinearState<B>;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, ckpt: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let mut parents = ops.parents.into_iter();
+        let node_x = parents.next().flatten();
+        let node_w = parents.next().flatten();
+        let node_b = parents.next().flatten();
+        let state = ops.state;
+        if let Some(node) = node_x {
+            let weight = state
+                .weight
+                .map(|id| ckpt.retrieve_node_output::<B::FloatTensorPrimitive>(id))
+                .expect("the weight is kept whenever the input is tracked");
+            grads.register::<B>(node.id, B::linear_x_backward(weight, grad.clone()));
+        }
+        if let Some(node) = node_w {
+            let x = state
+                .x
+                .expect("the pruned input is kept whenever the weight is tracked");
+            grads.register::<B>(node.id, weight_grad(&x, &state.x_shape, grad.clone()));
+        }
+        if let Some(node) = node_b {
+            grads.register::<B>(node.id, B::linear_bias_backward(grad));
+        }
+    }
+}
+
+/// `dW = Xᵀ · G` from the pruned input, through `B`'s own weight-gradient op (so an `ApproxMul`
+/// underneath simulates its multiplies).
+pub(crate) fn weight_grad<B: Backend>(
+    x: &Pruned<B>,
+    x_shape: &Shape,
+    grad: FloatTensor<B>,
+) -> FloatTensor<B> {
+    let masked = B::float_reshape(x.to_dense().into_primitive().tensor(), x_shape.clone());
+    B::linear_weight_backward(masked, grad)
+}
+
+/// Prunes the primitive `x` of a linear layer's input.
+fn prune_input<B: Backend>(x: FloatTensor<B>, pruning: Pruning, jitter: Option<f64>) -> Pruned<B> {
+    let view = sample_view(&x.shape());
+    let x = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x.clone())).reshape(view);
+    prune(x, pruning.block, pruning.sparsity, jitter)
+}
+
+fn sparse_linear<B: Backend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    weight: T<B, C>,
+    bias: Option<T<B, C>>,
+    pruning: Pruning,
+    jitter: Option<f64>,
+) -> T<B, C> {
+    let (x_tracked, w_tracked) = (x.is_tracked(), weight.is_tracked());
+    let x_shape = x.primitive.shape();
+    let state = |prep_weight: Option<NodeId>, x: &FloatTensor<Inner<B>>| LinearState {
+        x: w_tracked.then(|| prune_input::<Inner<B>>(x.clone(), pruning, jitter)),
+        x_shape: x_shape.clone(),
+        weight: prep_weight,
+    };
+    match bias {
+        Some(bias) => match SparseLinear::<3>
+            .prepare::<C>([x.node.clone(), weight.node.clone(), bias.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let w = x_tracked.then(|| prep.checkpoint(&weight));
+                let state = state(w, &x.primitive);
+                let out = Inner::<B>::linear(x.primitive, weight.primitive, Some(bias.primitive));
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(Inner::<B>::linear(
+                x.primitive,
+                weight.primitive,
+                Some(bias.primitive),
+            )),
+        },
+        None => match SparseLinear::<2>
+            .prepare::<C>([x.node.clone(), weight.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let w = x_tracked.then(|| prep.checkpoint(&weight));
+                let state = state(w, &x.primitive);
+                prep.finish(
+                    state,
+                    Inner::<B>::linear(x.primitive, weight.primitive, None),
+                )
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(Inner::<B>::linear(x.primitive, weight.primitive, None))
+            }
+        },
+    }
+}

@@ -1,0 +1,283 @@
+//! Gradients under SparseAct: at s = 0 it is the plain autodiff backend (every parameter's
+//! gradient, bit for bit); at s > 0 the weight gradient is the one computed from the masked
+//! input and the input gradient is unchanged; over ApproxMul the masked product is still
+//! approximate; on ndarray and on wgpu.
+
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData, activation::gelu, module::linear};
+use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_sparse_act::{Policy, Pruning, SparseAct, SparseDevice};
+use cubecl_kernels::bsr::host;
+
+/// Deterministic data in [-1, 1).
+fn data(shape: &[usize], seed: u64) -> Vec<f32> {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+fn tensor<B: Backend, const D: usize>(
+    v: Vec<f32>,
+    shape: [usize; D],
+    dev: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(TensorData::new(v, shape), dev)
+}
+
+/// A ResMLP-like block of stock `burn::nn` layers: a cross-patch linear (on the transposed
+/// tensor), then fc1 → GELU → fc2, residuals, a classifier on the mean.
+#[derive(Module, Debug)]
+struct Net<B: Backend> {
+    patch: Linear<B>,
+    fc1: Linear<B>,
+    fc2: Linear<B>,
+    head: Linear<B>,
+}
+
+const PATCHES: usize = 6;
+const DIM: usize = 8;
+
+impl<B: Backend> Net<B> {
+    /// Fixed parameters (not the backend's RNG, which tests running in parallel share).
+    fn new(device: &B::Device) -> Self {
+        let layer = |i: usize, o: usize, seed: u64| {
+            let mut l = LinearConfig::new(i, o).init(device);
+            l.weight = Param::from_tensor(tensor(data(&[i, o], seed), [i, o], device));
+            l.bias = Some(Param::from_tensor(tensor(
+                data(&[o], seed + 1),
+                [o],
+                device,
+            )));
+            l
+        };
+        Self {
+            patch: layer(PATCHES, PATCHES, 1),
+            fc1: layer(DIM, 2 * DIM, 3),
+            fc2: layer(2 * DIM, DIM, 5),
+            head: layer(DIM, 3, 7),
+        }
+    }
+
+    fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
+        let x = x.clone() + self.patch.forward(x.swap_dims(1, 2)).swap_dims(1, 2);
+        let x = x.clone() + self.fc2.forward(gelu(self.fc1.forward(x)));
+        self.head.forward(x.mean_dim(1).squeeze_dim(1))
+    }
+}
+
+/// Every parameter's gradient, in visiting order.
+struct Grads<'a, B: AutodiffBackend> {
+    grads: &'a B::Gradients,
+    out: Vec<Vec<f32>>,
+}
+
+impl<B: AutodiffBackend> ModuleVisitor<B> for Grads<'_, B> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+        let g = param
+            .val()
+            .grad(self.grads)
+            .expect("every parameter has a gradient");
+        self.out.push(g.into_data().to_vec().unwrap());
+    }
+}
+
+/// Loss gradients of every parameter and of the input, for a fixed model and batch.
+fn net_grads<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let net = Net::<B>::new(device);
+    let x = tensor::<B, 3>(data(&[4, PATCHES, DIM], 3), [4, PATCHES, DIM], device).require_grad();
+    let loss = net.forward(x.clone()).powi_scalar(2).sum();
+    let grads = loss.backward();
+    let mut v = Grads::<B> {
+        grads: &grads,
+        out: Vec::new(),
+    };
+    net.visit(&mut v);
+    v.out
+        .push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
+    v.out
+}
+
+fn on_one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    // burn-ndarray's multi-threaded reductions are not bit-reproducible run to run.
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+fn uniform(s: f64, b: usize) -> Policy {
+    Policy::uniform(Pruning::new(s, b).unwrap())
+}
+
+#[test]
+fn at_zero_sparsity_every_gradient_equals_plain_autodiff() {
+    let plain = on_one_thread(|| net_grads::<Autodiff<NdArray>>(&Default::default()));
+    for b in [1, 4, 3] {
+        let device = SparseDevice::<NdArray>::new(Default::default(), uniform(0.0, b));
+        let sparse = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&device));
+        assert_eq!(plain, sparse, "b = {b}");
+    }
+    // and with the policy off
+    let off = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&Default::default()));
+    assert_eq!(plain, off);
+}
+
+#[test]
+fn at_positive_sparsity_the_gradients_change() {
+    let plain = on_one_thread(|| net_grads::<Autodiff<NdArray>>(&Default::default()));
+    let device = SparseDevice::<NdArray>::new(Default::default(), uniform(0.7, 2));
+    let sparse = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&device));
+    let changed = plain.iter().zip(&sparse).filter(|(a, b)| a != b).count();
+    assert!(changed > 0, "s = 0.7 must change some gradient");
+}
+
+/// One linear layer under SparseAct vs the plain backend `P` fed the host-masked input.
+fn check_linear<S: AutodiffBackend, P: AutodiffBackend>(
+    sparse_dev: &S::Device,
+    plain_dev: &P::Device,
+    dims: [usize; 3],
+    out: usize,
+    pruning: Pruning,
+    tol: f32,
+) {
+    let [samples, rows, d] = dims;
+    let xv = data(&dims, 11);
+    let wv = data(&[d, out], 12);
+    let bv = data(&[out], 13);
+    let rv = data(&[samples, rows, out], 14);
+    let masked = host::prune(&xv, dims, pruning.block, pruning.sparsity).to_dense();
+
+    let x = tensor::<S, 3>(xv.clone(), dims, sparse_dev).require_grad();
+    let w = tensor::<S, 2>(wv.clone(), [d, out], sparse_dev).require_grad();
+    let b = tensor::<S, 1>(bv.clone(), [out], sparse_dev).require_grad();
+    let y = linear(x.clone(), w.clone(), Some(b.clone()));
+    let r = tensor::<S, 3>(rv.clone(), [samples, rows, out], sparse_dev);
+    let g = (y.clone() * r).sum().backward();
+    let got = [
+        y.into_data().to_vec::<f32>().unwrap(),
+        x.grad(&g).unwrap().into_data().to_vec().unwrap(),
+        w.grad(&g).unwrap().into_data().to_vec().unwrap(),
+        b.grad(&g).unwrap().into_data().to_vec().unwrap(),
+    ];
+
+    // The plain backend: forward and dX from the dense input, dW from the masked one.
+    let dense = |xv: Vec<f32>| {
+        let x = tensor::<P, 3>(xv, dims, plain_dev).require_grad();
+        let w = tensor::<P, 2>(wv.clone(), [d, out], plain_dev).require_grad();
+        let b = tensor::<P, 1>(bv.clone(), [out], plain_dev).require_grad();
+        let y = linear(x.clone(), w.clone(), Some(b.clone()));
+        let r = tensor::<P, 3>(rv.clone(), [samples, rows, out], plain_dev);
+        let g = (y.clone() * r).sum().backward();
+        [
+            y.into_data().to_vec::<f32>().unwrap(),
+            x.grad(&g).unwrap().into_data().to_vec().unwrap(),
+            w.grad(&g).unwrap().into_data().to_vec().unwrap(),
+            b.grad(&g).unwrap().into_data().to_vec().unwrap(),
+        ]
+    };
+    let full = dense(xv);
+    let from_masked = dense(masked);
+    let want = [
+        full[0].clone(),
+        full[1].clone(),
+        from_masked[2].clone(),
+        full[3].clone(),
+    ];
+    for (what, (g, w)) in ["output", "dX", "dW", "db"]
+        .iter()
+        .zip(got.iter().zip(&want))
+    {
+        assert_eq!(g.len(), w.len(), "{what}");
+        for (i, (a, e)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - e).abs() <= tol * (1.0 + e.abs()),
+                "{what}[{i}]: {a} vs {e} ({dims:?}, {pruning:?})"
+            );
+        }
+    }
+    assert_ne!(full[2], from_masked[2], "pruning must change dW here");
+}
+
+const CASES: [([usize; 3], usize, f64, usize); 4] = [
+    ([4, 6, 16], 5, 0.5, 4),
+    ([3, 7, 12], 3, 0.8, 4),
+    ([2, 5, 10], 4, 0.3, 4), // 4 does not divide 10: padded
+    ([5, 1, 32], 2, 0.6, 8), // a rank-2 style input: one row per sample
+];
+
+#[test]
+fn weight_gradient_comes_from_the_masked_input_on_ndarray() {
+    for (dims, out, s, b) in CASES {
+        let p = Pruning::new(s, b).unwrap();
+        let dev = SparseDevice::<NdArray>::new(Default::default(), Policy::uniform(p));
+        on_one_thread(|| {
+            check_linear::<SparseAct<Autodiff<NdArray>>, Autodiff<NdArray>>(
+                &dev,
+                &Default::default(),
+                dims,
+                out,
+                p,
+                0.0,
+            )
+        });
+    }
+}
+
+#[test]
+fn weight_gradient_comes_from_the_masked_input_over_approx_mul() {
+    let mul = Multiplier::parse("afm16").unwrap();
+    let approx = ApproxDevice::<NdArray>::new(Default::default(), mul);
+    for (dims, out, s, b) in CASES {
+        let p = Pruning::new(s, b).unwrap();
+        let dev = SparseDevice::<ApproxMul<NdArray>>::new(approx.clone(), Policy::uniform(p));
+        check_linear::<SparseAct<Autodiff<ApproxMul<NdArray>>>, Autodiff<ApproxMul<NdArray>>>(
+            &dev, &approx, dims, out, p, 1e-6,
+        );
+    }
+}
+
+#[test]
+fn weight_gradient_comes_from_the_masked_input_on_wgpu() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    for (dims, out, s, b) in CASES {
+        let p = Pruning::new(s, b).unwrap();
+        let dev = SparseDevice::<Wgpu>::new(Default::default(), Policy::uniform(p));
+        check_linear::<SparseAct<Autodiff<Wgpu>>, Autodiff<Wgpu>>(
+            &dev,
+            &Default::default(),
+            dims,
+            out,
+            p,
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn nan_activations_reach_the_weight_gradient_as_they_would_densely() {
+    // A NaN block ranks as +∞: it is kept, so dW is NaN where the dense dW would be.
+    let dims = [2, 3, 8];
+    let mut xv = data(&dims, 21);
+    xv[5] = f32::NAN;
+    let p = Pruning::new(0.8, 4).unwrap();
+    let dev = SparseDevice::<NdArray>::new(Default::default(), Policy::uniform(p));
+    type S = SparseAct<Autodiff<NdArray>>;
+    let x = tensor::<S, 3>(xv, dims, &dev);
+    let w = tensor::<S, 2>(data(&[8, 2], 22), [8, 2], &dev).require_grad();
+    let g = linear(x, w.clone(), None).sum().backward();
+    let dw: Vec<f32> = w.grad(&g).unwrap().into_data().to_vec().unwrap();
+    // x[0, 0, 5] sits in block 1 of row 0: dW rows 4..8 see it
+    assert!(dw[5 * 2].is_nan() && dw[5 * 2 + 1].is_nan(), "{dw:?}");
+    assert!(dw[..4 * 2].iter().all(|v| v.is_finite()), "{dw:?}");
+}
