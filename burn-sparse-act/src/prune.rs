@@ -9,7 +9,7 @@
 //! ([`cubecl_kernels::bsr`] has the host reference in the row orientation).
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, IndexingUpdateOp, Int, Shape, Tensor};
+use burn::tensor::{Bool, IndexingUpdateOp, Int, IntDType, Shape, Tensor};
 use cubecl_kernels::bsr::keep_count;
 
 /// A pruned activation `x: [samples, rows, d]`, ready for the weight gradient.
@@ -17,13 +17,11 @@ use cubecl_kernels::bsr::keep_count;
 pub struct Pruned<B: Backend> {
     /// `[samples, k, b]`: the kept blocks, block-column major (`c` then `r` ascending).
     pub values: Tensor<B, 3>,
-    /// `[samples, k]`: the row `r` of every kept block.
+    /// `[samples, k]`: the row `r` of every kept block (32-bit).
     pub col: Tensor<B, 2, Int>,
     /// `[samples, ⌈d/b⌉ + 1]`: `crow[s, c] .. crow[s, c + 1]` are the kept blocks of block
-    /// column `c` of sample `s`.
+    /// column `c` of sample `s` (32-bit).
     pub crow: Tensor<B, 2, Int>,
-    /// `[samples, k]`: flat block index `c · rows + r` of every kept block (ascending).
-    pub index: Tensor<B, 2, Int>,
     /// `[samples, rows, d]` of the activation.
     pub dims: [usize; 3],
     /// Block width.
@@ -48,10 +46,25 @@ impl<B: Backend> Pruned<B> {
         self.values.dims()[1]
     }
 
-    /// Bytes held by the stored arrays (values as f32, indices as the backend's int).
-    pub fn stored_elems(&self) -> usize {
-        let [s, k, b] = self.values.dims();
-        s * k * b + self.col.shape().num_elements() + self.crow.shape().num_elements()
+    /// Flat block index `c · rows + r` of every kept block, `[samples, k]`, ascending (in the
+    /// backend's default int type), recovered from `crow` and `col`.
+    pub fn index(&self) -> Tensor<B, 2, Int> {
+        let [samples, rows, d] = self.dims;
+        let nb = d.div_ceil(self.block);
+        let k = self.kept();
+        let device = self.values.device();
+        let at = Tensor::<B, 1, Int>::arange(0..k as i64, &device);
+        let dtype = at.dtype();
+        let ends = self.crow.clone().cast(dtype).narrow(1, 1, nb);
+        // block column of stored block j: the number of columns that end at or before j
+        let c = at
+            .reshape([1, k, 1])
+            .expand([samples, k, nb])
+            .greater_equal(ends.reshape([samples, 1, nb]).expand([samples, k, nb]))
+            .int()
+            .sum_dim(2)
+            .reshape([samples, k]);
+        c.mul_scalar(rows as i64) + self.col.clone().cast(dtype)
     }
 
     /// The masked dense activation `[samples, rows, d]` (zeros where blocks were pruned).
@@ -62,8 +75,7 @@ impl<B: Backend> Pruned<B> {
         let device = self.values.device();
         let k = self.kept();
         let index = self
-            .index
-            .clone()
+            .index()
             .reshape([samples, k, 1])
             .expand([samples, k, b]);
         let blocks = Tensor::<B, 3>::zeros([samples, nb * rows, b], &device).scatter(
@@ -160,7 +172,10 @@ pub fn prune<B: Backend>(x: Tensor<B, 3>, b: usize, s: f64, jitter: Option<f64>)
             .reshape([samples, keep, 1])
             .expand([samples, keep, b]),
     );
-    let col = index.clone().remainder_scalar(rows as i64);
+    let col = index
+        .clone()
+        .remainder_scalar(rows as i64)
+        .cast(IntDType::I32);
     let starts = Tensor::<B, 1, Int>::arange(0..(nb as i64 + 1), &device).mul_scalar(rows as i64);
     let crow = index
         .clone()
@@ -172,13 +187,13 @@ pub fn prune<B: Backend>(x: Tensor<B, 3>, b: usize, s: f64, jitter: Option<f64>)
         )
         .int()
         .sum_dim(1)
-        .reshape([samples, nb + 1]);
+        .reshape([samples, nb + 1])
+        .cast(IntDType::I32);
     // `lower` counts the blocks *before* each start: crow[s, c] = #{kept with c' < c}
     Pruned {
         values,
         col,
         crow,
-        index,
         dims,
         block: b,
     }
@@ -241,13 +256,7 @@ mod tests {
             assert_eq!(dense, want.to_dense(), "{dims:?} b={b} s={s}");
             // crow/col describe the same blocks as the host's row-oriented BSR
             let nb = d.div_ceil(b);
-            let index: Vec<i64> = got
-                .index
-                .clone()
-                .into_data()
-                .convert::<i64>()
-                .to_vec()
-                .unwrap();
+            let index: Vec<i64> = got.index().into_data().convert::<i64>().to_vec().unwrap();
             let col: Vec<i64> = got
                 .col
                 .clone()
@@ -263,6 +272,9 @@ mod tests {
                 .to_vec()
                 .unwrap();
             let k = got.kept();
+            // indices are stored as 32-bit integers
+            assert_eq!(got.col.dtype(), burn::tensor::DType::I32);
+            assert_eq!(got.crow.dtype(), burn::tensor::DType::I32);
             let mut from_host = Vec::new();
             for r in 0..samples * rows {
                 for at in want.crow[r] as usize..want.crow[r + 1] as usize {
@@ -313,8 +325,8 @@ mod tests {
         let exact = prune(tensor(&x, dims), 4, 0.5, None);
         let noisy = prune(tensor(&x, dims), 4, 0.5, Some(0.2));
         assert_eq!(noisy.kept(), exact.kept());
-        let a: Vec<i64> = exact.index.into_data().convert::<i64>().to_vec().unwrap();
-        let b: Vec<i64> = noisy.index.into_data().convert::<i64>().to_vec().unwrap();
+        let a: Vec<i64> = exact.index().into_data().convert::<i64>().to_vec().unwrap();
+        let b: Vec<i64> = noisy.index().into_data().convert::<i64>().to_vec().unwrap();
         assert_ne!(a, b, "a 20% band should swap some blocks");
     }
 
