@@ -78,6 +78,30 @@ pub struct Policy {
     pub stochastic: Option<f64>,
 }
 
+impl std::fmt::Display for Pruning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.sparsity, self.block)
+    }
+}
+
+/// `off`, or `S:B` followed by ` IN×OUT=S:B` overrides and ` stochastic=BAND`: what the CLI
+/// accepts, and what run manifests record.
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.default {
+            Some(p) => write!(f, "{p}")?,
+            None => f.write_str("off")?,
+        }
+        for (layer, p) in self.overrides.iter() {
+            write!(f, " {layer}={p}")?;
+        }
+        if let Some(band) = self.stochastic {
+            write!(f, " stochastic={band}")?;
+        }
+        Ok(())
+    }
+}
+
 impl Policy {
     /// Every layer pruned the same way, deterministically.
     pub fn uniform(default: Pruning) -> Self {
@@ -168,6 +192,9 @@ mod tests {
         for band in [0.0, 1.0, -0.5, f64::NAN] {
             assert!(p.clone().with_stochastic(band).is_err(), "{band}");
         }
-        assert_eq!(p.with_stochastic(0.1).unwrap().stochastic, Some(0.1));
+        let p = p.with_stochastic(0.1).unwrap();
+        assert_eq!(p.stochastic, Some(0.1));
+        assert_eq!(p.to_string(), "0.5:64 384x10=0.2:16 stochastic=0.1");
+        assert_eq!(Policy::default().to_string(), "off");
     }
 }

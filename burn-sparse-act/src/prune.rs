@@ -123,7 +123,9 @@ pub fn keep_mask<B: Backend>(norms: Tensor<B, 2>, keep: usize) -> Tensor<B, 2, B
     }
     let nan = norms.clone().is_nan();
     let norms = norms.mask_fill(nan, f32::INFINITY);
-    let threshold = norms.clone().topk(keep, 1).narrow(1, keep - 1, 1);
+    // (not `topk`: burn-cubecl 0.21 unrolls it over `k` at compile time, which takes minutes
+    // to compile for the thousands of blocks of a ResMLP layer)
+    let threshold = norms.clone().sort_descending(1).narrow(1, keep - 1, 1);
     let above = norms
         .clone()
         .greater(threshold.clone().expand([samples, n]));

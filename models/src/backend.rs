@@ -4,6 +4,7 @@ use crate::error::{EmberError, Result};
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_sparse_act::{Policy, SparseAct, SparseDevice};
 
 /// A Burn backend selectable at run time.
 #[derive(
@@ -29,13 +30,23 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
+/// The training stack over `B`: SparseAct over autodiff over ApproxMul.
+pub type Stack<B> = SparseAct<Autodiff<ApproxMul<B>>>;
 /// The ndarray stack used for training.
-pub type NdarrayStack = Autodiff<ApproxMul<burn::backend::NdArray>>;
+pub type NdarrayStack = Stack<burn::backend::NdArray>;
 /// The wgpu stack used for training.
-pub type WgpuStack = Autodiff<ApproxMul<burn::backend::Wgpu>>;
+pub type WgpuStack = Stack<burn::backend::Wgpu>;
 /// The CUDA stack used for training.
 #[cfg(feature = "cuda")]
-pub type CudaStack = Autodiff<ApproxMul<burn::backend::Cuda>>;
+pub type CudaStack = Stack<burn::backend::Cuda>;
+
+/// The device of [`Stack<B>`] carrying `multiplier` and `policy`.
+pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
+    multiplier: Multiplier,
+    policy: Policy,
+) -> SparseDevice<ApproxMul<B>> {
+    SparseDevice::new(ApproxDevice::new(Default::default(), multiplier), policy)
+}
 
 /// A job generic over the training backend.
 pub trait BackendJob {
@@ -46,25 +57,32 @@ pub trait BackendJob {
 }
 
 impl BackendKind {
-    /// Runs `job` on this backend's default device carrying `multiplier`, after checking that
-    /// the backend can start here. Every stack is `Autodiff<ApproxMul<B>>`:
-    /// [`Multiplier::native`] makes it `Autodiff<B>` bit for bit, so one monomorphisation serves
-    /// every multiplier.
-    pub fn dispatch<J: BackendJob>(self, multiplier: Multiplier, job: J) -> Result<J::Output> {
+    /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
+    /// `policy`, after checking that the backend can start here. Every stack is
+    /// `SparseAct<Autodiff<ApproxMul<B>>>`: [`Multiplier::native`] and the default (off) policy
+    /// make it `Autodiff<B>` bit for bit, so one monomorphisation serves every combination.
+    pub fn dispatch<J: BackendJob>(
+        self,
+        multiplier: Multiplier,
+        policy: Policy,
+        job: J,
+    ) -> Result<J::Output> {
         match self {
             Self::Ndarray => {
-                job.run::<NdarrayStack>(ApproxDevice::new(Default::default(), multiplier))
+                job.run::<NdarrayStack>(stack_device::<burn::backend::NdArray>(multiplier, policy))
             }
             Self::Wgpu => {
                 cubecl_kernels::runtime::wgpu_adapter()
                     .map_err(|e| EmberError::Backend(e.to_string()))?;
-                job.run::<WgpuStack>(ApproxDevice::new(Default::default(), multiplier))
+                job.run::<WgpuStack>(stack_device::<burn::backend::Wgpu>(multiplier, policy))
             }
             #[cfg(feature = "cuda")]
-            Self::Cuda => job.run::<CudaStack>(ApproxDevice::new(Default::default(), multiplier)),
+            Self::Cuda => {
+                job.run::<CudaStack>(stack_device::<burn::backend::Cuda>(multiplier, policy))
+            }
             #[cfg(not(feature = "cuda"))]
             Self::Cuda => Err(EmberError::Backend({
-                let _ = multiplier;
+                let _ = (multiplier, policy);
                 "this ember was built without CUDA support: rebuild with \
                  `cargo build --release --features cuda`"
                     .into()

@@ -49,6 +49,7 @@ pub mod data;
 pub mod error;
 pub mod lenet;
 pub mod lut;
+pub mod memory;
 pub mod renderer;
 pub mod report;
 pub mod resmlp;

@@ -43,6 +43,11 @@ impl ResMlpConfig {
         Self::new(384, 24, image_size, patch_size, classes, 1e-5)
     }
 
+    /// The small ResMLP of Ember's CPU runs: d = 128, 4 blocks (ResMLP-S12's structure).
+    pub fn small(image_size: usize, patch_size: usize, classes: usize) -> Self {
+        Self::new(128, 4, image_size, patch_size, classes, 0.1)
+    }
+
     /// Patches per image (`N`).
     pub fn patches(&self) -> usize {
         (self.image_size / self.patch_size).pow(2)

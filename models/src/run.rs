@@ -26,6 +26,9 @@ pub struct Manifest {
     /// The multiplier of every contraction (`native` for the backend's own FP32 ops).
     #[serde(default = "native")]
     pub multiplier: String,
+    /// The SparseAct policy (`off`, or `S:B` and overrides).
+    #[serde(default = "off")]
+    pub sparse_act: String,
     /// Total epochs asked for.
     pub epochs: usize,
     /// Batch size.
@@ -48,6 +51,10 @@ pub struct Manifest {
 
 fn native() -> String {
     "native".into()
+}
+
+fn off() -> String {
+    "off".into()
 }
 
 impl Manifest {
@@ -192,6 +199,7 @@ mod tests {
             model,
             backend: BackendKind::Ndarray,
             multiplier: "native".into(),
+            sparse_act: "off".into(),
             epochs: 2,
             batch_size: 8,
             lr: 1e-3,

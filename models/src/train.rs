@@ -17,6 +17,7 @@ use burn::train::checkpoint::KeepLastNCheckpoints;
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainStep};
 use burn_approx_mul::Multiplier;
+use burn_sparse_act::Policy;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -50,6 +51,9 @@ pub struct TrainOptions {
     pub backend: BackendKind,
     /// Multiplier of every contraction, forward and backward.
     pub multiplier: Multiplier,
+    /// SparseAct pruning of the inputs linear layers keep for backward (`Policy::default()`:
+    /// off).
+    pub sparse_act: Policy,
     /// Total number of epochs.
     pub epochs: usize,
     /// Batch size.
@@ -133,6 +137,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     }
     opts.backend.dispatch(
         opts.multiplier.clone(),
+        opts.sparse_act.clone(),
         TrainJob {
             opts,
             train_split,
@@ -191,6 +196,16 @@ where
             ),
         });
     }
+    let policy = opts.sparse_act.to_string();
+    if let Some(prev) = previous.as_ref().filter(|m| m.sparse_act != policy) {
+        return Err(EmberError::CannotResume {
+            path: out,
+            reason: format!(
+                "it was trained with --sparse-act {}, not {policy}",
+                prev.sparse_act
+            ),
+        });
+    }
     let start_epoch = previous.as_ref().map_or(0, |m| m.completed_epochs);
     if start_epoch >= opts.epochs {
         return Err(EmberError::CannotResume {
@@ -204,6 +219,7 @@ where
         model: opts.model,
         backend: opts.backend,
         multiplier: opts.multiplier.name().to_string(),
+        sparse_act: policy.clone(),
         epochs: opts.epochs,
         batch_size: opts.batch_size,
         lr: opts.lr,
@@ -216,10 +232,11 @@ where
     };
     manifest.write(&out)?;
     eprintln!(
-        "training {} on {} with multiplier {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
+        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
         opts.model,
         B::name(&device),
         opts.multiplier,
+        policy,
         train_split.len(),
         test_split.len(),
         opts.data,
@@ -406,6 +423,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     let test = mnist::load(&opts.data, false)?;
     opts.backend.dispatch(
         opts.multiplier,
+        Policy::default(),
         EvalJob {
             file,
             model,

@@ -56,6 +56,14 @@ pub trait KernelBackend: Backend {
 
     /// Hands `inputs` to `visitor`, as CubeCL tensors when the backend has them.
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output;
+
+    /// Bytes of device memory held by live tensors on `device`, as the runtime's memory manager
+    /// counts them (CubeCL: `bytes_in_use`, pool padding excluded); `None` where the backend
+    /// allocates from the host heap (measure those with a counting global allocator).
+    fn memory_in_use(device: &Self::Device) -> Option<u64> {
+        let _ = device;
+        None
+    }
 }
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBackend
@@ -67,6 +75,11 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> KernelBack
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
         visitor.cube::<R>(inputs, &|t| t)
+    }
+
+    fn memory_in_use(device: &Self::Device) -> Option<u64> {
+        let client = <R as cubecl::Runtime>::client(device);
+        client.memory_usage().ok().map(|u| u.bytes_in_use)
     }
 }
 
@@ -130,6 +143,10 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn multiply_strategy(device: &Self::Device) -> MultiplyStrategy {
         D::multiply_strategy(&device.config, B::multiply_strategy(&device.inner))
+    }
+
+    fn memory_in_use(device: &Self::Device) -> Option<u64> {
+        B::memory_in_use(&device.inner)
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {

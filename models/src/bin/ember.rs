@@ -1,11 +1,13 @@
 //! `ember`: train and evaluate models under Ember's hardware-efficiency techniques.
 
 use burn_approx_mul::Multiplier;
+use burn_sparse_act::{Policy, PolicyError, Pruning};
 use clap::{Parser, Subcommand};
 use ember_models::backend::BackendKind;
 use ember_models::data::mnist::MnistSource;
 use ember_models::error::EmberError;
 use ember_models::lut;
+use ember_models::memory::{self, MemoryModel, MemoryOptions};
 use ember_models::run::{self, OnExisting};
 use ember_models::train::{self, EvalOptions, ModelKind, TrainOptions};
 use std::path::PathBuf;
@@ -37,6 +39,8 @@ enum Command {
         /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
         #[arg(long, default_value = "native", value_parser = parse_multiplier)]
         multiplier: Multiplier,
+        #[command(flatten)]
+        sparse_act: SparseActArgs,
         /// Total number of epochs.
         #[arg(long, default_value_t = 3)]
         epochs: usize,
@@ -95,6 +99,40 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         batch_size: usize,
     },
+    /// Training memory by component (inputs, model, optimizer, activations), dense and under
+    /// SparseAct policies, measured from the runtime (the paper's Tables I and III).
+    Memory {
+        /// Model.
+        #[arg(long, value_enum, default_value_t = MemoryModel::ResmlpS12)]
+        model: MemoryModel,
+        /// Image side in pixels (224: ImageNet input; 32: CIFAR).
+        #[arg(long, default_value_t = 224)]
+        image_size: usize,
+        /// Patch side (default 16 from 64 px up, else 4).
+        #[arg(long)]
+        patch_size: Option<usize>,
+        /// Classes (default 1000 from 64 px up, else 10).
+        #[arg(long)]
+        classes: Option<usize>,
+        /// Batch size.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// A policy S:B to measure after the dense baseline (repeatable).
+        #[arg(long, value_parser = parse_pruning)]
+        sparse_act: Vec<Pruning>,
+        /// Measure the paper's Table III grid: s ∈ {0.6, 0.7, 0.8} × b ∈ {16, 32, 64}.
+        #[arg(long, conflicts_with = "sparse_act")]
+        table3: bool,
+        /// Backend.
+        #[arg(long, value_enum, default_value_t = BackendKind::Ndarray)]
+        backend: BackendKind,
+        /// Multiplier of every contraction.
+        #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+        multiplier: Multiplier,
+        /// Also write the table to this Markdown file (never overwritten).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Mantissa-product lookup tables (ApproxTrain's NAME_M.bin, Ember's .lut).
     Lut {
         #[command(subcommand)]
@@ -133,6 +171,43 @@ fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
     Multiplier::parse(spec).map_err(|e| e.to_string())
 }
 
+fn parse_pruning(spec: &str) -> Result<Pruning, String> {
+    Pruning::parse(spec).map_err(|e| e.to_string())
+}
+
+/// SparseAct: which inputs of linear layers are kept pruned for backward.
+#[derive(clap::Args)]
+struct SparseActArgs {
+    /// Prune every linear layer's saved input per sample to the top (1 − S) of its blocks of
+    /// width B by L2 norm, e.g. 0.8:64 (S in [0, 1), B ≥ 1). Default: off (dense).
+    #[arg(long, value_parser = parse_pruning)]
+    sparse_act: Option<Pruning>,
+    /// A per-layer override IN×OUT=S:B, the layer named by its weight shape (repeatable).
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_layer: Vec<String>,
+    /// The stochastic variant: blocks whose norm is within this relative band of the top-k
+    /// threshold may swap (0 < BAND < 1).
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_stochastic: Option<f64>,
+}
+
+impl SparseActArgs {
+    fn policy(self) -> Result<Policy, EmberError> {
+        let invalid = |e: PolicyError| EmberError::Invalid(e.to_string());
+        let Some(default) = self.sparse_act else {
+            return Ok(Policy::default());
+        };
+        let mut policy = Policy::uniform(default);
+        for spec in &self.sparse_act_layer {
+            policy.add_override(spec).map_err(invalid)?;
+        }
+        if let Some(band) = self.sparse_act_stochastic {
+            policy = policy.with_stochastic(band).map_err(invalid)?;
+        }
+        Ok(policy)
+    }
+}
+
 fn source(dir: Option<PathBuf>) -> MnistSource {
     dir.map_or(MnistSource::Embedded, MnistSource::Dir)
 }
@@ -143,6 +218,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             model,
             backend,
             multiplier,
+            sparse_act,
             epochs,
             batch_size,
             lr,
@@ -164,6 +240,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 model,
                 backend,
                 multiplier,
+                sparse_act: sparse_act.policy()?,
                 epochs,
                 batch_size,
                 lr,
@@ -204,6 +281,53 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 report.accuracy, report.loss, report.images
             );
         }
+        Command::Memory {
+            model,
+            image_size,
+            patch_size,
+            classes,
+            batch,
+            sparse_act,
+            table3,
+            backend,
+            multiplier,
+            out,
+        } => {
+            if let Some(path) = out.as_ref().filter(|p| p.exists()) {
+                return Err(EmberError::Invalid(format!(
+                    "{} exists: ember never overwrites, choose another --out",
+                    path.display()
+                )));
+            }
+            let grid: Vec<Pruning> = if table3 {
+                [0.6, 0.7, 0.8]
+                    .iter()
+                    .flat_map(|&s| [16, 32, 64].map(|b| Pruning::new(s, b).expect("valid")))
+                    .collect()
+            } else {
+                sparse_act
+            };
+            let report = memory::measure(MemoryOptions {
+                model,
+                image_size,
+                patch_size,
+                classes,
+                batch,
+                policies: grid
+                    .into_iter()
+                    .map(|p| (p.to_string(), Policy::uniform(p)))
+                    .collect(),
+                backend,
+                multiplier,
+            })?;
+            let paper = model == MemoryModel::ResmlpS12 && image_size == 224 && batch == 32;
+            let table = report.markdown(paper);
+            print!("{table}");
+            if let Some(path) = out {
+                memory::write_new(&path, &table)?;
+                eprintln!("wrote {}", path.display());
+            }
+        }
         Command::Lut { command } => match command {
             LutCommand::Generate { multiplier, out } => {
                 let path = lut::generate(&multiplier, out)?;
@@ -224,6 +348,10 @@ fn run(cli: Cli) -> Result<(), EmberError> {
     }
     Ok(())
 }
+
+/// Counts live heap bytes for `ember memory` on ndarray (a few atomic adds per allocation).
+#[global_allocator]
+static ALLOC: memory::CountingAllocator = memory::CountingAllocator;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
