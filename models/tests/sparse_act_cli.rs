@@ -1,0 +1,161 @@
+//! `ember` with SparseAct: training with `--sparse-act`, `ember memory`, and every bad input
+//! (one clear error line, a non-zero exit, no panic, nothing overwritten).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ember(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .expect("run ember")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-sa-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn fails_with(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure; stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn bad_policies_are_refused_before_anything_runs() {
+    for (spec, needle) in [
+        ("1.5:16", "sparsity must be in [0, 1)"),
+        ("-0.1:16", "sparsity must be in [0, 1)"),
+        ("0.5:0", "block size must be at least 1"),
+        ("0.5", "expected SPARSITY:BLOCK"),
+        ("nan:4", "sparsity must be in [0, 1)"),
+    ] {
+        let flag = format!("--sparse-act={spec}");
+        fails_with(&ember(&["train", &flag, "--epochs", "1"]), needle);
+        fails_with(
+            &ember(&["memory", "--model", "resmlp-small", &flag]),
+            needle,
+        );
+    }
+    fails_with(
+        &ember(&[
+            "train",
+            "--sparse-act",
+            "0.5:4",
+            "--sparse-act-layer",
+            "84x10",
+        ]),
+        "expected INxOUT=SPARSITY:BLOCK",
+    );
+    fails_with(
+        &ember(&[
+            "train",
+            "--sparse-act",
+            "0.5:4",
+            "--sparse-act-stochastic",
+            "1.5",
+        ]),
+        "stochastic band must be in (0, 1)",
+    );
+    fails_with(
+        &ember(&["train", "--sparse-act-layer", "84x10=0:1"]),
+        "--sparse-act",
+    );
+    fails_with(
+        &ember(&["memory", "--model", "resmlp-small", "--image-size", "30"]),
+        "must be a positive multiple of the patch size",
+    );
+    fails_with(
+        &ember(&["memory", "--model", "resmlp-small", "--batch", "0"]),
+        "--batch must be at least 1",
+    );
+}
+
+#[test]
+fn trains_with_sparse_act_and_refuses_to_resume_with_another_policy() {
+    let run = scratch("run");
+    let base = [
+        "train",
+        "--model",
+        "lenet300",
+        "--epochs",
+        "1",
+        "--plain",
+        "--train-limit",
+        "1000",
+        "--test-limit",
+        "300",
+        "--out",
+        s(&run),
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--sparse-act", "0.5:4", "--sparse-act-layer", "100x10=0:1"]);
+    ok(&ember(&args));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["sparse_act"], "0.5:4 100x10=0:1");
+    assert!(manifest["test_accuracy"].as_f64().unwrap() > 60.0);
+    let mut resume = base.to_vec();
+    resume[4] = "2";
+    resume.extend(["--resume", "--sparse-act", "0.8:4"]);
+    fails_with(&ember(&resume), "it was trained with --sparse-act 0.5:4");
+    let _ = std::fs::remove_dir_all(&run);
+}
+
+#[test]
+fn memory_table_shows_the_saving_and_never_overwrites() {
+    let dir = scratch("mem");
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("table.md");
+    let args = [
+        "memory",
+        "--model",
+        "resmlp-small",
+        "--image-size",
+        "32",
+        "--batch",
+        "4",
+        "--sparse-act",
+        "0.8:16",
+        "--out",
+        s(&table),
+    ];
+    let out = ok(&ember(&args));
+    assert!(
+        out.contains("| dense |") && out.contains("| 0.8:16 |"),
+        "{out}"
+    );
+    // the pruned row holds fewer activation bytes than the dense one
+    let activations = |label: &str| -> f64 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap();
+        line.split('|').nth(5).unwrap().trim().parse().unwrap()
+    };
+    assert!(activations("0.8:16") < 0.8 * activations("dense"), "{out}");
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), out);
+    // an existing --out is refused and left as it was
+    std::fs::write(&table, "mine").unwrap();
+    fails_with(&ember(&args), "never overwrites");
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), "mine");
+    let _ = std::fs::remove_dir_all(&dir);
+}
