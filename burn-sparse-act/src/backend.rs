@@ -11,7 +11,7 @@ use burn_autodiff::ops::{Backward, Ops, OpsKind};
 use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::Backend;
 use burn_backend::TensorMetadata;
-use burn_backend::ops::ModuleOps;
+use burn_backend::ops::{FloatTensorOps, ModuleOps};
 use burn_backend::tensor::FloatTensor;
 use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, Transparent, TransparentDecoration,
@@ -75,6 +75,100 @@ impl<B: Backend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
                 let jitter = policy.stochastic;
                 sparse_linear::<B, C>(x, weight, bias, pruning, jitter)
             }
+        }
+    }
+
+    fn float_mul(lhs: T<B, C>, rhs: T<B, C>) -> T<B, C> {
+        let policy = &lhs.primitive.config;
+        match policy.default.filter(|_| policy.scales) {
+            Some(pruning) if is_channel_scale(&lhs.primitive.shape(), &rhs.primitive.shape()) => {
+                let jitter = policy.stochastic;
+                sparse_scale::<B, C>(lhs, rhs, pruning, jitter)
+            }
+            _ => Ad::<B, C>::float_mul(lhs, rhs),
+        }
+    }
+}
+
+/// `x ⊙ γ` with `γ` broadcast along every axis but the last (`[1, …, 1, d]`): ResMLP's Affine
+/// and layer-scale, where `x` is an activation.
+fn is_channel_scale(x: &Shape, gamma: &Shape) -> bool {
+    let (x, g) = (x.as_slice(), gamma.as_slice());
+    x.len() >= 2
+        && x.len() == g.len()
+        && g[g.len() - 1] == x[x.len() - 1]
+        && g[..g.len() - 1].iter().all(|&n| n == 1)
+        && x[..x.len() - 1].iter().product::<usize>() > 1
+}
+
+/// What the sparse channel scale keeps for backward.
+#[derive(Clone, Debug)]
+struct ScaleState<B: Backend> {
+    /// The pruned activation, when the scale needs a gradient.
+    x: Option<Pruned<B>>,
+    /// The activation's shape.
+    x_shape: Shape,
+    /// The scale's shape.
+    gamma_shape: Shape,
+    /// The scale, when the activation needs a gradient.
+    gamma: Option<NodeId>,
+}
+
+/// The backward step of `x ⊙ γ` (fused SparseAct variant).
+#[derive(Debug)]
+struct SparseScale;
+
+impl<B: Backend> Backward<B, 2> for SparseScale {
+    type State = ScaleState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, ckpt: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [node_x, node_g] = ops.parents;
+        let state = ops.state;
+        if let Some(node) = node_x {
+            let gamma = state
+                .gamma
+                .map(|id| ckpt.retrieve_node_output::<B::FloatTensorPrimitive>(id))
+                .expect("the scale is kept whenever the activation is tracked");
+            grads.register::<B>(node.id, B::float_mul(grad.clone(), gamma));
+        }
+        if let Some(node) = node_g {
+            let x = state
+                .x
+                .expect("the pruned activation is kept whenever the scale is tracked");
+            let masked = B::float_reshape(x.to_dense().into_primitive().tensor(), state.x_shape);
+            let g = burn_autodiff::ops::broadcast_shape::<B>(
+                B::float_mul(grad, masked),
+                &state.gamma_shape,
+            );
+            grads.register::<B>(node.id, g);
+        }
+    }
+}
+
+fn sparse_scale<B: Backend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    gamma: T<B, C>,
+    pruning: Pruning,
+    jitter: Option<f64>,
+) -> T<B, C> {
+    let (x_tracked, g_tracked) = (x.is_tracked(), gamma.is_tracked());
+    match SparseScale
+        .prepare::<C>([x.node.clone(), gamma.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(mut prep) => {
+            let state = ScaleState {
+                x: g_tracked.then(|| prune_input::<Inner<B>>(x.primitive.clone(), pruning, jitter)),
+                x_shape: x.primitive.shape(),
+                gamma_shape: gamma.primitive.shape(),
+                gamma: x_tracked.then(|| prep.checkpoint(&gamma)),
+            };
+            prep.finish(state, Inner::<B>::float_mul(x.primitive, gamma.primitive))
+        }
+        OpsKind::UnTracked(prep) => {
+            prep.finish(Inner::<B>::float_mul(x.primitive, gamma.primitive))
         }
     }
 }

@@ -76,6 +76,11 @@ pub struct Policy {
     /// blocks are swapped at random (the backend's RNG, seeded by `Backend::seed`); `None`:
     /// deterministic top-k.
     pub stochastic: Option<f64>,
+    /// The fused variant: also keep the activation of every per-channel scale `x ⊙ γ`
+    /// (ResMLP's Affine and layer-scale, `γ: [1, …, 1, d]`) pruned for `γ`'s gradient, with the
+    /// default pruning (the paper's outlook: "a block-sparse version of the affine scaling
+    /// layer").
+    pub scales: bool,
 }
 
 impl std::fmt::Display for Pruning {
@@ -97,6 +102,9 @@ impl std::fmt::Display for Policy {
         }
         if let Some(band) = self.stochastic {
             write!(f, " stochastic={band}")?;
+        }
+        if self.scales {
+            f.write_str(" +scales")?;
         }
         Ok(())
     }

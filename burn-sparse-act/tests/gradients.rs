@@ -42,6 +42,7 @@ struct Net<B: Backend> {
     fc1: Linear<B>,
     fc2: Linear<B>,
     head: Linear<B>,
+    scale: Param<Tensor<B, 1>>,
 }
 
 const PATCHES: usize = 6;
@@ -65,12 +66,14 @@ impl<B: Backend> Net<B> {
             fc1: layer(DIM, 2 * DIM, 3),
             fc2: layer(2 * DIM, DIM, 5),
             head: layer(DIM, 3, 7),
+            scale: Param::from_tensor(tensor(data(&[DIM], 9), [DIM], device)),
         }
     }
 
     fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 2> {
         let x = x.clone() + self.patch.forward(x.swap_dims(1, 2)).swap_dims(1, 2);
-        let x = x.clone() + self.fc2.forward(gelu(self.fc1.forward(x)));
+        let mlp = self.fc2.forward(gelu(self.fc1.forward(x.clone())));
+        let x = x + mlp * self.scale.val().unsqueeze::<3>();
         self.head.forward(x.mean_dim(1).squeeze_dim(1))
     }
 }
@@ -124,9 +127,15 @@ fn uniform(s: f64, b: usize) -> Policy {
 fn at_zero_sparsity_every_gradient_equals_plain_autodiff() {
     let plain = on_one_thread(|| net_grads::<Autodiff<NdArray>>(&Default::default()));
     for b in [1, 4, 3] {
-        let device = SparseDevice::<NdArray>::new(Default::default(), uniform(0.0, b));
-        let sparse = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&device));
-        assert_eq!(plain, sparse, "b = {b}");
+        for scales in [false, true] {
+            let policy = Policy {
+                scales,
+                ..uniform(0.0, b)
+            };
+            let device = SparseDevice::<NdArray>::new(Default::default(), policy);
+            let sparse = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&device));
+            assert_eq!(plain, sparse, "b = {b}, scales: {scales}");
+        }
     }
     // and with the policy off
     let off = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&Default::default()));
@@ -280,4 +289,53 @@ fn nan_activations_reach_the_weight_gradient_as_they_would_densely() {
     // x[0, 0, 5] sits in block 1 of row 0: dW rows 4..8 see it
     assert!(dw[5 * 2].is_nan() && dw[5 * 2 + 1].is_nan(), "{dw:?}");
     assert!(dw[..4 * 2].iter().all(|v| v.is_finite()), "{dw:?}");
+}
+
+#[test]
+fn fused_scale_gradient_comes_from_the_masked_activation() {
+    // y = x ⊙ γ: dγ = Σ r ⊙ masked(x), dx = r ⊙ γ (unchanged)
+    let dims = [3, 5, 8];
+    let p = Pruning::new(0.6, 4).unwrap();
+    let xv = data(&dims, 31);
+    let gv = data(&[8], 32);
+    let rv = data(&dims, 33);
+    let masked = host::prune(&xv, dims, 4, 0.6).to_dense();
+    let policy = Policy {
+        scales: true,
+        ..Policy::uniform(p)
+    };
+    let dev = SparseDevice::<NdArray>::new(Default::default(), policy);
+    type S = SparseAct<Autodiff<NdArray>>;
+    let x = tensor::<S, 3>(xv.clone(), dims, &dev).require_grad();
+    let g = tensor::<S, 1>(gv.clone(), [8], &dev).require_grad();
+    let y = x.clone() * g.clone().unsqueeze::<3>();
+    let r = tensor::<S, 3>(rv.clone(), dims, &dev);
+    let grads = (y.clone() * r).sum().backward();
+    let dg: Vec<f32> = g.grad(&grads).unwrap().into_data().to_vec().unwrap();
+    let dx: Vec<f32> = x.grad(&grads).unwrap().into_data().to_vec().unwrap();
+    let y: Vec<f32> = y.into_data().to_vec().unwrap();
+    for i in 0..xv.len() {
+        assert_eq!(y[i], xv[i] * gv[i % 8], "the forward stays dense");
+        assert_eq!(dx[i], rv[i] * gv[i % 8]);
+    }
+    for (c, got) in dg.iter().enumerate() {
+        let want: f32 = (0..xv.len() / 8)
+            .map(|r| rv[r * 8 + c] * masked[r * 8 + c])
+            .sum();
+        assert!(
+            (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "dγ[{c}]: {got} vs {want}"
+        );
+    }
+    let dense: f32 = (0..xv.len() / 8).map(|r| rv[r * 8] * xv[r * 8]).sum();
+    let pruned_somewhere = (0..8).any(|c| {
+        let full: f32 = (0..xv.len() / 8)
+            .map(|r| rv[r * 8 + c] * xv[r * 8 + c])
+            .sum();
+        (full - dg[c]).abs() > 1e-4
+    });
+    assert!(
+        pruned_somewhere,
+        "s = 0.6 must change dγ (dense dγ[0] = {dense})"
+    );
 }

@@ -123,6 +123,9 @@ enum Command {
         /// Measure the paper's Table III grid: s ∈ {0.6, 0.7, 0.8} × b ∈ {16, 32, 64}.
         #[arg(long, conflicts_with = "sparse_act")]
         table3: bool,
+        /// Also measure every policy's fused variant (per-channel scales pruned too, `+scales`).
+        #[arg(long)]
+        fused: bool,
         /// Backend.
         #[arg(long, value_enum, default_value_t = BackendKind::Ndarray)]
         backend: BackendKind,
@@ -171,6 +174,18 @@ fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
     Multiplier::parse(spec).map_err(|e| e.to_string())
 }
 
+/// The `+scales` variants of `grid` when `fused`.
+fn grid_fused(fused: bool, grid: &[Pruning]) -> Vec<(String, Policy)> {
+    grid.iter()
+        .filter(|_| fused)
+        .map(|&p| {
+            let mut policy = Policy::uniform(p);
+            policy.scales = true;
+            (format!("{p}+scales"), policy)
+        })
+        .collect()
+}
+
 fn parse_pruning(spec: &str) -> Result<Pruning, String> {
     Pruning::parse(spec).map_err(|e| e.to_string())
 }
@@ -189,6 +204,10 @@ struct SparseActArgs {
     /// threshold may swap (0 < BAND < 1).
     #[arg(long, requires = "sparse_act")]
     sparse_act_stochastic: Option<f64>,
+    /// The fused variant: also keep the activations of per-channel scales (ResMLP's Affine and
+    /// layer-scale) pruned for the scales' gradients.
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_scales: bool,
 }
 
 impl SparseActArgs {
@@ -198,6 +217,7 @@ impl SparseActArgs {
             return Ok(Policy::default());
         };
         let mut policy = Policy::uniform(default);
+        policy.scales = self.sparse_act_scales;
         for spec in &self.sparse_act_layer {
             policy.add_override(spec).map_err(invalid)?;
         }
@@ -289,6 +309,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             batch,
             sparse_act,
             table3,
+            fused,
             backend,
             multiplier,
             out,
@@ -307,6 +328,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             } else {
                 sparse_act
             };
+            let grid_copy = grid.clone();
             let report = memory::measure(MemoryOptions {
                 model,
                 image_size,
@@ -316,6 +338,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 policies: grid
                     .into_iter()
                     .map(|p| (p.to_string(), Policy::uniform(p)))
+                    .chain(grid_fused(fused, &grid_copy))
                     .collect(),
                 backend,
                 multiplier,
