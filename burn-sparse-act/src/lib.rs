@@ -36,6 +36,11 @@
 //!   backend's, so the policy rides in [`PolicyBackend`] *under* the autodiff layer, and the
 //!   layer above ([`cubecl_kernels::decorator::Transparent`]) keeps autodiff's primitives.
 //!
+//! Status: in progress (issue 4). The decorator, the validated policy, the generic
+//! (Burn-tensor-op) pruning path and the fused variant are done and tested; the CubeCL kernels of
+//! `cubecl-kernels::bsr` (block norms, top-k, compression, BSpMM) are next. `docs/sparse-act.md`
+//! has the semantics and the measured memory tables.
+//!
 //! # Feature flags
 //!
 //! - `cuda`: builds the CUDA runtime of `cubecl-kernels` (no CUDA toolkit needed to build).

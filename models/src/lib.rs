@@ -10,7 +10,10 @@
 //!   and loss, a checkpoint every epoch, resume), metrics as CSV and curves as PNG
 //!   ([`report`]), and evaluation of saved models.
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
-//!   `Autodiff<ApproxMul<B>>` whose device carries the `--multiplier`.
+//!   `SparseAct<Autodiff<ApproxMul<B>>>` whose device carries the `--multiplier` and the
+//!   `--sparse-act` policy.
+//! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
+//! - [`memory`]: `ember memory`, training memory by component measured from the runtime.
 //! - [`lut`]: `ember lut generate | inspect | convert`.
 //!
 //! ```no_run
@@ -21,6 +24,7 @@
 //!     model: ModelKind::Lenet5,
 //!     backend: BackendKind::Ndarray,
 //!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
+//!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),
 //!     epochs: 2,
 //!     batch_size: 64,
 //!     lr: 1e-3,
