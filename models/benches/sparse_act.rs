@@ -42,7 +42,10 @@ fn step<B: cubecl_kernels::decorator::KernelBackend>(c: &mut Criterion, backend:
             &device,
         );
         c.bench_with_input(
-            BenchmarkId::new(format!("sparse_act_resmlp_small_step_b32/{backend}"), variant),
+            BenchmarkId::new(
+                format!("sparse_act_resmlp_small_step_b32/{backend}"),
+                variant,
+            ),
             &(),
             |bench, _| {
                 bench.iter(|| {
