@@ -113,6 +113,21 @@ fn trains_with_sparse_act_and_refuses_to_resume_with_another_policy() {
             .unwrap();
     assert_eq!(manifest["sparse_act"], "0.5:4 100x10=0:1");
     assert!(manifest["test_accuracy"].as_f64().unwrap() > 60.0);
+    // combined with an approximate multiplier underneath (SparseAct<Autodiff<ApproxMul<B>>>)
+    let both = scratch("both");
+    let mut combined = base.to_vec();
+    combined[11] = s(&both);
+    combined.extend(["--sparse-act", "0.5:4", "--multiplier", "afm16"]);
+    ok(&ember(&combined));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(both.join("ember-run.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (m["sparse_act"].as_str(), m["multiplier"].as_str()),
+        (Some("0.5:4"), Some("afm16"))
+    );
+    assert!(m["test_accuracy"].as_f64().unwrap() > 60.0);
+    let _ = std::fs::remove_dir_all(&both);
     let mut resume = base.to_vec();
     resume[4] = "2";
     resume.extend(["--resume", "--sparse-act", "0.8:4"]);
