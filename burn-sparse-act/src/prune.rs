@@ -220,20 +220,14 @@ mod tests {
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
     use cubecl_kernels::bsr::host;
+    use cubecl_kernels::testing::uniform as values;
+
+    /// An int tensor's values as `i64`, whatever its stored width.
+    fn ints(t: &Tensor<B, 2, Int>) -> Vec<i64> {
+        t.clone().into_data().convert::<i64>().to_vec().unwrap()
+    }
 
     type B = NdArray;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     fn tensor(v: &[f32], dims: [usize; 3]) -> Tensor<B, 3> {
         Tensor::from_data(TensorData::new(v.to_vec(), dims), &Default::default())
@@ -258,21 +252,9 @@ mod tests {
             assert_eq!(dense, want.to_dense(), "{dims:?} b={b} s={s}");
             // crow/col describe the same blocks as the host's row-oriented BSR
             let nb = d.div_ceil(b);
-            let index: Vec<i64> = got.index().into_data().convert::<i64>().to_vec().unwrap();
-            let col: Vec<i64> = got
-                .col
-                .clone()
-                .into_data()
-                .convert::<i64>()
-                .to_vec()
-                .unwrap();
-            let crow: Vec<i64> = got
-                .crow
-                .clone()
-                .into_data()
-                .convert::<i64>()
-                .to_vec()
-                .unwrap();
+            let index = ints(&got.index());
+            let col = ints(&got.col);
+            let crow = ints(&got.crow);
             let k = got.kept();
             // indices are stored as 32-bit integers
             assert_eq!(got.col.dtype(), burn::tensor::DType::I32);
@@ -327,8 +309,8 @@ mod tests {
         let exact = prune(tensor(&x, dims), 4, 0.5, None);
         let noisy = prune(tensor(&x, dims), 4, 0.5, Some(0.2));
         assert_eq!(noisy.kept(), exact.kept());
-        let a: Vec<i64> = exact.index().into_data().convert::<i64>().to_vec().unwrap();
-        let b: Vec<i64> = noisy.index().into_data().convert::<i64>().to_vec().unwrap();
+        let a = ints(&exact.index());
+        let b = ints(&noisy.index());
         assert_ne!(a, b, "a 20% band should swap some blocks");
     }
 

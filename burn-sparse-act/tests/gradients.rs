@@ -14,16 +14,7 @@ use cubecl_kernels::bsr::host;
 
 /// Deterministic data in [-1, 1).
 fn data(shape: &[usize], seed: u64) -> Vec<f32> {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    cubecl_kernels::testing::uniform(shape.iter().product(), seed)
 }
 
 fn tensor<B: Backend, const D: usize>(

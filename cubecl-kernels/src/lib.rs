@@ -42,3 +42,4 @@ pub mod approx;
 pub mod bsr;
 pub mod decorator;
 pub mod runtime;
+pub mod testing;

@@ -1,44 +1,10 @@
 //! The `ember` binary end to end: a short real training run, resume, evaluation, and every bad
 //! input it handles (one clear error line, a non-zero exit, no panic, nothing overwritten).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn ember(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ember"))
-        .args(args)
-        .output()
-        .expect("run ember")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// Asserts a clean failure whose stderr contains `needle`.
-fn fails_with(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success; stderr: {stderr}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "panic instead of an error: {stderr}"
-    );
-    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
-}
-
-/// The run's `ember-run.json`.
-fn read_manifest(run: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{ember, fails_with, read_manifest, s, scratch};
+use std::path::Path;
 
 const TINY: [&str; 6] = [
     "--train-limit",

@@ -1,42 +1,9 @@
 //! `ember` with SparseAct: training with `--sparse-act`, `ember memory`, and every bad input
 //! (one clear error line, a non-zero exit, no panic, nothing overwritten).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn ember(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ember"))
-        .args(args)
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .output()
-        .expect("run ember")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-sa-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn fails_with(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure; stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{ember, fails_with, ok, read_manifest, s, scratch};
 
 #[test]
 fn bad_policies_are_refused_before_anything_runs() {
@@ -108,9 +75,7 @@ fn trains_with_sparse_act_and_refuses_to_resume_with_another_policy() {
     let mut args = base.to_vec();
     args.extend(["--sparse-act", "0.5:4", "--sparse-act-layer", "100x10=0:1"]);
     ok(&ember(&args));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap())
-            .unwrap();
+    let manifest = read_manifest(&run);
     assert_eq!(manifest["sparse_act"], "0.5:4 100x10=0:1");
     assert!(manifest["test_accuracy"].as_f64().unwrap() > 60.0);
     // combined with an approximate multiplier underneath (SparseAct<Autodiff<ApproxMul<B>>>)
@@ -119,9 +84,7 @@ fn trains_with_sparse_act_and_refuses_to_resume_with_another_policy() {
     combined[11] = s(&both);
     combined.extend(["--sparse-act", "0.5:4", "--multiplier", "afm16"]);
     ok(&ember(&combined));
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(both.join("ember-run.json")).unwrap())
-            .unwrap();
+    let m = read_manifest(&both);
     assert_eq!(
         (m["sparse_act"].as_str(), m["multiplier"].as_str()),
         (Some("0.5:4"), Some("afm16"))

@@ -145,18 +145,7 @@ pub fn weight_grad(x: &Bsr, grad: &[f32], out: usize, mul: &ApproxMultiply) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::testing::uniform as values;
 
     #[test]
     fn keeps_exactly_k_largest_blocks_per_sample() {

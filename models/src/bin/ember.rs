@@ -174,18 +174,6 @@ fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
     Multiplier::parse(spec).map_err(|e| e.to_string())
 }
 
-/// The `+scales` variants of `grid` when `fused`.
-fn grid_fused(fused: bool, grid: &[Pruning]) -> Vec<(String, Policy)> {
-    grid.iter()
-        .filter(|_| fused)
-        .map(|&p| {
-            let mut policy = Policy::uniform(p);
-            policy.scales = true;
-            (format!("{p}+scales"), policy)
-        })
-        .collect()
-}
-
 fn parse_pruning(spec: &str) -> Result<Pruning, String> {
     Pruning::parse(spec).map_err(|e| e.to_string())
 }
@@ -328,18 +316,24 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             } else {
                 sparse_act
             };
-            let grid_copy = grid.clone();
+            let mut policies: Vec<(String, Policy)> = grid
+                .iter()
+                .map(|&p| (p.to_string(), Policy::uniform(p)))
+                .collect();
+            if fused {
+                policies.extend(grid.iter().map(|&p| {
+                    let mut policy = Policy::uniform(p);
+                    policy.scales = true;
+                    (format!("{p}+scales"), policy)
+                }));
+            }
             let report = memory::measure(MemoryOptions {
                 model,
                 image_size,
                 patch_size,
                 classes,
                 batch,
-                policies: grid
-                    .into_iter()
-                    .map(|p| (p.to_string(), Policy::uniform(p)))
-                    .chain(grid_fused(fused, &grid_copy))
-                    .collect(),
+                policies,
                 backend,
                 multiplier,
             })?;
