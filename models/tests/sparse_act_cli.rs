@@ -53,6 +53,19 @@ fn bad_policies_are_refused_before_anything_runs() {
         &ember(&["memory", "--model", "resmlp-small", "--batch", "0"]),
         "--batch must be at least 1",
     );
+    fails_with(
+        &ember(&["memory", "--model", "resmlp-small", "--patch-size", "0"]),
+        "must be a positive multiple of the patch size 0",
+    );
+    fails_with(
+        &ember(&["memory", "--model", "resmlp-small", "--classes", "0"]),
+        "--classes must be at least 1",
+    );
+    #[cfg(not(feature = "cuda"))]
+    fails_with(
+        &ember(&["memory", "--model", "resmlp-small", "--backend", "cuda"]),
+        "cuda reports no memory usage",
+    );
 }
 
 #[test]
