@@ -10,8 +10,9 @@ use burn::prelude::*;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::decorator::KernelBackend;
+use ember_models::classifier::Classifier;
 use ember_models::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
-use ember_models::lenet::{Classifier, LeNet5};
+use ember_models::lenet::LeNet5;
 
 fn step<B: KernelBackend>(c: &mut Criterion, backend: &str) {
     let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)

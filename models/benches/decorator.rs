@@ -9,8 +9,9 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
+use ember_models::classifier::Classifier;
 use ember_models::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
-use ember_models::lenet::{Classifier, LeNet5};
+use ember_models::lenet::LeNet5;
 
 fn batch<B: Backend>(device: &B::Device) -> MnistBatch<B> {
     let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)

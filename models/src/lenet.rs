@@ -1,31 +1,12 @@
 //! LeNet-300-100 and LeNet-5 (LeCun et al., 1998) with stock `burn::nn` layers only, so that
 //! every Ember decorator applies to them unchanged.
 
-use crate::data::mnist::{CLASSES, MnistBatch, SIDE};
+use crate::classifier::{Classifier, ImageSpec, ModelKind, train_steps};
+use crate::data::mnist::{CLASSES, SIDE};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d, Relu};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
-use burn::train::{ClassificationOutput, InferenceStep, TrainOutput, TrainStep};
-
-/// An image classifier the trainer can drive.
-pub trait Classifier<B: Backend>: Module<B> {
-    /// A freshly initialised model.
-    fn init(device: &B::Device) -> Self;
-    /// Logits `[batch, classes]` for images `[batch, 1, 28, 28]`.
-    fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2>;
-
-    /// Logits, mean cross-entropy loss and targets, as burn-train's metrics expect them.
-    fn forward_classification(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
-        let output = self.forward(batch.images);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&output.device())
-            .forward(output.clone(), batch.targets.clone());
-        ClassificationOutput::new(loss, output, batch.targets)
-    }
-}
 
 /// LeNet-5: conv(6, 5×5, pad 2) → ReLU → max-pool 2 → conv(16, 5×5) → ReLU → max-pool 2 →
 /// 120 → 84 → 10, with ReLU and max-pooling as in ApproxTrain's and most modern variants.
@@ -40,8 +21,9 @@ pub struct LeNet5<B: Backend> {
     act: Relu,
 }
 
-impl<B: Backend> Classifier<B> for LeNet5<B> {
-    fn init(device: &B::Device) -> Self {
+impl<B: Backend> LeNet5<B> {
+    /// A freshly initialised LeNet-5.
+    pub fn init(device: &B::Device) -> Self {
         Self {
             conv1: Conv2dConfig::new([1, 6], [5, 5])
                 .with_padding(PaddingConfig2d::Explicit(2, 2, 2, 2))
@@ -53,6 +35,12 @@ impl<B: Backend> Classifier<B> for LeNet5<B> {
             fc3: LinearConfig::new(84, CLASSES).init(device),
             act: Relu::new(),
         }
+    }
+}
+
+impl<B: Backend> Classifier<B> for LeNet5<B> {
+    fn build(_: ModelKind, _: ImageSpec, device: &B::Device) -> Self {
+        Self::init(device)
     }
 
     fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
@@ -76,14 +64,21 @@ pub struct LeNet300<B: Backend> {
     act: Relu,
 }
 
-impl<B: Backend> Classifier<B> for LeNet300<B> {
-    fn init(device: &B::Device) -> Self {
+impl<B: Backend> LeNet300<B> {
+    /// A freshly initialised LeNet-300-100.
+    pub fn init(device: &B::Device) -> Self {
         Self {
             fc1: LinearConfig::new(SIDE * SIDE, 300).init(device),
             fc2: LinearConfig::new(300, 100).init(device),
             fc3: LinearConfig::new(100, CLASSES).init(device),
             act: Relu::new(),
         }
+    }
+}
+
+impl<B: Backend> Classifier<B> for LeNet300<B> {
+    fn build(_: ModelKind, _: ImageSpec, device: &B::Device) -> Self {
+        Self::init(device)
     }
 
     fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
@@ -94,26 +89,6 @@ impl<B: Backend> Classifier<B> for LeNet300<B> {
     }
 }
 
-macro_rules! train_steps {
-    ($($model:ident),*) => {$(
-        impl<B: AutodiffBackend> TrainStep for $model<B> {
-            type Input = MnistBatch<B>;
-            type Output = ClassificationOutput<B>;
-            fn step(&self, batch: MnistBatch<B>) -> TrainOutput<ClassificationOutput<B>> {
-                let item = self.forward_classification(batch);
-                TrainOutput::new(self, item.loss.backward(), item)
-            }
-        }
-
-        impl<B: Backend> InferenceStep for $model<B> {
-            type Input = MnistBatch<B>;
-            type Output = ClassificationOutput<B>;
-            fn step(&self, batch: MnistBatch<B>) -> ClassificationOutput<B> {
-                self.forward_classification(batch)
-            }
-        }
-    )*};
-}
 train_steps!(LeNet5, LeNet300);
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //!
 //! Ember's models, data loaders, training loop and the `ember` command-line tool.
 //!
+//! - [`classifier`]: the models the CLI knows and what the trainer needs of them.
 //! - [`lenet`]: LeNet-300-100 and LeNet-5 written with stock `burn::nn` layers only, so every
 //!   Ember backend decorator applies to them unchanged.
 //! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw) and a real MNIST
@@ -17,7 +18,7 @@
 //! - [`lut`]: `ember lut generate | inspect | convert`.
 //!
 //! ```no_run
-//! use ember_models::{backend::BackendKind, data::mnist::MnistSource, run::OnExisting};
+//! use ember_models::{backend::BackendKind, data::{mnist::MnistSource, DataSource}, run::OnExisting};
 //! use ember_models::train::{train, ModelKind, TrainOptions};
 //!
 //! let report = train(TrainOptions {
@@ -30,7 +31,7 @@
 //!     lr: 1e-3,
 //!     seed: 42,
 //!     out: "runs/example".into(),
-//!     data: MnistSource::Embedded,
+//!     data: DataSource::Mnist(MnistSource::Embedded),
 //!     on_existing: OnExisting::Refuse,
 //!     train_limit: None,
 //!     test_limit: None,
@@ -49,6 +50,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod classifier;
 pub mod data;
 pub mod error;
 pub mod lenet;

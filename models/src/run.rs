@@ -6,6 +6,7 @@
 //! always refused.
 
 use crate::backend::BackendKind;
+use crate::data::DatasetKind;
 use crate::error::{EmberError, Result};
 use crate::train::ModelKind;
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,9 @@ pub struct Manifest {
     pub lr: f64,
     /// Seed of parameter initialisation and shuffling.
     pub seed: u64,
+    /// The dataset trained on.
+    #[serde(default = "mnist")]
+    pub dataset: DatasetKind,
     /// Where the data came from.
     pub data: String,
     /// Epochs completed so far.
@@ -51,6 +55,10 @@ pub struct Manifest {
 
 fn native() -> String {
     "native".into()
+}
+
+fn mnist() -> DatasetKind {
+    DatasetKind::Mnist
 }
 
 fn off() -> String {
@@ -204,6 +212,7 @@ mod tests {
             batch_size: 8,
             lr: 1e-3,
             seed: 1,
+            dataset: DatasetKind::Mnist,
             data: "x".into(),
             completed_epochs: completed,
             epoch_seconds: vec![],

@@ -1,13 +1,19 @@
 //! Training with burn-train's `SupervisedTraining`, and evaluation of saved models.
 
 use crate::backend::{BackendJob, BackendKind};
-use crate::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
+use crate::classifier::{Classifier, ImageSpec};
+use crate::data::cifar::{self, CifarBatcher};
+use crate::data::mnist::{self, MnistBatcher};
+use crate::data::{DataSource, DatasetKind, ImageBatch};
 use crate::error::{EmberError, Result};
-use crate::lenet::{Classifier, LeNet5, LeNet300};
+use crate::lenet::{LeNet5, LeNet300};
 use crate::renderer::{EpochClock, EpochRenderer, ResumedFileLogger};
 use crate::report;
+use crate::resmlp::ResMlp;
 use crate::run::{self, Manifest, OnExisting};
 use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
 use burn::module::AutodiffModule;
 use burn::optim::AdamConfig;
 use burn::prelude::*;
@@ -21,26 +27,7 @@ use burn_sparse_act::Policy;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-/// The models the CLI trains.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// LeNet-5 (two convolutions, three linear layers).
-    Lenet5,
-    /// LeNet-300-100 (three linear layers).
-    Lenet300,
-}
-
-impl std::fmt::Display for ModelKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Lenet5 => "lenet5",
-            Self::Lenet300 => "lenet300",
-        })
-    }
-}
+pub use crate::classifier::ModelKind;
 
 /// Everything `ember train` needs.
 #[derive(Clone, Debug)]
@@ -64,8 +51,8 @@ pub struct TrainOptions {
     pub seed: u64,
     /// Run directory.
     pub out: PathBuf,
-    /// Training data.
-    pub data: MnistSource,
+    /// Training and test data.
+    pub data: DataSource,
     /// What to do when `out` already holds something.
     pub on_existing: OnExisting,
     /// Use only the first N training images.
@@ -92,7 +79,9 @@ impl TrainOptions {
                 self.lr
             )));
         }
-        Ok(())
+        self.model
+            .accepts(self.data.spec())
+            .map_err(|why| EmberError::Invalid(format!("--dataset {}: {why}", self.data.kind())))
     }
 }
 
@@ -122,65 +111,163 @@ pub struct EvalReport {
 pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     opts.validate()?;
     // Load data first: a bad dataset must not leave a half-made run directory behind.
-    let mut train_split = mnist::load(&opts.data, true)?;
-    let mut test_split = mnist::load(&opts.data, false)?;
-    if let Some(n) = opts.train_limit {
-        train_split = train_split.truncate(n);
-    }
-    if let Some(n) = opts.test_limit {
-        test_split = test_split.truncate(n);
-    }
-    if train_split.is_empty() || test_split.is_empty() {
-        return Err(EmberError::Invalid(
-            "the dataset has no training or no test images".into(),
-        ));
-    }
+    let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
     opts.backend.dispatch(
         opts.multiplier.clone(),
         opts.sparse_act.clone(),
-        TrainJob {
-            opts,
-            train_split,
-            test_split,
-        },
+        TrainJob { opts, splits },
     )
+}
+
+/// The loaded splits of a dataset: training (when asked for) and test.
+enum Splits {
+    Mnist(Option<mnist::MnistSplit>, mnist::MnistSplit),
+    Cifar10(Option<cifar::CifarSplit>, cifar::CifarSplit),
+}
+
+impl Splits {
+    fn load(
+        source: &DataSource,
+        with_train: bool,
+        train_limit: Option<usize>,
+        test_limit: Option<usize>,
+    ) -> Result<Self> {
+        let empty = |train: usize, test: usize| {
+            if (with_train && train == 0) || test == 0 {
+                Err(EmberError::Invalid(format!(
+                    "{source} has no training or no test images"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match source {
+            DataSource::Mnist(src) => {
+                let train = with_train
+                    .then(|| mnist::load(src, true))
+                    .transpose()?
+                    .map(|s| s.truncate(train_limit.unwrap_or(usize::MAX)));
+                let test = mnist::load(src, false)?;
+                let test = test.truncate(test_limit.unwrap_or(usize::MAX));
+                empty(train.as_ref().map_or(0, |s| s.len()), test.len())?;
+                Self::Mnist(train, test)
+            }
+            DataSource::Cifar10(src) => {
+                let train = with_train
+                    .then(|| cifar::load(src, true))
+                    .transpose()?
+                    .map(|s| s.truncate(train_limit.unwrap_or(usize::MAX)));
+                let test = cifar::load(src, false)?;
+                let test = test.truncate(test_limit.unwrap_or(usize::MAX));
+                empty(train.as_ref().map_or(0, |s| s.len()), test.len())?;
+                Self::Cifar10(train, test)
+            }
+        })
+    }
 }
 
 struct TrainJob {
     opts: TrainOptions,
-    train_split: mnist::MnistSplit,
-    test_split: mnist::MnistSplit,
+    splits: Splits,
 }
 
 impl BackendJob for TrainJob {
     type Output = TrainReport;
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<TrainReport> {
         match self.opts.model {
-            ModelKind::Lenet5 => train_model::<B, LeNet5<B>>(self, device),
-            ModelKind::Lenet300 => train_model::<B, LeNet300<B>>(self, device),
+            ModelKind::Lenet5 => train_on::<B, LeNet5<B>>(self, device),
+            ModelKind::Lenet300 => train_on::<B, LeNet300<B>>(self, device),
+            ModelKind::ResmlpSmall | ModelKind::ResmlpS12 | ModelKind::ResmlpS24 => {
+                train_on::<B, ResMlp<B>>(self, device)
+            }
         }
     }
 }
 
-fn train_model<B, M>(job: TrainJob, device: B::Device) -> Result<TrainReport>
-where
-    B: AutodiffBackend,
-    M: Classifier<B>
-        + AutodiffModule<B>
-        + TrainStep<Input = MnistBatch<B>, Output = ClassificationOutput<B>>
-        + core::fmt::Display
-        + 'static,
-    M::InnerModule: Classifier<B::InnerBackend>
-        + InferenceStep<
-            Input = MnistBatch<B::InnerBackend>,
+/// A model the trainer can train on `B`, and evaluate on its inner backend.
+trait Trainable<B: AutodiffBackend>:
+    Classifier<B>
+    + AutodiffModule<
+        B,
+        InnerModule: Classifier<B::InnerBackend>
+                         + InferenceStep<
+            Input = ImageBatch<B::InnerBackend>,
             Output = ClassificationOutput<B::InnerBackend>,
         >,
+    > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+    + core::fmt::Display
+    + 'static
 {
-    let TrainJob {
-        opts,
-        train_split,
-        test_split,
-    } = job;
+}
+
+impl<B: AutodiffBackend, M> Trainable<B> for M where
+    M: Classifier<B>
+        + AutodiffModule<
+            B,
+            InnerModule: Classifier<B::InnerBackend>
+                             + InferenceStep<
+                Input = ImageBatch<B::InnerBackend>,
+                Output = ClassificationOutput<B::InnerBackend>,
+            >,
+        > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+        + core::fmt::Display
+        + 'static
+{
+}
+
+/// The batchers of a dataset: training (augmenting where the dataset is), validation, and
+/// the final evaluation.
+struct Batchers<T, V> {
+    train: T,
+    valid: V,
+    eval: V,
+}
+
+fn train_on<B: AutodiffBackend, M: Trainable<B>>(
+    job: TrainJob,
+    device: B::Device,
+) -> Result<TrainReport> {
+    let seed = job.opts.seed;
+    match job.splits {
+        Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
+            job.opts,
+            device,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: MnistBatcher,
+                valid: MnistBatcher,
+                eval: MnistBatcher,
+            },
+        ),
+        Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
+            job.opts,
+            device,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: CifarBatcher::augmented(seed),
+                valid: CifarBatcher::plain(),
+                eval: CifarBatcher::plain(),
+            },
+        ),
+    }
+}
+
+fn train_model<B, M, I, T, V>(
+    opts: TrainOptions,
+    device: B::Device,
+    train_split: InMemDataset<I>,
+    test_split: InMemDataset<I>,
+    batchers: Batchers<T, V>,
+) -> Result<TrainReport>
+where
+    B: AutodiffBackend,
+    M: Trainable<B>,
+    I: Clone + Send + Sync + core::fmt::Debug + 'static,
+    T: Batcher<B, I, ImageBatch<B>> + 'static,
+    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>> + 'static,
+{
     let out = opts.out.clone();
     let previous = run::prepare(&out, opts.model, opts.on_existing)?;
     if let Some(prev) = previous
@@ -193,6 +280,16 @@ where
                 "it was trained with --multiplier {}, not {}",
                 prev.multiplier,
                 opts.multiplier.name()
+            ),
+        });
+    }
+    let dataset = opts.data.kind();
+    if let Some(prev) = previous.as_ref().filter(|m| m.dataset != dataset) {
+        return Err(EmberError::CannotResume {
+            path: out,
+            reason: format!(
+                "it was trained on --dataset {}, not {dataset}",
+                prev.dataset
             ),
         });
     }
@@ -224,6 +321,7 @@ where
         batch_size: opts.batch_size,
         lr: opts.lr,
         seed: opts.seed,
+        dataset,
         data: opts.data.to_string(),
         completed_epochs: start_epoch,
         epoch_seconds: previous.map(|m| m.epoch_seconds).unwrap_or_default(),
@@ -246,12 +344,12 @@ where
     );
 
     B::seed(&device, opts.seed);
-    let test_for_eval = std::sync::Arc::new(test_split.dataset());
-    let train_loader = DataLoaderBuilder::<B, _, _>::new(MnistBatcher)
+    let test_for_eval = std::sync::Arc::new(test_split);
+    let train_loader = DataLoaderBuilder::<B, _, _>::new(batchers.train)
         .batch_size(opts.batch_size)
         .shuffle(opts.seed)
-        .build(train_split.dataset());
-    let valid_loader = DataLoaderBuilder::<B::InnerBackend, _, _>::new(MnistBatcher)
+        .build(train_split);
+    let valid_loader = DataLoaderBuilder::<B::InnerBackend, _, _>::new(batchers.valid)
         .batch_size(opts.batch_size.max(256))
         .build(test_for_eval.clone());
 
@@ -279,7 +377,7 @@ where
     if start_epoch > 0 {
         training = training.checkpoint(start_epoch);
     }
-    let model = M::init(&device);
+    let model = M::build(opts.model, opts.data.spec(), &device);
     let optim = AdamConfig::new().init::<B, M>();
     let result = training.launch(Learner::new(model, optim, opts.lr));
 
@@ -292,9 +390,10 @@ where
         .save_file(out.join(run::MODEL_FILE), &DefaultRecorder::new())
         .map_err(|e| EmberError::io(&out, std::io::Error::other(e.to_string())))?;
 
-    let test = evaluate_model::<B::InnerBackend, M::InnerModule>(
+    let test = evaluate_model::<B::InnerBackend, M::InnerModule, I, V>(
         &trained,
         test_for_eval,
+        &batchers.eval,
         opts.batch_size.max(256),
         &device,
     );
@@ -319,17 +418,23 @@ where
     })
 }
 
-fn evaluate_model<B: Backend, M: Classifier<B>>(
+fn evaluate_model<B, M, I, V>(
     model: &M,
-    items: impl burn::data::dataset::Dataset<mnist::MnistItem>,
+    items: impl Dataset<I>,
+    batcher: &V,
     batch_size: usize,
     device: &B::Device,
-) -> EvalReport {
-    use burn::data::dataloader::batcher::Batcher;
+) -> EvalReport
+where
+    B: Backend,
+    M: Classifier<B>,
+    I: Clone + Send + Sync,
+    V: Batcher<B, I, ImageBatch<B>>,
+{
     let (mut correct, mut loss_sum, mut n) = (0usize, 0.0f64, 0usize);
     let all: Vec<_> = items.iter().collect();
     for chunk in all.chunks(batch_size) {
-        let batch: MnistBatch<B> = MnistBatcher.batch(chunk.to_vec(), device);
+        let batch = batcher.batch(chunk.to_vec(), device);
         let out = model.forward_classification(batch);
         let pred = out.output.argmax(1).squeeze_dim::<1>(1);
         correct += pred
@@ -360,8 +465,10 @@ pub struct EvalOptions {
     /// Multiplier to evaluate with (may differ from the one trained with: ApproxTrain's
     /// cross-format testing).
     pub multiplier: Multiplier,
-    /// Test data.
-    pub data: MnistSource,
+    /// The dataset (read from the run's manifest when not given; MNIST without one).
+    pub dataset: Option<DatasetKind>,
+    /// Directory of the test data (`None`: the embedded MNIST subset).
+    pub data_dir: Option<PathBuf>,
     /// Batch size.
     pub batch_size: usize,
 }
@@ -420,13 +527,22 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             });
         }
     };
-    let test = mnist::load(&opts.data, false)?;
+    let dataset = opts
+        .dataset
+        .or(manifest.as_ref().map(|m| m.dataset))
+        .unwrap_or(DatasetKind::Mnist);
+    let source = DataSource::new(dataset, opts.data_dir)?;
+    model
+        .accepts(source.spec())
+        .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
+    let test = Splits::load(&source, false, None, None)?;
     opts.backend.dispatch(
         opts.multiplier,
         Policy::default(),
         EvalJob {
             file,
             model,
+            spec: source.spec(),
             test,
             batch_size: opts.batch_size,
         },
@@ -436,7 +552,8 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
 struct EvalJob {
     file: PathBuf,
     model: ModelKind,
-    test: mnist::MnistSplit,
+    spec: ImageSpec,
+    test: Splits,
     batch_size: usize,
 }
 
@@ -445,31 +562,39 @@ impl BackendJob for EvalJob {
     fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<EvalReport> {
         let device: burn::tensor::Device<B::InnerBackend> = device;
         match self.model {
-            ModelKind::Lenet5 => {
-                eval_model::<B::InnerBackend, LeNet5<B::InnerBackend>>(self, &device)
-            }
+            ModelKind::Lenet5 => eval_on::<B::InnerBackend, LeNet5<B::InnerBackend>>(self, &device),
             ModelKind::Lenet300 => {
-                eval_model::<B::InnerBackend, LeNet300<B::InnerBackend>>(self, &device)
+                eval_on::<B::InnerBackend, LeNet300<B::InnerBackend>>(self, &device)
+            }
+            ModelKind::ResmlpSmall | ModelKind::ResmlpS12 | ModelKind::ResmlpS24 => {
+                eval_on::<B::InnerBackend, ResMlp<B::InnerBackend>>(self, &device)
             }
         }
     }
 }
 
-fn eval_model<B: Backend, M: Classifier<B>>(
-    job: EvalJob,
-    device: &B::Device,
-) -> Result<EvalReport> {
+fn eval_on<B: Backend, M: Classifier<B>>(job: EvalJob, device: &B::Device) -> Result<EvalReport> {
     let record = DefaultRecorder::new()
         .load::<M::Record>(job.file.with_extension(""), device)
         .map_err(|e| EmberError::BadCheckpoint {
             path: job.file.clone(),
             reason: format!("cannot load it as {}: {e}", job.model),
         })?;
-    let model = M::init(device).load_record(record);
-    Ok(evaluate_model::<B, M>(
-        &model,
-        job.test.dataset(),
-        job.batch_size,
-        device,
-    ))
+    let model = M::build(job.model, job.spec, device).load_record(record);
+    Ok(match job.test {
+        Splits::Mnist(_, test) => evaluate_model(
+            &model,
+            test.dataset(),
+            &MnistBatcher,
+            job.batch_size,
+            device,
+        ),
+        Splits::Cifar10(_, test) => evaluate_model(
+            &model,
+            test.dataset(),
+            &CifarBatcher::plain(),
+            job.batch_size,
+            device,
+        ),
+    })
 }

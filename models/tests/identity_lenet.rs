@@ -7,8 +7,9 @@ use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
+use ember_models::classifier::Classifier;
 use ember_models::data::mnist::{self, MnistBatcher, MnistSource};
-use ember_models::lenet::{Classifier, LeNet5};
+use ember_models::lenet::LeNet5;
 
 struct CollectGrads<'a, B: AutodiffBackend> {
     grads: &'a B::Gradients,

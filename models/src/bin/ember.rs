@@ -4,7 +4,7 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, PolicyError, Pruning};
 use clap::{Parser, Subcommand};
 use ember_models::backend::BackendKind;
-use ember_models::data::mnist::MnistSource;
+use ember_models::data::{DataSource, DatasetKind};
 use ember_models::error::EmberError;
 use ember_models::lut;
 use ember_models::memory::{self, MemoryModel, MemoryOptions};
@@ -56,8 +56,12 @@ enum Command {
         /// Run directory (default: runs/<model>-<date>-<time>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Directory with the standard idx files (MNIST or Fashion-MNIST, gz or raw);
-        /// default: the MNIST subset embedded in the binary.
+        /// Dataset: mnist (idx files: MNIST or Fashion-MNIST) or cifar10.
+        #[arg(long, value_enum, default_value_t = DatasetKind::Mnist)]
+        dataset: DatasetKind,
+        /// Directory of the dataset: idx files (gz or raw) for mnist, default the MNIST subset
+        /// embedded in the binary; for cifar10 (required) train/ and test/ image folders
+        /// (cifar10-jpg.tar.gz extracted) or the official binary batches.
         #[arg(long)]
         data_dir: Option<PathBuf>,
         /// Continue the run in --out from its last checkpoint.
@@ -92,7 +96,11 @@ enum Command {
         /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
         #[arg(long, default_value = "native", value_parser = parse_multiplier)]
         multiplier: Multiplier,
-        /// Directory with the standard idx files; default: the embedded MNIST subset.
+        /// Dataset (default: the one the run was trained on, else mnist).
+        #[arg(long, value_enum)]
+        dataset: Option<DatasetKind>,
+        /// Directory of the dataset (see `ember train --help`); default for mnist: the
+        /// embedded subset.
         #[arg(long)]
         data_dir: Option<PathBuf>,
         /// Batch size.
@@ -216,10 +224,6 @@ impl SparseActArgs {
     }
 }
 
-fn source(dir: Option<PathBuf>) -> MnistSource {
-    dir.map_or(MnistSource::Embedded, MnistSource::Dir)
-}
-
 fn run(cli: Cli) -> Result<(), EmberError> {
     match cli.command {
         Command::Train {
@@ -232,6 +236,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             lr,
             seed,
             out,
+            dataset,
             data_dir,
             resume,
             overwrite,
@@ -254,7 +259,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 lr,
                 seed,
                 out: out.unwrap_or_else(|| run::default_out(model)),
-                data: source(data_dir),
+                data: DataSource::new(dataset, data_dir)?,
                 on_existing,
                 train_limit,
                 test_limit,
@@ -273,6 +278,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             model,
             backend,
             multiplier,
+            dataset,
             data_dir,
             batch_size,
         } => {
@@ -281,7 +287,8 @@ fn run(cli: Cli) -> Result<(), EmberError> {
                 model,
                 backend,
                 multiplier,
-                data: source(data_dir),
+                dataset,
+                data_dir,
                 batch_size,
             })?;
             println!(

@@ -234,13 +234,7 @@ pub fn decode_image(file: &Path) -> Result<Vec<u8>> {
 }
 
 /// A batch of normalised images `[batch, 3, 32, 32]` and their labels.
-#[derive(Clone, Debug)]
-pub struct CifarBatch<B: Backend> {
-    /// Normalised images.
-    pub images: Tensor<B, 4>,
-    /// Labels.
-    pub targets: Tensor<B, 1, Int>,
-}
+pub type CifarBatch<B> = super::ImageBatch<B>;
 
 /// Batches CIFAR items; with `augment`, every image is randomly cropped (4-pixel zero padding)
 /// and flipped first, from a seeded generator.

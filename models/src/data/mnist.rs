@@ -165,14 +165,8 @@ pub fn load(source: &MnistSource, train: bool) -> Result<MnistSplit> {
     MnistSplit::from_arrays(images, labels, &origin)
 }
 
-/// A batch of normalised images and their labels.
-#[derive(Clone, Debug)]
-pub struct MnistBatch<B: Backend> {
-    /// `[batch, 1, 28, 28]`, normalised with MNIST's mean and standard deviation.
-    pub images: Tensor<B, 4>,
-    /// `[batch]` class indices.
-    pub targets: Tensor<B, 1, Int>,
-}
+/// A batch of normalised MNIST images `[batch, 1, 28, 28]` and their labels.
+pub type MnistBatch<B> = super::ImageBatch<B>;
 
 /// Turns items into a [`MnistBatch`].
 #[derive(Clone, Debug, Default)]

@@ -3,3 +3,122 @@
 pub mod cifar;
 pub mod idx;
 pub mod mnist;
+
+use crate::classifier::ImageSpec;
+use crate::error::{EmberError, Result};
+use burn::prelude::*;
+use std::path::PathBuf;
+
+/// A batch of normalised images and their labels, whatever the dataset.
+#[derive(Clone, Debug)]
+pub struct ImageBatch<B: Backend> {
+    /// `[batch, channels, side, side]`, normalised per channel.
+    pub images: Tensor<B, 4>,
+    /// `[batch]` class indices.
+    pub targets: Tensor<B, 1, Int>,
+}
+
+/// The datasets `ember train` and `ember eval` read.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetKind {
+    /// MNIST-like idx files (MNIST, Fashion-MNIST); the embedded MNIST subset by default.
+    Mnist,
+    /// CIFAR-10: an ImageFolder of JPEG/PNG (`train/`, `test/`) or the official binary batches.
+    Cifar10,
+}
+
+impl std::fmt::Display for DatasetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Mnist => "mnist",
+            Self::Cifar10 => "cifar10",
+        })
+    }
+}
+
+/// Where a dataset is read from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// MNIST-like idx files, or the embedded subset.
+    Mnist(mnist::MnistSource),
+    /// CIFAR-10 files.
+    Cifar10(cifar::CifarSource),
+}
+
+impl DataSource {
+    /// The source of `kind` in `dir` (`None`: the embedded data, which only MNIST has).
+    pub fn new(kind: DatasetKind, dir: Option<PathBuf>) -> Result<Self> {
+        match (kind, dir) {
+            (DatasetKind::Mnist, dir) => Ok(Self::Mnist(
+                dir.map_or(mnist::MnistSource::Embedded, mnist::MnistSource::Dir),
+            )),
+            (DatasetKind::Cifar10, Some(dir)) => {
+                if !dir.is_dir() {
+                    return Err(EmberError::Invalid(format!(
+                        "--data-dir {}: no such directory",
+                        dir.display()
+                    )));
+                }
+                Ok(Self::Cifar10(cifar::CifarSource::detect(&dir)))
+            }
+            (DatasetKind::Cifar10, None) => Err(EmberError::Invalid(
+                "--dataset cifar10 needs --data-dir: a directory with train/ and test/ image \
+                 folders (e.g. ../shared/datasets/cifar10-jpg.tar.gz extracted) or the official \
+                 binary batches (data_batch_1.bin … test_batch.bin)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Which dataset this is.
+    pub fn kind(&self) -> DatasetKind {
+        match self {
+            Self::Mnist(_) => DatasetKind::Mnist,
+            Self::Cifar10(_) => DatasetKind::Cifar10,
+        }
+    }
+
+    /// Shape of its images and number of classes.
+    pub fn spec(&self) -> ImageSpec {
+        match self {
+            Self::Mnist(_) => ImageSpec {
+                channels: 1,
+                side: mnist::SIDE,
+                classes: mnist::CLASSES,
+            },
+            Self::Cifar10(_) => ImageSpec {
+                channels: cifar::CHANNELS,
+                side: cifar::SIDE,
+                classes: cifar::CLASSES,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for DataSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Mnist(s) => s.fmt(f),
+            Self::Cifar10(s) => s.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cifar_needs_an_existing_directory() {
+        let err = DataSource::new(DatasetKind::Cifar10, None).unwrap_err();
+        assert!(err.to_string().contains("needs --data-dir"), "{err}");
+        let err =
+            DataSource::new(DatasetKind::Cifar10, Some("/nonexistent/cifar".into())).unwrap_err();
+        assert!(err.to_string().contains("no such directory"), "{err}");
+        let mnist = DataSource::new(DatasetKind::Mnist, None).unwrap();
+        assert_eq!((mnist.kind(), mnist.spec().side), (DatasetKind::Mnist, 28));
+    }
+}
