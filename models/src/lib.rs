@@ -15,6 +15,7 @@
 //!   `--sparse-act` policy.
 //! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
 //! - [`memory`]: `ember memory`, training memory by component measured from the runtime.
+//! - [`compare`]: `ember compare RUN…`, loss curves, accuracy heat map and table of several runs.
 //! - [`lut`]: `ember lut generate | inspect | convert`.
 //!
 //! ```no_run
@@ -51,6 +52,7 @@
 
 pub mod backend;
 pub mod classifier;
+pub mod compare;
 pub mod data;
 pub mod error;
 pub mod lenet;

@@ -89,9 +89,11 @@ pub(crate) fn font() {
     });
 }
 
-type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
+/// A named, coloured line of `(epoch, value)` points.
+pub(crate) type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
-fn panel<DB: DrawingBackend>(
+/// One chart of `series` against epochs.
+pub(crate) fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
     y_label: &str,

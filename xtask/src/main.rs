@@ -47,6 +47,9 @@ enum Task {
         /// Epochs per run.
         #[arg(long)]
         epochs: Option<usize>,
+        /// Train on the first N training images only (sparse-act-cifar10).
+        #[arg(long)]
+        train_limit: Option<usize>,
     },
     /// Regenerate cubecl-kernels/src/decorator/forward.rs from burn-backend's op traits.
     GenDecorator {
@@ -127,7 +130,8 @@ fn main() -> Result<()> {
             name,
             datasets,
             epochs,
-        } => reproduce::run(&name, datasets, epochs),
+            train_limit,
+        } => reproduce::run(&name, datasets, epochs, train_limit),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
     }
 }

@@ -4,6 +4,7 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, PolicyError, Pruning};
 use clap::{Parser, Subcommand};
 use ember_models::backend::BackendKind;
+use ember_models::compare::Comparison;
 use ember_models::data::{DataSource, DatasetKind};
 use ember_models::error::EmberError;
 use ember_models::lut;
@@ -143,6 +144,19 @@ enum Command {
         /// Also write the table to this Markdown file (never overwritten).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Compare finished runs: loss curves on one figure, test accuracy relative to the dense
+    /// run over sparsity × block size as a heat map, and a Markdown table.
+    Compare {
+        /// Run directories (at least one; at most one with --sparse-act off, the baseline).
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Directory for loss.png, accuracy-heatmap.png and summary.md (never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Figure title.
+        #[arg(long, default_value = "runs")]
+        title: String,
     },
     /// Mantissa-product lookup tables (ApproxTrain's NAME_M.bin, Ember's .lut).
     Lut {
@@ -350,6 +364,14 @@ fn run(cli: Cli) -> Result<(), EmberError> {
             if let Some(path) = out {
                 memory::write_new(&path, &table)?;
                 eprintln!("wrote {}", path.display());
+            }
+        }
+        Command::Compare { runs, out, title } => {
+            let comparison = Comparison::read(&runs)?;
+            let files = comparison.write(&out, &title)?;
+            print!("{}", comparison.markdown());
+            for f in files {
+                eprintln!("wrote {}", f.display());
             }
         }
         Command::Lut { command } => match command {
