@@ -50,6 +50,9 @@ enum Task {
         /// Train on the first N training images only (sparse-act-cifar10).
         #[arg(long)]
         train_limit: Option<usize>,
+        /// Test on the first N test images only (sparse-act-cifar10).
+        #[arg(long)]
+        test_limit: Option<usize>,
     },
     /// Regenerate cubecl-kernels/src/decorator/forward.rs from burn-backend's op traits.
     GenDecorator {
@@ -131,7 +134,8 @@ fn main() -> Result<()> {
             datasets,
             epochs,
             train_limit,
-        } => reproduce::run(&name, datasets, epochs, train_limit),
+            test_limit,
+        } => reproduce::run(&name, datasets, epochs, train_limit, test_limit),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
     }
 }

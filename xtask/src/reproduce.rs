@@ -173,6 +173,7 @@ fn sparse_act_cifar10(
     datasets: &Path,
     epochs: usize,
     train_limit: Option<usize>,
+    test_limit: Option<usize>,
 ) -> Result<String> {
     let data = cifar10_folder(datasets)?;
     let bin = ember_binary()?;
@@ -182,6 +183,7 @@ fn sparse_act_cifar10(
     std::fs::create_dir_all(&results)?;
     let epochs_s = epochs.to_string();
     let limit_s = train_limit.map(|n| n.to_string());
+    let test_limit_s = test_limit.map(|n| n.to_string());
     let data_s = data.to_str().context("non-UTF-8 path")?;
     let mut runs = Vec::new();
     for policy in SPARSE_ACT_GRID {
@@ -212,6 +214,9 @@ fn sparse_act_cifar10(
         if let Some(n) = &limit_s {
             args.extend(["--train-limit", n]);
         }
+        if let Some(n) = &test_limit_s {
+            args.extend(["--test-limit", n]);
+        }
         train_with(&bin, &out, &args)?;
         runs.push(out);
     }
@@ -238,6 +243,7 @@ fn sparse_act_cifar10(
         )?;
     }
     let images = train_limit.map_or("all 50,000".to_string(), |n| format!("the first {n}"));
+    let tests = test_limit.map_or("all 10,000".to_string(), |n| format!("the first {n}"));
     let mut md = String::new();
     writeln!(
         md,
@@ -245,11 +251,11 @@ fn sparse_act_cifar10(
     )?;
     writeln!(
         md,
-        "Written by `cargo xtask reproduce sparse-act-cifar10 --epochs {epochs}{}`: `ember train \
+        "Written by `cargo xtask reproduce sparse-act-cifar10 --epochs {epochs}{}{}`: `ember train \
          --model resmlp-small --dataset cifar10 --epochs {epochs} --batch-size 64 --lr 1e-3 --seed 42 \
          [--sparse-act S:B]` (Adam, ndarray backend, {} CPU cores, Burn's autotune off), trained on \
-         {images} training images of `cifar10-jpg.tar.gz` with random crop + flip, tested on all \
-         10,000 test images. The small ResMLP is ResMLP-S12's structure at d = 128 with 4 blocks \
+         {images} training images of `cifar10-jpg.tar.gz` with random crop + flip, tested on {tests} \
+         test images (the ImageFolder loader interleaves classes, so the first N are balanced). The small ResMLP is ResMLP-S12's structure at d = 128 with 4 blocks \
          and 4×4 patches (N = 64 patches); every linear layer's saved input is pruned (the \
          cross-patch layers' rows have 64 values, so b = 64 is one block per row there and keeps \
          it whole). Every run starts from the same seed. The paper trains ResMLP-S12 on CIFAR-10 \
@@ -257,6 +263,7 @@ fn sparse_act_cifar10(
          other, not with published accuracies. Mean epoch time is wall time of training plus the \
          test evaluation.\n",
         train_limit.map_or(String::new(), |n| format!(" --train-limit {n}")),
+        test_limit.map_or(String::new(), |n| format!(" --test-limit {n}")),
         crate::cores()
     )?;
     md.push_str(&table);
@@ -431,6 +438,7 @@ pub fn run(
     datasets: Option<PathBuf>,
     epochs: Option<usize>,
     train_limit: Option<usize>,
+    test_limit: Option<usize>,
 ) -> Result<()> {
     let datasets = datasets.unwrap_or_else(|| crate::root().join("../shared/datasets"));
     let md = match name {
@@ -442,7 +450,9 @@ pub fn run(
         }
         "lenet-mnist" => lenet_mnist(&datasets, epochs.unwrap_or(3))?,
         "approxtrain-mnist" => approxtrain_mnist(&datasets, epochs.unwrap_or(3))?,
-        "sparse-act-cifar10" => sparse_act_cifar10(&datasets, epochs.unwrap_or(4), train_limit)?,
+        "sparse-act-cifar10" => {
+            sparse_act_cifar10(&datasets, epochs.unwrap_or(4), train_limit, test_limit)?
+        }
         other => bail!(
             "unknown experiment `{other}`; known: {}",
             EXPERIMENTS

@@ -167,7 +167,9 @@ pub fn parse_binary(bytes: &[u8], origin: &Path) -> Result<Vec<CifarItem>> {
 }
 
 /// Reads an ImageFolder: one directory per class (labels in sorted name order), every `.jpg`,
-/// `.jpeg` or `.png` in it a 32×32 image.
+/// `.jpeg` or `.png` in it a 32×32 image. The items come interleaved by class (the first image
+/// of every class, then the second, …), so that the first N of a split (`--train-limit`,
+/// `--test-limit`) are balanced over classes, as in the binary batches.
 pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
     let read_dir = |d: &Path| -> Result<Vec<PathBuf>> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(d)
@@ -187,8 +189,9 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
             ),
         ));
     }
-    let mut items = Vec::new();
+    let mut by_class = Vec::with_capacity(CLASSES);
     for (label, class) in classes.iter().enumerate() {
+        let mut class_items = Vec::new();
         for file in read_dir(class)? {
             let ext = file
                 .extension()
@@ -197,11 +200,17 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
             if !matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png")) {
                 continue;
             }
-            items.push(CifarItem {
+            class_items.push(CifarItem {
                 pixels: decode_image(&file)?,
                 label: label as u8,
             });
         }
+        by_class.push(class_items.into_iter());
+    }
+    let total: usize = by_class.iter().map(|c| c.len()).sum();
+    let mut items = Vec::with_capacity(total);
+    while items.len() < total {
+        items.extend(by_class.iter_mut().filter_map(Iterator::next));
     }
     if items.is_empty() {
         return Err(EmberError::malformed(dir, "no JPEG or PNG image in it"));
@@ -332,6 +341,29 @@ mod tests {
         bad[RECORD] = 10;
         let err = parse_binary(&bad, Path::new("x.bin")).unwrap_err();
         assert!(err.to_string().contains("record 1 has label 10"), "{err}");
+    }
+
+    #[test]
+    fn image_folders_come_interleaved_by_class() {
+        let tmp = std::env::temp_dir().join(format!("ember-cifar-folder-{}", std::process::id()));
+        for class in CLASS_NAMES {
+            std::fs::create_dir_all(tmp.join(class)).unwrap();
+        }
+        let cat = samples().join("cifar10_00_3.png");
+        // two airplanes, three cats, one truck
+        for (class, n) in [("airplane", 2), ("cat", 3), ("truck", 1)] {
+            for i in 0..n {
+                std::fs::copy(&cat, tmp.join(class).join(format!("{i}.png"))).unwrap();
+            }
+        }
+        let labels: Vec<u8> = load_image_folder(&tmp)
+            .unwrap()
+            .items()
+            .iter()
+            .map(|i| i.label)
+            .collect();
+        assert_eq!(labels, vec![0, 3, 9, 0, 3, 3]);
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]
