@@ -12,3 +12,40 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
         })
         .collect()
 }
+
+use crate::approx::host::mitchell_significand;
+use crate::approx::{ApproxMultiply, LutTable};
+
+/// Mitchell's table at `m` bits, built from the FP32-width model on truncated mantissas.
+pub fn mitchell_table(m: u32) -> ApproxMultiply {
+    let n = 1u32 << m;
+    let sig = (0..n * n)
+        .map(|i| mitchell_significand((i >> m) << (23 - m), (i & (n - 1)) << (23 - m)))
+        .collect();
+    ApproxMultiply::Lut(LutTable::new(m, sig))
+}
+
+/// A table with more significand bits than `m`: it cannot be packed into bytes.
+pub fn unpackable_table(m: u32) -> ApproxMultiply {
+    let n = 1u32 << m;
+    let sig = (0..n * n)
+        .map(|i| 1.0 + (i as f32 + 0.5) / (n * n) as f32)
+        .collect();
+    let table = LutTable::new(m, sig);
+    assert!(table.packed().is_none());
+    ApproxMultiply::Lut(table)
+}
+
+/// One multiply of every comptime shape a kernel compiles: plain, the FP32-width models, and
+/// tables staged in shared memory, packed into bytes, and read from global memory.
+pub fn multipliers() -> Vec<(&'static str, ApproxMultiply)> {
+    vec![
+        ("plain", ApproxMultiply::Plain),
+        ("mitchell23", ApproxMultiply::Mitchell),
+        ("mbm23", ApproxMultiply::Mbm),
+        ("lut m=3 (shared)", mitchell_table(3)),
+        ("lut m=7 (packed bytes)", mitchell_table(7)),
+        ("lut m=7 (unpackable, global)", unpackable_table(7)),
+        ("lut m=8 (global)", mitchell_table(8)),
+    ]
+}

@@ -4,8 +4,9 @@
 
 use burn::backend::Wgpu;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-use cubecl_kernels::approx::host::{self, mitchell_significand};
-use cubecl_kernels::approx::{ApproxMultiply, LutStaging, LutTable, MulKind, gemm};
+use cubecl_kernels::approx::host;
+use cubecl_kernels::approx::{ApproxMultiply, LutStaging, MulKind, gemm};
+use cubecl_kernels::testing::{mitchell_table, multipliers, unpackable_table};
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed
@@ -22,38 +23,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
             (u * 2.0 - 1.0) * 2f32.powi(e)
         })
         .collect()
-}
-
-/// Mitchell's table at `m` bits, built from the FP32-width model on truncated mantissas.
-fn mitchell_table(m: u32) -> ApproxMultiply {
-    let n = 1u32 << m;
-    let sig = (0..n * n)
-        .map(|i| mitchell_significand((i >> m) << (23 - m), (i & (n - 1)) << (23 - m)))
-        .collect();
-    ApproxMultiply::Lut(LutTable::new(m, sig))
-}
-
-fn kinds() -> Vec<(&'static str, ApproxMultiply)> {
-    vec![
-        ("plain", ApproxMultiply::Plain),
-        ("mitchell23", ApproxMultiply::Mitchell),
-        ("mbm23", ApproxMultiply::Mbm),
-        ("lut m=3 (shared)", mitchell_table(3)),
-        ("lut m=7 (packed bytes)", mitchell_table(7)),
-        ("lut m=7 (unpackable, global)", unpackable_table(7)),
-        ("lut m=8 (global)", mitchell_table(8)),
-    ]
-}
-
-/// A table with more significand bits than `m`: it cannot be packed into bytes.
-fn unpackable_table(m: u32) -> ApproxMultiply {
-    let n = 1u32 << m;
-    let sig = (0..n * n)
-        .map(|i| 1.0 + (i as f32 + 0.5) / (n * n) as f32)
-        .collect();
-    let table = LutTable::new(m, sig);
-    assert!(table.packed().is_none());
-    ApproxMultiply::Lut(table)
 }
 
 fn run(lhs: Tensor<Wgpu, 3>, rhs: Tensor<Wgpu, 3>, mul: &ApproxMultiply) -> Vec<f32> {
@@ -100,7 +69,7 @@ fn kernel_matches_host_reference_on_every_shape_and_multiply() {
         let (a, b) = (values(batch * m * k, 1), values(batch * k * n, 2));
         let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.clone(), [batch, m, k]), &device);
         let rhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.clone(), [batch, k, n]), &device);
-        for (name, mul) in kinds() {
+        for (name, mul) in multipliers() {
             let want = host::gemm(&a, &b, [batch, m, k, n], &mul);
             let got = run(lhs.clone(), rhs.clone(), &mul);
             assert_close(&got, &want, &format!("{name} {batch}x{m}x{k}x{n}"));
@@ -120,7 +89,7 @@ fn strided_inputs_need_no_copy() {
     let rhs_t = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.clone(), [1, n, k]), &device);
     let rhs = rhs_t.swap_dims(1, 2);
     let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
-    for (name, mul) in kinds() {
+    for (name, mul) in multipliers() {
         let want = host::gemm(&a, &b_kn, [1, m, k, n], &mul);
         assert_close(&run(lhs.clone(), rhs.clone(), &mul), &want, name);
     }
@@ -145,7 +114,7 @@ fn special_values_follow_the_documented_semantics() {
     let b = [-2.0, 5.0, 0.0, 1.0, f32::INFINITY, -7.0, 4e30, 2.5e-20];
     let lhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(a.to_vec(), [a.len(), 1, 1]), &device);
     let rhs = Tensor::<Wgpu, 3>::from_data(TensorData::new(b.to_vec(), [b.len(), 1, 1]), &device);
-    for (name, mul) in kinds() {
+    for (name, mul) in multipliers() {
         let got = run(lhs.clone(), rhs.clone(), &mul);
         for i in 0..a.len() {
             let want = 0.0 + host::multiply(a[i], b[i], &mul);

@@ -68,6 +68,23 @@ pub fn top_k(norms: &[f32], keep: usize) -> Vec<usize> {
     kept
 }
 
+/// The kept blocks of one sample `[rows, d]`, as row-major block indices `r · nb + c`,
+/// ascending. Ties are ranked by the block-column-major index `c · rows + r` (the order the
+/// kernels and the tensor-op path number blocks in).
+pub fn kept_blocks(sample: &[f32], rows: usize, d: usize, b: usize, keep: usize) -> Vec<usize> {
+    let nb = blocks_per_row(d, b);
+    let norms = block_norms(sample, d, b);
+    let by_column: Vec<f32> = (0..nb * rows)
+        .map(|n| norms[(n % rows) * nb + n / rows])
+        .collect();
+    let mut kept: Vec<usize> = top_k(&by_column, keep)
+        .into_iter()
+        .map(|n| (n % rows) * nb + n / rows)
+        .collect();
+    kept.sort_unstable();
+    kept
+}
+
 /// Prunes `x: [samples, rows, d]` per sample at sparsity `s` with block width `b` and stores it
 /// in BSR.
 pub fn prune(x: &[f32], [samples, rows, d]: [usize; 3], b: usize, s: f64) -> Bsr {
@@ -76,7 +93,7 @@ pub fn prune(x: &[f32], [samples, rows, d]: [usize; 3], b: usize, s: f64) -> Bsr
     let keep = keep_count(rows * per_row, s);
     let kept: Vec<Vec<usize>> = x
         .par_chunks(rows * d)
-        .map(|sample| top_k(&block_norms(sample, d, b), keep))
+        .map(|sample| kept_blocks(sample, rows, d, b, keep))
         .collect();
     let mut crow = Vec::with_capacity(samples * rows + 1);
     let mut col = Vec::with_capacity(samples * keep);
@@ -159,7 +176,7 @@ mod tests {
             assert_eq!(stored as usize, keep);
             // every kept norm ≥ every pruned norm
             let norms = block_norms(&x[n * rows * d..(n + 1) * rows * d], d, b);
-            let kept = top_k(&norms, keep);
+            let kept = kept_blocks(&x[n * rows * d..(n + 1) * rows * d], rows, d, b, keep);
             let min_kept = kept.iter().map(|&i| norms[i]).fold(f32::INFINITY, f32::min);
             let max_pruned = (0..norms.len())
                 .filter(|i| !kept.contains(i))

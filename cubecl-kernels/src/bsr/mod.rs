@@ -4,14 +4,23 @@
 //! An activation `x: [samples, rows, d]` (rows are patches or tokens, `d` the embedding) is cut
 //! into `1 × b` blocks along `d` (the paper's Fig. 1; when `b` does not divide `d` the last block
 //! of each row is shorter, i.e. zero-padded); each sample keeps exactly `keep = N − ⌊s·N⌋` of its
-//! `N = rows · ⌈d / b⌉` blocks, those with the largest L2 norms. Ties go to the lower block index;
+//! `N = rows · ⌈d / b⌉` blocks, those with the largest L2 norms. Ties go to the lower block index,
+//! blocks numbered block-column major (`c · rows + r`, `c` the block column along `d`);
 //! a block holding a NaN ranks as +∞ (it is kept, so the NaN reaches the weight gradient as it
 //! would densely).
 //!
-//! - [`host`]: the plain-Rust reference (multi-threaded): the test oracle and the path on backends
-//!   without CubeCL kernels.
+//! - [`host`]: the plain-Rust reference (multi-threaded): the test oracle.
+//! - [`prune`]: the pruning kernels (block norms, per-sample top-k, compression to the
+//!   column-oriented BSR the weight gradient reads).
+//! - [`spmm`]: the block-sparse weight-gradient kernel (BSpMM) with ApproxMul's comptime
+//!   multiply.
+//!
+//! Backends without CubeCL prune with Burn tensor ops (`burn_sparse_act::prune`), to the same
+//! layout and the same selection.
 
 pub mod host;
+pub mod prune;
+pub mod spmm;
 
 /// Blocks kept per sample out of `blocks` at sparsity `s` (`s ∈ [0, 1)`): `blocks − ⌊s · blocks⌋`.
 pub fn keep_count(blocks: usize, s: f64) -> usize {

@@ -1,0 +1,178 @@
+//! SparseAct's kernels against their host references on wgpu (lavapipe where there is no GPU),
+//! bit for bit: block norms, top-k selection and compression (padded blocks, ties, NaN), and
+//! the block-sparse weight gradient under every multiply kind, tile edges and long runs.
+
+use burn::backend::Wgpu;
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::wgpu::WgpuRuntime;
+use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::bsr::prune::{self, PrunedCube};
+use cubecl_kernels::bsr::{host, keep_count, spmm};
+use cubecl_kernels::testing::{multipliers, uniform};
+
+type Cube = CubeTensor<WgpuRuntime>;
+
+fn cube<const D: usize>(values: &[f32], shape: [usize; D]) -> Cube {
+    Tensor::<Wgpu, D>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
+        .into_primitive()
+        .tensor()
+}
+
+fn floats<const D: usize>(t: Cube) -> Vec<f32> {
+    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+/// A u32 tensor read back (its handle reinterpreted as an int tensor of the same width).
+fn words<const D: usize>(mut t: Cube) -> Vec<u32> {
+    t.dtype = burn_std::DType::I32;
+    Tensor::<Wgpu, D, Int>::from_primitive(t)
+        .into_data()
+        .convert::<i32>()
+        .to_vec::<i32>()
+        .unwrap()
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
+}
+
+fn prune_on_device(x: &[f32], dims: [usize; 3], b: usize, s: f64) -> PrunedCube<WgpuRuntime> {
+    let t = cube(x, dims);
+    let norms = prune::launch_block_norms(&t, b);
+    let keep = keep_count(dims[1] * dims[2].div_ceil(b), s);
+    prune::launch_compress(&t, &norms, b, keep)
+}
+
+/// Block norms of the host reference, reordered block-column major per sample.
+fn host_norms(x: &[f32], [samples, rows, d]: [usize; 3], b: usize) -> Vec<f32> {
+    let nb = d.div_ceil(b);
+    let mut out = Vec::new();
+    for s in 0..samples {
+        let norms = host::block_norms(&x[s * rows * d..(s + 1) * rows * d], d, b);
+        for c in 0..nb {
+            out.extend((0..rows).map(|r| norms[r * nb + c]));
+        }
+    }
+    out
+}
+
+fn cases() -> Vec<([usize; 3], usize, f64)> {
+    vec![
+        ([3, 5, 8], 2, 0.6),
+        ([2, 3, 10], 4, 0.5), // b does not divide d: the last block is padded
+        ([2, 7, 33], 16, 0.3),
+        ([1, 4, 6], 6, 0.0),
+        ([4, 9, 64], 64, 0.8), // one block per row
+        ([2, 40, 48], 8, 0.9), // more than 256 blocks per sample
+    ]
+}
+
+#[test]
+fn block_norms_equal_the_host_reference() {
+    for (dims, b, _) in cases() {
+        let x = uniform(dims.iter().product(), 11);
+        let got = floats::<2>(prune::launch_block_norms(&cube(&x, dims), b));
+        assert_eq!(got, host_norms(&x, dims, b), "{dims:?} b={b}");
+    }
+}
+
+#[test]
+fn pruning_equals_the_host_reference() {
+    for (dims, b, s) in cases() {
+        let x = uniform(dims.iter().product(), 5);
+        let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
+        let got = prune_on_device(&x, dims, b, s);
+        assert_eq!(words::<2>(got.crow), want.2, "crow {dims:?} b={b} s={s}");
+        assert_eq!(words::<2>(got.col), want.1, "col {dims:?} b={b} s={s}");
+        assert_eq!(
+            floats::<3>(got.values),
+            want.0,
+            "values {dims:?} b={b} s={s}"
+        );
+    }
+}
+
+#[test]
+fn ties_go_to_the_lower_index_and_nan_blocks_are_kept() {
+    let dims = [2, 4, 8];
+    // every block of the first sample has the same norm; the second has NaN and +∞ blocks
+    let mut x = vec![0.5f32; 64];
+    x[32 + 3] = f32::NAN;
+    x[32 + 20] = f32::INFINITY;
+    x[32 + 9] = -3.0;
+    for s in [0.25, 0.75] {
+        let want = prune::columns(&host::prune(&x, dims, 4, s), 2);
+        let got = prune_on_device(&x, dims, 4, s);
+        assert_eq!(words::<2>(got.col), want.1, "s={s}");
+        assert_eq!(words::<2>(got.crow), want.2, "s={s}");
+        let (got, want) = (floats::<3>(got.values), want.0);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "s={s}: {got:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn weight_gradient_equals_the_host_reference_under_every_multiply() {
+    // (dims, b, s, out): tile edges along out (70 > 64) and rows (b = 20, 48: two row tiles
+    // of 16 rows or one of 32), runs longer than the 16 staged blocks
+    let shapes = [
+        ([2, 5, 8], 2, 0.5, 5),
+        ([3, 30, 20], 20, 0.4, 70),
+        ([2, 50, 48], 16, 0.5, 33),
+        ([2, 7, 40], 48, 0.0, 9),
+        ([4, 12, 64], 64, 0.8, 64),
+    ];
+    for (name, mul) in multipliers() {
+        for (dims, b, s, out) in shapes {
+            let [samples, rows, d] = dims;
+            let x = uniform(samples * rows * d, 21);
+            let g = uniform(samples * rows * out, 22);
+            let bsr = host::prune(&x, dims, b, s);
+            let want = host::weight_grad(&bsr, &g, out, &mul);
+            let pruned = prune_on_device(&x, dims, b, s);
+            let dw =
+                spmm::launch_weight_grad(&pruned, dims, b, &cube(&g, [samples * rows, out]), &mul);
+            let got = floats::<2>(dw);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{name} {dims:?} b={b} s={s} out={out}");
+        }
+    }
+}
+
+#[test]
+fn weight_gradient_of_a_strided_gradient() {
+    let (dims, b, out) = ([2, 6, 12], 4, 10);
+    let x = uniform(144, 1);
+    let g = uniform(12 * out, 2);
+    // the gradient as the transpose of an [out, rows] tensor
+    let gt: Vec<f32> = (0..out * 12).map(|i| g[(i % 12) * out + i / 12]).collect();
+    let strided = Tensor::<Wgpu, 2>::from_data(TensorData::new(gt, [out, 12]), &Default::default())
+        .transpose()
+        .into_primitive()
+        .tensor();
+    let pruned = prune_on_device(&x, dims, b, 0.5);
+    let got = floats::<2>(spmm::launch_weight_grad(
+        &pruned,
+        dims,
+        b,
+        &strided,
+        &ApproxMultiply::Plain,
+    ));
+    let want = host::weight_grad(
+        &host::prune(&x, dims, b, 0.5),
+        &g,
+        out,
+        &ApproxMultiply::Plain,
+    );
+    assert_eq!(got, want);
+}
