@@ -1,6 +1,7 @@
 //! The `SparseAct` decorator: an autodiff backend whose linear layers keep their input for the
 //! weight gradient pruned and block-sparse instead of dense.
 
+use crate::kernel::{Stored, prune_stored, weight_grad};
 use crate::policy::{Policy, Pruning};
 use crate::prune::{Pruned, prune, sample_view};
 use burn::tensor::{Shape, Tensor, TensorPrimitive};
@@ -14,8 +15,8 @@ use burn_backend::TensorMetadata;
 use burn_backend::ops::{FloatTensorOps, ModuleOps};
 use burn_backend::tensor::FloatTensor;
 use cubecl_kernels::decorator::{
-    Decorated, DecoratedDevice, Decoration, DecoratorOps, Transparent, TransparentDecoration,
-    TransparentOps,
+    Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, Transparent,
+    TransparentDecoration, TransparentOps,
 };
 
 /// The decoration under the autodiff layer that carries the [`Policy`] in the device and every
@@ -65,7 +66,7 @@ type Inner<B> = PolicyBackend<B>;
 type Ad<B, C> = Autodiff<Inner<B>, C>;
 type T<B, C> = FloatTensor<Transparent<Ad<B, C>, Sparse>>;
 
-impl<B: Backend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
+impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
     fn linear(x: T<B, C>, weight: T<B, C>, bias: Option<T<B, C>>) -> T<B, C> {
         let policy = &x.primitive.config;
         let dims = weight.primitive.shape().dims::<2>();
@@ -177,7 +178,7 @@ fn sparse_scale<B: Backend, C: CheckpointStrategy>(
 #[derive(Clone, Debug)]
 struct LinearState<B: Backend> {
     /// The pruned input, when the weight needs a gradient.
-    x: Option<Pruned<B>>,
+    x: Option<Stored<B>>,
     /// The input's shape.
     x_shape: Shape,
     /// The weight, when the input needs a gradient.
@@ -188,7 +189,7 @@ struct LinearState<B: Backend> {
 #[derive(Debug)]
 struct SparseLinear<const N: usize>;
 
-impl<B: Backend, const N: usize> Backward<B, N> for SparseLinear<N> {
+impl<B: KernelBackend, const N: usize> Backward<B, N> for SparseLinear<N> {
     type State = LinearState<B>;
 
     fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, ckpt: &mut Checkpointer) {
@@ -217,25 +218,26 @@ impl<B: Backend, const N: usize> Backward<B, N> for SparseLinear<N> {
     }
 }
 
-/// `dW = Xᵀ · G` from the pruned input, through `B`'s own weight-gradient op (so an `ApproxMul`
-/// underneath simulates its multiplies).
-pub(crate) fn weight_grad<B: Backend>(
-    x: &Pruned<B>,
-    x_shape: &Shape,
-    grad: FloatTensor<B>,
-) -> FloatTensor<B> {
-    let masked = B::float_reshape(x.to_dense().into_primitive().tensor(), x_shape.clone());
-    B::linear_weight_backward(masked, grad)
-}
-
-/// Prunes the primitive `x` of a linear layer's input.
+/// Prunes the primitive `x` of a channel scale's input with Burn tensor ops (the fused
+/// variant's `dγ` re-expands it densely).
 fn prune_input<B: Backend>(x: FloatTensor<B>, pruning: Pruning, jitter: Option<f64>) -> Pruned<B> {
     let view = sample_view(&x.shape());
     let x = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x.clone())).reshape(view);
     prune(x, pruning.block, pruning.sparsity, jitter)
 }
 
-fn sparse_linear<B: Backend, C: CheckpointStrategy>(
+/// Prunes the primitive `x` of a linear layer's input, with the kernels where `B` has them.
+fn prune_linear_input<B: KernelBackend>(
+    x: FloatTensor<B>,
+    pruning: Pruning,
+    jitter: Option<f64>,
+) -> Stored<B> {
+    let view = sample_view(&x.shape());
+    let x = B::float_reshape(x, Shape::from(view.to_vec()));
+    prune_stored(x, pruning.block, pruning.sparsity, jitter)
+}
+
+fn sparse_linear<B: KernelBackend, C: CheckpointStrategy>(
     x: T<B, C>,
     weight: T<B, C>,
     bias: Option<T<B, C>>,
@@ -245,7 +247,7 @@ fn sparse_linear<B: Backend, C: CheckpointStrategy>(
     let (x_tracked, w_tracked) = (x.is_tracked(), weight.is_tracked());
     let x_shape = x.primitive.shape();
     let state = |prep_weight: Option<NodeId>, x: &FloatTensor<Inner<B>>| LinearState {
-        x: w_tracked.then(|| prune_input::<Inner<B>>(x.clone(), pruning, jitter)),
+        x: w_tracked.then(|| prune_linear_input::<Inner<B>>(x.clone(), pruning, jitter)),
         x_shape: x_shape.clone(),
         weight: prep_weight,
     };

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod kernel;
 pub mod policy;
 pub mod prune;
 

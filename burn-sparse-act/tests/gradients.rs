@@ -330,3 +330,43 @@ fn fused_scale_gradient_comes_from_the_masked_activation() {
         "s = 0.6 must change dγ (dense dγ[0] = {dense})"
     );
 }
+
+#[test]
+fn on_wgpu_the_kernels_prune_and_honour_the_approximate_multiply() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let mul = Multiplier::parse("afm16").unwrap();
+    let approx = ApproxDevice::<Wgpu>::new(Default::default(), mul);
+    for (dims, out, s, b) in CASES {
+        let p = Pruning::new(s, b).unwrap();
+        let dev = SparseDevice::<ApproxMul<Wgpu>>::new(approx.clone(), Policy::uniform(p));
+        // dW within 1e-5 of the ApproxMul product of the masked input: the approximate
+        // multiply's error is orders of magnitude larger, so a plain multiply would fail here
+        check_linear::<SparseAct<Autodiff<ApproxMul<Wgpu>>>, Autodiff<ApproxMul<Wgpu>>>(
+            &dev, &approx, dims, out, p, 1e-5,
+        );
+    }
+}
+
+#[test]
+fn the_kernel_path_is_taken_exactly_where_the_backend_has_cubecl() {
+    use burn::tensor::TensorPrimitive;
+    use burn_sparse_act::kernel::{Stored, prune_stored};
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let xv = data(&[2, 3, 8], 31);
+    let on_wgpu = tensor::<Wgpu, 3>(xv.clone(), [2, 3, 8], &Default::default());
+    let TensorPrimitive::Float(x) = on_wgpu.into_primitive() else {
+        unreachable!()
+    };
+    assert!(matches!(
+        prune_stored::<Wgpu>(x, 4, 0.5, None),
+        Stored::Kernel { .. }
+    ));
+    let on_ndarray = tensor::<NdArray, 3>(xv, [2, 3, 8], &Default::default());
+    let TensorPrimitive::Float(x) = on_ndarray.into_primitive() else {
+        unreachable!()
+    };
+    assert!(matches!(
+        prune_stored::<NdArray>(x, 4, 0.5, None),
+        Stored::Tensors(_)
+    ));
+}
