@@ -11,9 +11,9 @@ use burn_backend::{Backend, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{PrunedCube, launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
-use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy};
 
 /// A pruned activation as the backward pass keeps it.
@@ -142,7 +142,9 @@ impl<B: Backend> CubeVisitor<B> for WeightGrad {
             it.next().expect("grad"),
         );
         let x = PrunedCube { values, col, crow };
-        rewrap(launch_weight_grad(&x, self.dims, self.block, &grad, &self.mul))
+        rewrap(launch_weight_grad(
+            &x, self.dims, self.block, &grad, &self.mul,
+        ))
     }
 
     fn host(self, _: Vec<FloatTensor<B>>) -> Self::Output {
@@ -170,7 +172,11 @@ pub fn weight_grad<B: KernelBackend>(
             dims,
             block,
         } => {
-            let out = *grad.shape().as_slice().last().expect("grad has an out axis");
+            let out = *grad
+                .shape()
+                .as_slice()
+                .last()
+                .expect("grad has an out axis");
             let rows: usize = grad.shape().num_elements() / out.max(1);
             let grad = B::float_reshape(grad, [rows, out].into());
             let mul = match B::multiply_strategy(&B::float_device(&grad)) {

@@ -1,0 +1,93 @@
+//! SparseAct's weight gradient: the block-sparse BSpMM kernel vs the dense matmul `Xᵀ · G` of
+//! the same runtime (wgpu; lavapipe on machines without a GPU), as in the paper's Figs. 4-5.
+//!
+//! Groups `bspmm_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of the dense
+//! input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at that
+//! sparsity (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
+//! each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
+//! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
+
+use burn::backend::Wgpu;
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::bsr::keep_count;
+use cubecl_kernels::bsr::prune::{launch_block_norms, launch_compress};
+use cubecl_kernels::bsr::spmm::launch_weight_grad;
+use std::time::Duration;
+
+fn bench_shape(
+    c: &mut Criterion,
+    [samples, rows, d]: [usize; 3],
+    out: usize,
+    blocks: &[usize],
+    sparsities: &[u32],
+) {
+    let device = Default::default();
+    let dist = burn::tensor::Distribution::Normal(0.0, 1.0);
+    let x = Tensor::<Wgpu, 3>::random([samples, rows, d], dist, &device);
+    let g = Tensor::<Wgpu, 2>::random([samples * rows, out], dist, &device);
+    let xt = x.clone().reshape([samples * rows, d]).transpose();
+    let xp = match x.into_primitive() {
+        TensorPrimitive::Float(t) => t,
+        TensorPrimitive::QFloat(_) => unreachable!("f32 input"),
+    };
+    let gp = match g.clone().into_primitive() {
+        TensorPrimitive::Float(t) => t,
+        TensorPrimitive::QFloat(_) => unreachable!("f32 gradient"),
+    };
+    for &b in blocks {
+        let group = format!("bspmm_{samples}x{rows}x{d}_out{out}_b{b}");
+        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |bench, _| {
+            bench.iter(|| {
+                let dw = xt.clone().matmul(g.clone());
+                <Wgpu as Backend>::sync(&device).unwrap();
+                dw
+            })
+        });
+        let norms = launch_block_norms(&xp, b);
+        for &s in sparsities {
+            let keep = keep_count(rows * d.div_ceil(b), s as f64 / 100.0);
+            let pruned = launch_compress(&xp, &norms, b, keep);
+            c.bench_with_input(
+                BenchmarkId::new(&group, format!("s{s}")),
+                &(),
+                |bench, _| {
+                    bench.iter(|| {
+                        let dw = launch_weight_grad(
+                            &pruned,
+                            [samples, rows, d],
+                            b,
+                            &gp,
+                            &ApproxMultiply::Plain,
+                        );
+                        <Wgpu as Backend>::sync(&device).unwrap();
+                        dw
+                    })
+                },
+            );
+        }
+    }
+}
+
+fn bspmm(c: &mut Criterion) {
+    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
+        eprintln!("skipping the BSpMM benches: {e}");
+        return;
+    }
+    let all: Vec<u32> = (1..=9).map(|i| i * 10).collect();
+    bench_shape(c, [64, 196, 384], 384, &[4, 8, 16, 32, 64], &all);
+    bench_shape(c, [32, 64, 128], 512, &[16, 64], &[50, 80, 90]);
+    bench_shape(c, [32, 64, 512], 128, &[16, 64], &[50, 80, 90]);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bspmm
+}
+criterion_main!(benches);
