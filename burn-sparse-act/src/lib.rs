@@ -36,10 +36,11 @@
 //!   backend's, so the policy rides in [`PolicyBackend`] *under* the autodiff layer, and the
 //!   layer above ([`cubecl_kernels::decorator::Transparent`]) keeps autodiff's primitives.
 //!
-//! Status: in progress (issue 4). The decorator, the validated policy, the generic
-//! (Burn-tensor-op) pruning path and the fused variant are done and tested; the CubeCL kernels of
-//! `cubecl-kernels::bsr` (block norms, top-k, compression, BSpMM) are next. `docs/sparse-act.md`
-//! has the semantics and the measured memory tables.
+//! - [`kernel`]: where the backend has CubeCL tensors, pruning and the weight gradient run as
+//!   the kernels of `cubecl_kernels::bsr` (the weight gradient with the multiply of an ApproxMul
+//!   underneath); elsewhere as Burn tensor ops. Same arrays, same selection.
+//!
+//! `docs/sparse-act.md` has the semantics, the measured memory tables and the speed figures.
 //!
 //! # Feature flags
 //!

@@ -11,8 +11,11 @@
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
 //!   and the multi-threaded host reference beside it, im2col / col2im.
-//! - [`bsr`]: SparseAct's block-sparse activations (so far the host reference: pruning, BSR,
-//!   weight-gradient product; the kernels come with the SparseAct issue).
+//! - [`bsr`]: SparseAct's block-sparse activations: pruning kernels (block norms, per-sample
+//!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
+//!   reference.
+//!
+//! - [`testing`]: deterministic test data and the set of multipliers every kernel test runs.
 //!
 //! The other technique kernels (`hinm/`, `bcrc/`, `broadcast/`) are added by the issues
 //! that bring each technique, each kernel with a host reference beside it.
