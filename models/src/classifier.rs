@@ -56,7 +56,7 @@ impl ModelKind {
                 ))
             }
             Self::ResmlpSmall | Self::ResmlpS12 | Self::ResmlpS24
-                if input.side % RESMLP_PATCH != 0 =>
+                if !input.side.is_multiple_of(RESMLP_PATCH) =>
             {
                 Err(format!(
                     "{self} cuts images into {RESMLP_PATCH}×{RESMLP_PATCH} patches; the side {} \

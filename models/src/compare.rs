@@ -77,6 +77,17 @@ impl RunSummary {
     }
 }
 
+/// Test accuracy relative to dense over sparsity × block size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    /// Sparsities, ascending (rows).
+    pub sparsities: Vec<f64>,
+    /// Block sizes, ascending (columns).
+    pub blocks: Vec<usize>,
+    /// `cells[s][b]`: accuracy minus the dense run's, percentage points (`None`: not run).
+    pub cells: Vec<Vec<Option<f64>>>,
+}
+
 /// The comparison of a set of runs.
 #[derive(Clone, Debug)]
 pub struct Comparison {
@@ -108,9 +119,8 @@ impl Comparison {
         }
     }
 
-    /// Accuracy relative to dense (percentage points) on the grid of uniform `S:B` policies:
-    /// (sparsities ascending, block sizes ascending, cells\[s\]\[b\]).
-    pub fn grid(&self) -> Option<(Vec<f64>, Vec<usize>, Vec<Vec<Option<f64>>>)> {
+    /// Accuracy relative to dense on the grid of uniform `S:B` policies (needs one dense run).
+    pub fn grid(&self) -> Option<Grid> {
         let dense = self.dense_accuracy()?;
         let cells: Vec<(Pruning, f64)> = self
             .runs
@@ -130,7 +140,7 @@ impl Comparison {
         let mut blocks: Vec<usize> = cells.iter().map(|c| c.0.block).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        let grid = sparsities
+        let cells = sparsities
             .iter()
             .map(|&s| {
                 blocks
@@ -144,7 +154,11 @@ impl Comparison {
                     .collect()
             })
             .collect();
-        Some((sparsities, blocks, grid))
+        Some(Grid {
+            sparsities,
+            blocks,
+            cells,
+        })
     }
 
     /// The runs as a Markdown table.
@@ -187,8 +201,8 @@ impl Comparison {
         std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
         let mut written = vec![files[0].clone()];
         self.plot_losses(&files[0], title)?;
-        if let Some((s, b, grid)) = self.grid() {
-            plot_heatmap(&files[1], title, &s, &b, &grid)?;
+        if let Some(grid) = self.grid() {
+            plot_heatmap(&files[1], title, &grid)?;
             written.push(files[1].clone());
         }
         std::fs::write(&files[2], self.markdown()).map_err(|e| EmberError::io(&files[2], e))?;
@@ -269,14 +283,9 @@ fn diverging(delta: f64, span: f64) -> RGBColor {
 }
 
 /// Draws accuracy relative to dense over sparsity (rows) × block size (columns).
-pub fn plot_heatmap(
-    path: &Path,
-    title: &str,
-    sparsities: &[f64],
-    blocks: &[usize],
-    grid: &[Vec<Option<f64>>],
-) -> Result<()> {
+pub fn plot_heatmap(path: &Path, title: &str, grid: &Grid) -> Result<()> {
     font();
+    let (sparsities, blocks, grid) = (&grid.sparsities, &grid.blocks, &grid.cells);
     let span = grid
         .iter()
         .flatten()
