@@ -3,7 +3,7 @@
 //! block size (Fig. 8 style), and a Markdown table.
 
 use crate::error::{EmberError, Result};
-use crate::report::{self, EpochMetrics, Series, font, panel};
+use crate::report::{self, EpochMetrics, Series, font, two_panels};
 use crate::run::Manifest;
 use burn_sparse_act::Pruning;
 use plotters::prelude::*;
@@ -211,7 +211,6 @@ impl Comparison {
     }
 
     fn plot_losses(&self, path: &Path, title: &str) -> Result<()> {
-        font();
         let labels: Vec<String> = self.runs.iter().map(RunSummary::label).collect();
         let series = |f: fn(&EpochMetrics) -> f64| -> Vec<Series<'_>> {
             self.runs
@@ -227,28 +226,14 @@ impl Comparison {
                 })
                 .collect()
         };
-        let draw = || -> std::result::Result<(), String> {
-            let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| e.to_string())?;
-            let root = root
-                .titled(title, ("sans-serif", 24))
-                .map_err(|e| e.to_string())?;
-            let (left, right) = root.split_horizontally(600);
-            panel(
-                &left,
-                "training loss",
-                "cross-entropy",
-                &series(|e| e.train_loss),
-            )?;
-            panel(
-                &right,
-                "test loss",
-                "cross-entropy",
-                &series(|e| e.valid_loss),
-            )?;
-            root.present().map_err(|e| e.to_string())
-        };
-        draw().map_err(|e| EmberError::io(path, std::io::Error::other(e)))
+        two_panels(
+            path,
+            title,
+            [
+                ("training loss", "cross-entropy", &series(|e| e.train_loss)),
+                ("test loss", "cross-entropy", &series(|e| e.valid_loss)),
+            ],
+        )
     }
 }
 

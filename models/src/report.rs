@@ -153,12 +153,42 @@ pub(crate) fn panel<DB: DrawingBackend>(
 
 /// Draws the loss and accuracy curves of `rows` into a PNG.
 pub fn plot_curves(path: &Path, title: &str, rows: &[EpochMetrics]) -> Result<()> {
-    font();
     let pts = |f: fn(&EpochMetrics) -> f64| {
         rows.iter()
             .map(|r| (r.epoch as f64, f(r)))
             .collect::<Vec<_>>()
     };
+    two_panels(
+        path,
+        title,
+        [
+            (
+                "loss",
+                "cross-entropy",
+                &[
+                    ("train", BLUE, pts(|r| r.train_loss)),
+                    ("test", RED, pts(|r| r.valid_loss)),
+                ],
+            ),
+            (
+                "accuracy",
+                "accuracy (%)",
+                &[
+                    ("train", BLUE, pts(|r| r.train_accuracy)),
+                    ("test", RED, pts(|r| r.valid_accuracy)),
+                ],
+            ),
+        ],
+    )
+}
+
+/// A titled 1200 × 480 PNG of two [`panel`]s side by side: (panel title, y label, series).
+pub(crate) fn two_panels(
+    path: &Path,
+    title: &str,
+    panels: [(&str, &str, &[Series<'_>]); 2],
+) -> Result<()> {
+    font();
     let draw = || -> std::result::Result<(), String> {
         let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
@@ -166,24 +196,9 @@ pub fn plot_curves(path: &Path, title: &str, rows: &[EpochMetrics]) -> Result<()
             .titled(title, ("sans-serif", 24))
             .map_err(|e| e.to_string())?;
         let (left, right) = root.split_horizontally(600);
-        panel(
-            &left,
-            "loss",
-            "cross-entropy",
-            &[
-                ("train", BLUE, pts(|r| r.train_loss)),
-                ("test", RED, pts(|r| r.valid_loss)),
-            ],
-        )?;
-        panel(
-            &right,
-            "accuracy",
-            "accuracy (%)",
-            &[
-                ("train", BLUE, pts(|r| r.train_accuracy)),
-                ("test", RED, pts(|r| r.valid_accuracy)),
-            ],
-        )?;
+        for (area, (name, y_label, series)) in [left, right].iter().zip(panels) {
+            panel(area, name, y_label, series)?;
+        }
         root.present().map_err(|e| e.to_string())
     };
     draw().map_err(|e| EmberError::io(path, std::io::Error::other(e)))

@@ -282,12 +282,7 @@ pub fn launch<R: CubeRuntime>(
         return parts;
     }
     let kind = mul.kind();
-    let words = match (kind, mul) {
-        (MulKind::Lut(_, LutStaging::Packed), ApproxMultiply::Lut(t)) => {
-            u32::as_bytes(t.packed().expect("packed staging has a packed table"))
-        }
-        _ => f32::as_bytes(mul.table()),
-    };
+    let words = mul.lut_words();
     let lut = client.create_from_slice(words);
     let tiling = Tiling::choose(m, n);
     let [ux, uy, ..] = tiling.dims();

@@ -180,6 +180,20 @@ impl ApproxMultiply {
         }
     }
 
+    /// The bytes a kernel launch uploads as its `lut` array: packed significand bytes for
+    /// [`LutStaging::Packed`], f32 significands otherwise (a single dummy entry when there is no
+    /// table).
+    pub fn lut_words(&self) -> &[u8] {
+        match (self.kind(), self) {
+            (MulKind::Lut(_, LutStaging::Packed), Self::Lut(t)) => {
+                cubecl::prelude::CubeElement::as_bytes(
+                    t.packed().expect("packed staging has a packed table"),
+                )
+            }
+            _ => cubecl::prelude::CubeElement::as_bytes(self.table()),
+        }
+    }
+
     /// The table a kernel reads (a single dummy entry when there is none).
     pub fn table(&self) -> &[f32] {
         match self {

@@ -185,12 +185,7 @@ pub fn launch_weight_grad<R: CubeRuntime>(
         return dw;
     }
     let kind = mul.kind();
-    let words = match (kind, mul) {
-        (MulKind::Lut(_, LutStaging::Packed), ApproxMultiply::Lut(t)) => {
-            u32::as_bytes(t.packed().expect("packed staging has a packed table"))
-        }
-        _ => f32::as_bytes(mul.table()),
-    };
+    let words = mul.lut_words();
     let lut = client.create_from_slice(words);
     let row_tiles = b.div_ceil(UNITS as usize * rows_per_unit(b));
     let count = CubeCount::Static(
