@@ -2,11 +2,15 @@
 
 use std::path::PathBuf;
 
+/// Names accepted by [`Multiplier::parse`](crate::Multiplier::parse), for help texts and errors.
+pub const BUILT_IN_HELP: &str = "native, fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm/mitchell also 23), \
+afm10/12/14/16/32, mit10/12/14/16/32, realm16";
+
 /// What can go wrong when choosing a multiplier or reading a table.
 #[derive(Debug, thiserror::Error)]
 pub enum ApproxError {
     /// A multiplier name that is neither built in nor a file.
-    #[error("unknown multiplier `{0}` (built in: {list}; or a path to a LUT file)", list = crate::multiplier::BUILT_IN_HELP)]
+    #[error("unknown multiplier `{0}` (built in: {list}; or a path to a LUT file)", list = BUILT_IN_HELP)]
     UnknownMultiplier(String),
     /// A mantissa width the multiplier does not support.
     #[error("multiplier `{name}` does not support m = {m} (supported: {supported})")]

@@ -1,16 +1,13 @@
 //! The multiplier a device carries: built-in catalogue, user functions and LUT files.
 
 use crate::error::ApproxError;
+pub use crate::error::BUILT_IN_HELP;
 use crate::lut::{Lut, MAX_LUT_BITS};
 use crate::model::{self, MantissaModel, apply};
 use cubecl_kernels::approx::{ApproxMultiply, LutTable};
 use cubecl_kernels::decorator::MultiplyStrategy;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Names accepted by [`Multiplier::parse`], for help texts and errors.
-pub const BUILT_IN_HELP: &str = "native, fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm/mitchell also 23), \
-afm10/12/14/16/32, mit10/12/14/16/32, realm16";
 
 /// A family of built-in functional models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,13 +23,29 @@ pub enum PolicyError {
     Band(f64),
 }
 
-/// Sparsity and block width of one layer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Sparsity and block width of one layer. Serialised as `{"sparsity": S, "block": B}`, checked
+/// on the way in like [`Pruning::new`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PruningFields")]
 pub struct Pruning {
     /// Fraction of blocks pruned per sample, in `[0, 1)`.
     pub sparsity: f64,
     /// Block width along the embedding dimension.
     pub block: usize,
+}
+
+/// The fields of a [`Pruning`] before their ranges are checked.
+#[derive(serde::Deserialize)]
+struct PruningFields {
+    sparsity: f64,
+    block: usize,
+}
+
+impl TryFrom<PruningFields> for Pruning {
+    type Error = PolicyError;
+    fn try_from(f: PruningFields) -> Result<Self, PolicyError> {
+        Self::new(f.sparsity, f.block)
+    }
 }
 
 impl Pruning {
@@ -65,7 +81,12 @@ impl Pruning {
 /// shorter (zero-padded, which leaves its L2 norm unchanged) and stored at full width. ResMLP's
 /// cross-patch layer at 224 px has rows of 196 patches, which no `b ∈ {16, 32, 64}` of the
 /// paper's Table III divides.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// Serialised field by field (`default`, `overrides`, `stochastic`, `scales`); its text form
+/// ([`Display`](std::fmt::Display)) parses back with [`FromStr`](std::str::FromStr) to an equal
+/// policy.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "PolicyFields", into = "PolicyFields")]
 pub struct Policy {
     /// Pruning of every layer without an override; `None`: inputs are kept dense (the
     /// decorator is then exactly its autodiff backend).
@@ -110,7 +131,96 @@ impl std::fmt::Display for Policy {
     }
 }
 
+/// The fields of a [`Policy`] as serialised (checked on the way in).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PolicyFields {
+    default: Option<Pruning>,
+    #[serde(default)]
+    overrides: BTreeMap<String, Pruning>,
+    #[serde(default)]
+    stochastic: Option<f64>,
+    #[serde(default)]
+    scales: bool,
+}
+
+impl From<Policy> for PolicyFields {
+    fn from(p: Policy) -> Self {
+        Self {
+            default: p.default,
+            overrides: (*p.overrides).clone(),
+            stochastic: p.stochastic,
+            scales: p.scales,
+        }
+    }
+}
+
+impl TryFrom<PolicyFields> for Policy {
+    type Error = PolicyError;
+    fn try_from(f: PolicyFields) -> Result<Self, PolicyError> {
+        let mut policy = Self {
+            default: f.default,
+            overrides: Arc::new(BTreeMap::new()),
+            stochastic: None,
+            scales: f.scales,
+        };
+        for (layer, pruning) in f.overrides {
+            policy.add_override(&format!("{layer}={pruning}"))?;
+        }
+        match f.stochastic {
+            Some(band) => policy.with_stochastic(band),
+            None => Ok(policy),
+        }
+    }
+}
+
+/// Parses every form [`Policy`]'s `Display` prints: `off` or `S:B`, then any of ` IN×OUT=S:B`,
+/// ` stochastic=BAND` and ` +scales`, separated by spaces.
+impl std::str::FromStr for Policy {
+    type Err = PolicyError;
+    fn from_str(text: &str) -> Result<Self, PolicyError> {
+        let mut words = text.split_whitespace();
+        let first = words
+            .next()
+            .ok_or_else(|| PolicyError::Syntax(text.to_string()))?;
+        let mut policy = match first {
+            "off" => Self::default(),
+            spec => Self::uniform(Pruning::parse(spec)?),
+        };
+        for word in words {
+            if word == "+scales" {
+                policy.scales = true;
+            } else if let Some(band) = word.strip_prefix("stochastic=") {
+                let band = band
+                    .parse()
+                    .map_err(|_| PolicyError::Syntax(text.to_string()))?;
+                policy = policy.with_stochastic(band)?;
+            } else {
+                policy.add_override(word)?;
+            }
+        }
+        Ok(policy)
+    }
+}
+
 impl Policy {
+    /// Whether nothing is pruned: no default and no override (the decorator is then exactly its
+    /// autodiff backend).
+    pub fn is_off(&self) -> bool {
+        self.default.is_none() && self.overrides.is_empty()
+    }
+
+    /// The single pruning of every layer when the policy is uniform (a default, no overrides,
+    /// deterministic, scales dense); the reason when it is not.
+    pub fn as_uniform(&self) -> Result<Pruning, &'static str> {
+        match self.default {
+            None => Err("it prunes no default layer"),
+            Some(_) if !self.overrides.is_empty() => Err("it has per-layer overrides"),
+            Some(_) if self.stochastic.is_some() => Err("it is stochastic"),
+            Some(_) if self.scales => Err("it prunes per-channel scales too (+scales)"),
+            Some(p) => Ok(p),
+        }
+    }
+
     /// Every layer pruned the same way, deterministically.
     pub fn uniform(default: Pruning) -> Self {
         Self {
@@ -204,5 +314,77 @@ mod tests {
         assert_eq!(p.stochastic, Some(0.1));
         assert_eq!(p.to_string(), "0.5:64 384x10=0.2:16 stochastic=0.1");
         assert_eq!(Policy::default().to_string(), "off");
+    }
+
+    /// Every combination of the policy's parts.
+    fn every_policy() -> Vec<Policy> {
+        let mut all = Vec::new();
+        for default in [
+            None,
+            Some(Pruning::new(0.8, 64).unwrap()),
+            Some(Pruning::new(0.0, 1).unwrap()),
+        ] {
+            for overrides in [
+                &[][..],
+                &["384x10=0.25:16"][..],
+                &["100x10=0:1", "784x300=0.5:3"][..],
+            ] {
+                for stochastic in [None, Some(0.1), Some(1e-3)] {
+                    for scales in [false, true] {
+                        let mut p = Policy {
+                            default,
+                            scales,
+                            ..Policy::default()
+                        };
+                        for o in overrides {
+                            p.add_override(o).unwrap();
+                        }
+                        if let Some(band) = stochastic {
+                            p = p.with_stochastic(band).unwrap();
+                        }
+                        all.push(p);
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_printed_form_parses_back_to_an_equal_policy() {
+        for p in every_policy() {
+            let text = p.to_string();
+            assert_eq!(text.parse::<Policy>().as_ref(), Ok(&p), "{text}");
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(serde_json::from_str::<Policy>(&json).unwrap(), p, "{json}");
+        }
+        for bad in [
+            "",
+            "0.8",
+            "off stochastic=2",
+            "0.8:64 +scale",
+            "0.8:64 384x10",
+            "2:4",
+        ] {
+            assert!(bad.parse::<Policy>().is_err(), "{bad:?}");
+        }
+        let out_of_range = r#"{"default":{"sparsity":1.5,"block":4}}"#;
+        assert!(serde_json::from_str::<Policy>(out_of_range).is_err());
+    }
+
+    #[test]
+    fn uniform_policies_are_told_apart_from_the_rest() {
+        let p = Pruning::new(0.5, 16).unwrap();
+        assert_eq!(Policy::uniform(p).as_uniform(), Ok(p));
+        assert!(Policy::default().is_off() && Policy::default().as_uniform().is_err());
+        for text in [
+            "0.5:16 384x10=0:1",
+            "0.5:16 stochastic=0.1",
+            "0.5:16 +scales",
+        ] {
+            let policy: Policy = text.parse().unwrap();
+            assert!(!policy.is_off());
+            assert!(policy.as_uniform().is_err(), "{text}");
+        }
     }
 }

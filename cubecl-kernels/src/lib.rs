@@ -15,7 +15,8 @@
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.
 //!
-//! - [`testing`]: deterministic test data and the set of multipliers every kernel test runs.
+//! - `testing` (feature `testing`, for this workspace's tests; not public API): deterministic
+//!   test data and the set of multipliers every kernel test runs.
 //!
 //! The other technique kernels (`hinm/`, `bcrc/`, `broadcast/`) are added by the issues
 //! that bring each technique, each kernel with a host reference beside it.
@@ -38,6 +39,9 @@
 //! - `cuda`: compiles the CUDA runtime (`burn-cuda`, `cubecl/cuda`). Building needs no CUDA
 //!   toolkit; `libcuda` and `libnvrtc` are loaded when a CUDA device is first used.
 //!
+//! - `testing`: compiles `cubecl_kernels::testing` for the workspace's test suites (hidden
+//!   from the docs; not public API).
+//!
 //! wgpu (Vulkan, Metal, DX12, and Mesa's lavapipe on machines without a GPU) is always built.
 #![warn(missing_docs)]
 
@@ -45,4 +49,6 @@ pub mod approx;
 pub mod bsr;
 pub mod decorator;
 pub mod runtime;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod testing;

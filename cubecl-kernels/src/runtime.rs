@@ -13,9 +13,17 @@
 )]
 pub struct NoAdapter;
 
-/// The name and driver of the adapter wgpu would pick, or [`NoAdapter`].
+/// The name and driver of the adapter cubecl-wgpu would pick, or [`NoAdapter`].
+///
+/// Asks the graphics API cubecl-wgpu itself uses (`AutoGraphicsApi`: Vulkan on Linux), not every
+/// backend wgpu knows: with Vulkan hidden, an OpenGL adapter would pass a broader check while
+/// cubecl still panics.
 pub fn wgpu_adapter() -> Result<String, NoAdapter> {
-    let instance = wgpu::Instance::default();
+    use cubecl::wgpu::{AutoGraphicsApi, GraphicsApi};
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: AutoGraphicsApi::backend().into(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
     let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         force_fallback_adapter: false,

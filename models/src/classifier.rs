@@ -1,16 +1,18 @@
-//! What the trainer needs of a model: the models the CLI knows ([`ModelKind`]), the shape of
-//! their input ([`ImageSpec`]), and the [`Classifier`] trait every model implements.
+//! What the trainer needs of a model: the models Ember knows ([`ModelKind`]), the one place that
+//! builds them ([`ModelKind::build`]), and the [`Classifier`] trait every model implements.
 
-use crate::data::ImageBatch;
-use crate::resmlp::ResMlpConfig;
+use crate::data::{ImageBatch, ImageSpec};
+use crate::error::{Error, Result};
+use crate::lenet::{LeNet5, LeNet300};
+use crate::resmlp::{ResMlp, ResMlpConfig};
+use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
-use burn::train::ClassificationOutput;
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::{ClassificationOutput, InferenceStep, TrainStep};
 
-/// The models the CLI trains.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+/// The models Ember trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ModelKind {
     /// LeNet-5 (two convolutions, three linear layers); 28×28 grayscale input.
     #[serde(rename = "lenet5")]
@@ -29,17 +31,13 @@ pub enum ModelKind {
     ResmlpS24,
 }
 
-impl std::fmt::Display for ModelKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Lenet5 => "lenet5",
-            Self::Lenet300 => "lenet300",
-            Self::ResmlpSmall => "resmlp-small",
-            Self::ResmlpS12 => "resmlp-s12",
-            Self::ResmlpS24 => "resmlp-s24",
-        })
-    }
-}
+crate::choices!(ModelKind {
+    Lenet5 => "lenet5",
+    Lenet300 => "lenet300",
+    ResmlpSmall => "resmlp-small",
+    ResmlpS12 => "resmlp-s12",
+    ResmlpS24 => "resmlp-s24",
+});
 
 /// Patch side of the ResMLPs trained by the CLI (the CIFAR configuration of the paper).
 pub const RESMLP_PATCH: usize = 4;
@@ -68,40 +66,47 @@ impl ModelKind {
         }
     }
 
-    /// The ResMLP configuration of this model for `input` (`None` for the LeNets).
-    pub fn resmlp(&self, input: ImageSpec) -> Option<ResMlpConfig> {
-        let (side, p, classes) = (input.side, RESMLP_PATCH, input.classes);
-        let config = match self {
-            Self::Lenet5 | Self::Lenet300 => return None,
-            Self::ResmlpSmall => ResMlpConfig::small(side, p, classes),
-            Self::ResmlpS12 => ResMlpConfig::s12(side, p, classes),
-            Self::ResmlpS24 => ResMlpConfig::s24(side, p, classes),
+    /// Builds a freshly initialised model of this kind for images of shape `input` on `device`
+    /// and hands it to `visitor`: the one place that maps a [`ModelKind`] to a model type, for
+    /// training and evaluation alike. Inputs the model cannot take are an error.
+    pub fn build<B: AutodiffBackend, V: ModelVisitor<B>>(
+        self,
+        input: ImageSpec,
+        device: &B::Device,
+        visitor: V,
+    ) -> Result<V::Output> {
+        self.accepts(input).map_err(Error::Invalid)?;
+        let resmlp = |config: fn(usize, usize, usize) -> ResMlpConfig| -> ResMlp<B> {
+            config(input.side, RESMLP_PATCH, input.classes)
+                .with_channels(input.channels)
+                .init(device)
         };
-        Some(config.with_channels(input.channels))
+        Ok(match self {
+            Self::Lenet5 => visitor.visit(LeNet5::init(device)),
+            Self::Lenet300 => visitor.visit(LeNet300::init(device)),
+            Self::ResmlpSmall => visitor.visit(resmlp(ResMlpConfig::small)),
+            Self::ResmlpS12 => visitor.visit(resmlp(ResMlpConfig::s12)),
+            Self::ResmlpS24 => visitor.visit(resmlp(ResMlpConfig::s24)),
+        })
     }
 }
 
-/// Shape of a dataset's images and number of classes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ImageSpec {
-    /// Colour channels.
-    pub channels: usize,
-    /// Image side in pixels (images are square).
-    pub side: usize,
-    /// Number of classes.
-    pub classes: usize,
+/// What to do with a model built by [`ModelKind::build`], whatever its type.
+pub trait ModelVisitor<B: AutodiffBackend> {
+    /// What the visit returns.
+    type Output;
+    /// Uses the freshly built `model` (for evaluation: `model.valid()`, then load a record).
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output;
 }
 
 /// An image classifier the trainer can drive.
 pub trait Classifier<B: Backend>: Module<B> {
-    /// A freshly initialised `kind` for images of shape `input` (`kind.accepts(input)` holds).
-    fn build(kind: ModelKind, input: ImageSpec, device: &B::Device) -> Self;
     /// Logits `[batch, classes]` for images `[batch, channels, side, side]`.
-    fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2>;
+    fn logits(&self, images: Tensor<B, 4>) -> Tensor<B, 2>;
 
     /// Logits, mean cross-entropy loss and targets, as burn-train's metrics expect them.
     fn forward_classification(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
-        let output = self.forward(batch.images);
+        let output = self.logits(batch.images);
         let loss = CrossEntropyLossConfig::new()
             .init(&output.device())
             .forward(output.clone(), batch.targets.clone());
@@ -109,59 +114,136 @@ pub trait Classifier<B: Backend>: Module<B> {
     }
 }
 
-/// burn-train's `TrainStep` and `InferenceStep` for classifiers of [`ImageBatch`]es.
-macro_rules! train_steps {
+/// A classifier burn-train can train on `B` and evaluate on its inner backend.
+pub trait TrainableClassifier<B: AutodiffBackend>:
+    Classifier<B>
+    + AutodiffModule<
+        B,
+        InnerModule: Classifier<B::InnerBackend>
+                         + InferenceStep<
+            Input = ImageBatch<B::InnerBackend>,
+            Output = ClassificationOutput<B::InnerBackend>,
+        >,
+    > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+    + core::fmt::Display
+    + 'static
+{
+}
+
+impl<B: AutodiffBackend, M> TrainableClassifier<B> for M where
+    M: Classifier<B>
+        + AutodiffModule<
+            B,
+            InnerModule: Classifier<B::InnerBackend>
+                             + InferenceStep<
+                Input = ImageBatch<B::InnerBackend>,
+                Output = ClassificationOutput<B::InnerBackend>,
+            >,
+        > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+        + core::fmt::Display
+        + 'static
+{
+}
+
+/// [`Classifier`] and burn-train's `TrainStep` / `InferenceStep` for models with an inherent
+/// `forward(images) -> logits`.
+macro_rules! classifiers {
     ($($model:ident),*) => {$(
-        impl<B: burn::tensor::backend::AutodiffBackend> burn::train::TrainStep for $model<B> {
-            type Input = $crate::data::ImageBatch<B>;
-            type Output = burn::train::ClassificationOutput<B>;
-            fn step(
-                &self,
-                batch: $crate::data::ImageBatch<B>,
-            ) -> burn::train::TrainOutput<burn::train::ClassificationOutput<B>> {
-                let item = $crate::classifier::Classifier::forward_classification(self, batch);
+        impl<B: Backend> Classifier<B> for $model<B> {
+            fn logits(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+                self.forward(images)
+            }
+        }
+
+        impl<B: AutodiffBackend> TrainStep for $model<B> {
+            type Input = ImageBatch<B>;
+            type Output = ClassificationOutput<B>;
+            fn step(&self, batch: ImageBatch<B>) -> burn::train::TrainOutput<ClassificationOutput<B>> {
+                let item = self.forward_classification(batch);
                 burn::train::TrainOutput::new(self, item.loss.backward(), item)
             }
         }
 
-        impl<B: Backend> burn::train::InferenceStep for $model<B> {
-            type Input = $crate::data::ImageBatch<B>;
-            type Output = burn::train::ClassificationOutput<B>;
-            fn step(&self, batch: $crate::data::ImageBatch<B>) -> burn::train::ClassificationOutput<B> {
-                $crate::classifier::Classifier::forward_classification(self, batch)
+        impl<B: Backend> InferenceStep for $model<B> {
+            type Input = ImageBatch<B>;
+            type Output = ClassificationOutput<B>;
+            fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
+                self.forward_classification(batch)
             }
         }
     )*};
 }
-pub(crate) use train_steps;
+
+classifiers!(LeNet5, LeNet300, ResMlp);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use burn::backend::{Autodiff, NdArray};
+
+    const MNIST: ImageSpec = ImageSpec {
+        channels: 1,
+        side: 28,
+        classes: 10,
+    };
+    const CIFAR: ImageSpec = ImageSpec {
+        channels: 3,
+        side: 32,
+        classes: 10,
+    };
 
     #[test]
     fn models_refuse_inputs_they_cannot_take() {
-        let mnist = ImageSpec {
-            channels: 1,
-            side: 28,
-            classes: 10,
-        };
-        let cifar = ImageSpec {
-            channels: 3,
-            side: 32,
-            classes: 10,
-        };
-        assert!(ModelKind::Lenet5.accepts(mnist).is_ok());
-        let err = ModelKind::Lenet5.accepts(cifar).unwrap_err();
+        assert!(ModelKind::Lenet5.accepts(MNIST).is_ok());
+        let err = ModelKind::Lenet5.accepts(CIFAR).unwrap_err();
         assert!(err.contains("28×28 grayscale"), "{err}");
         for kind in [ModelKind::ResmlpSmall, ModelKind::ResmlpS12] {
-            assert!(kind.accepts(mnist).is_ok() && kind.accepts(cifar).is_ok());
+            assert!(kind.accepts(MNIST).is_ok() && kind.accepts(CIFAR).is_ok());
         }
-        let odd = ImageSpec { side: 30, ..cifar };
+        let odd = ImageSpec { side: 30, ..CIFAR };
         let err = ModelKind::ResmlpSmall.accepts(odd).unwrap_err();
         assert!(err.contains("not a multiple of 4"), "{err}");
-        let s12 = ModelKind::ResmlpS12.resmlp(cifar).unwrap();
-        assert_eq!((s12.dim, s12.depth, s12.patches()), (384, 12, 64));
-        assert_eq!(ModelKind::ResmlpSmall.resmlp(mnist).unwrap().channels, 1);
+    }
+
+    /// Reports the parameter count of what was built.
+    struct Params;
+    impl<B: AutodiffBackend> ModelVisitor<B> for Params {
+        type Output = usize;
+        fn visit<M: TrainableClassifier<B>>(self, model: M) -> usize {
+            model.num_params()
+        }
+    }
+
+    #[test]
+    fn build_makes_the_model_named_and_refuses_a_wrong_input() {
+        type B = Autodiff<NdArray>;
+        let device = Default::default();
+        let built = |kind: ModelKind, input| kind.build::<B, _>(input, &device, Params);
+        assert_eq!(built(ModelKind::Lenet5, MNIST).unwrap(), 61_706);
+        assert_eq!(built(ModelKind::Lenet300, MNIST).unwrap(), 266_610);
+        let s12 = ResMlpConfig::s12(32, RESMLP_PATCH, 10).init::<B>(&device);
+        assert_eq!(
+            built(ModelKind::ResmlpS12, CIFAR).unwrap(),
+            s12.num_params()
+        );
+        let grey = ResMlpConfig::small(28, RESMLP_PATCH, 10)
+            .with_channels(1)
+            .init::<B>(&device);
+        assert_eq!(
+            built(ModelKind::ResmlpSmall, MNIST).unwrap(),
+            grey.num_params()
+        );
+        let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();
+        assert!(err.to_string().contains("28×28 grayscale"), "{err}");
+    }
+
+    #[test]
+    fn every_name_parses_back() {
+        for &kind in ModelKind::ALL {
+            assert_eq!(kind.to_string().parse::<ModelKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+        }
+        assert!("lenet6".parse::<ModelKind>().is_err());
     }
 }

@@ -1,10 +1,10 @@
-//! Errors of the models crate: one line each, meant for a user at a terminal.
+//! Errors of the model zoo and the data loaders: one line each, meant for a user at a terminal.
 
 use std::path::PathBuf;
 
-/// Everything the data loaders, training and evaluation can report to a user.
+/// Everything the data loaders and model constructors can report to a user.
 #[derive(Debug, thiserror::Error)]
-pub enum EmberError {
+pub enum Error {
     /// A dataset file is missing.
     #[error("dataset file not found: {path} (expected the standard idx files, gzipped or raw, in {dir})", path = .path.display(), dir = .dir.display())]
     MissingFile {
@@ -21,7 +21,7 @@ pub enum EmberError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A file (dataset or run manifest) is not what it claims to be.
+    /// A dataset file is not what it claims to be.
     #[error("malformed file {path}: {reason}", path = .path.display())]
     Malformed {
         /// The file.
@@ -29,43 +29,15 @@ pub enum EmberError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The output directory already holds a run.
-    #[error("{path} already holds a run: pass --resume to continue it or --overwrite to replace it", path = .0.display())]
-    RunExists(PathBuf),
-    /// The output directory holds files that are not an Ember run.
-    #[error("{path} exists and is not an Ember run (no ember-run.json): choose another --out; nothing was changed", path = .0.display())]
-    NotARun(PathBuf),
-    /// `--resume` on a directory without a checkpoint.
-    #[error("cannot resume {path}: {reason}", path = .path.display())]
-    CannotResume {
-        /// The run directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// A checkpoint that does not fit the requested model, or cannot be read.
-    #[error("bad checkpoint {path}: {reason}", path = .path.display())]
-    BadCheckpoint {
-        /// The checkpoint path.
-        path: PathBuf,
-        /// Why it cannot be used.
-        reason: String,
-    },
-    /// A backend that is not available in this build or on this machine.
-    #[error("backend unavailable: {0}")]
-    Backend(String),
-    /// An invalid option value.
+    /// An invalid option value (a dataset or model that cannot be used as asked).
     #[error("invalid option: {0}")]
     Invalid(String),
-    /// A multiplier or lookup-table problem.
-    #[error(transparent)]
-    Approx(#[from] burn_approx_mul::ApproxError),
 }
 
-/// Result with [`EmberError`].
-pub type Result<T> = std::result::Result<T, EmberError>;
+/// Result with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
 
-impl EmberError {
+impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),

@@ -1,7 +1,6 @@
 //! LeNet-300-100 and LeNet-5 (LeCun et al., 1998) with stock `burn::nn` layers only, so that
 //! every Ember decorator applies to them unchanged.
 
-use crate::classifier::{Classifier, ImageSpec, ModelKind, train_steps};
 use crate::data::mnist::{CLASSES, SIDE};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
@@ -38,12 +37,9 @@ impl<B: Backend> LeNet5<B> {
     }
 }
 
-impl<B: Backend> Classifier<B> for LeNet5<B> {
-    fn build(_: ModelKind, _: ImageSpec, device: &B::Device) -> Self {
-        Self::init(device)
-    }
-
-    fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+impl<B: Backend> LeNet5<B> {
+    /// Logits `[batch, 10]` for images `[batch, 1, 28, 28]`.
+    pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         let x = self
             .pool
             .forward(self.act.forward(self.conv1.forward(images)));
@@ -76,20 +72,15 @@ impl<B: Backend> LeNet300<B> {
     }
 }
 
-impl<B: Backend> Classifier<B> for LeNet300<B> {
-    fn build(_: ModelKind, _: ImageSpec, device: &B::Device) -> Self {
-        Self::init(device)
-    }
-
-    fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+impl<B: Backend> LeNet300<B> {
+    /// Logits `[batch, 10]` for images `[batch, 1, 28, 28]`.
+    pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         let x: Tensor<B, 2> = images.flatten(1, 3);
         let x = self.act.forward(self.fc1.forward(x));
         let x = self.act.forward(self.fc2.forward(x));
         self.fc3.forward(x)
     }
 }
-
-train_steps!(LeNet5, LeNet300);
 
 #[cfg(test)]
 mod tests {

@@ -1,65 +1,50 @@
 //! # ember-models
 //!
-//! Ember's models, data loaders, training loop and the `ember` command-line tool.
+//! Ember's model zoo and data loaders: what a library user needs to train or evaluate a model
+//! under Ember's decorators, without the training loop, plots or the command line
+//! (`ember-train` and `ember-cli` build on this crate).
 //!
-//! - [`classifier`]: the models the CLI knows and what the trainer needs of them.
 //! - [`lenet`]: LeNet-300-100 and LeNet-5 written with stock `burn::nn` layers only, so every
 //!   Ember backend decorator applies to them unchanged.
-//! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw) and a real MNIST
-//!   subset compiled into the crate, so `ember train` runs offline with no arguments.
-//! - [`train`]: training through burn-train's `SupervisedTraining` (progress display, accuracy
-//!   and loss, a checkpoint every epoch, resume), metrics as CSV and curves as PNG
-//!   ([`report`]), and evaluation of saved models.
-//! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
-//!   `SparseAct<Autodiff<ApproxMul<B>>>` whose device carries the `--multiplier` and the
-//!   `--sparse-act` policy.
 //! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
-//! - [`memory`]: `ember memory`, training memory by component measured from the runtime.
-//! - [`compare`]: `ember compare RUN…`, loss curves, accuracy heat map and table of several runs.
-//! - [`lut`]: `ember lut generate | inspect | convert`.
+//! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
+//!   builds them, and what burn-train needs of them.
+//! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw; CIFAR-10 as an
+//!   ImageFolder or the binary batches) and a real MNIST subset compiled into the crate, so
+//!   training runs offline with no arguments.
 //!
-//! ```no_run
-//! use ember_models::{backend::BackendKind, data::{mnist::MnistSource, DataSource}, run::OnExisting};
-//! use ember_models::train::{train, ModelKind, TrainOptions};
+//! ```
+//! use burn::backend::{Autodiff, NdArray};
+//! use burn::prelude::*;
+//! use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+//! use ember_models::data::{DataSource, DatasetKind};
 //!
-//! let report = train(TrainOptions {
-//!     model: ModelKind::Lenet5,
-//!     backend: BackendKind::Ndarray,
-//!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
-//!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),
-//!     epochs: 2,
-//!     batch_size: 64,
-//!     lr: 1e-3,
-//!     seed: 42,
-//!     out: "runs/example".into(),
-//!     data: DataSource::Mnist(MnistSource::Embedded),
-//!     on_existing: OnExisting::Refuse,
-//!     train_limit: None,
-//!     test_limit: None,
-//!     plain: true,
-//! })?;
-//! println!("test accuracy {:.2}%", report.test.accuracy);
+//! type B = Autodiff<NdArray>;
+//! /// Classifies a batch of zeros with whatever model was built.
+//! struct Logits;
+//! impl ModelVisitor<B> for Logits {
+//!     type Output = [usize; 2];
+//!     fn visit<M: TrainableClassifier<B>>(self, model: M) -> [usize; 2] {
+//!         model.logits(Tensor::zeros([2, 1, 28, 28], &Default::default())).dims()
+//!     }
+//! }
+//! let mnist = DataSource::new(DatasetKind::Mnist, None)?; // the embedded subset
+//! let dims = ModelKind::Lenet5.build::<B, _>(mnist.spec(), &Default::default(), Logits)?;
+//! assert_eq!(dims, [2, 10]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Feature flags
 //!
-//! - `cuda`: the CUDA backend (`--backend cuda`). Builds without a CUDA toolkit; the driver
-//!   libraries are loaded at run time.
-//!
-//! `ndarray` and `wgpu` are always built.
+//! None: the zoo is backend-agnostic. Backends are chosen by the user of the crate (`ember-train`
+//! builds ndarray, wgpu and, with its `cuda` feature, CUDA).
 #![warn(missing_docs)]
 
-pub mod backend;
+pub mod choice;
 pub mod classifier;
-pub mod compare;
 pub mod data;
 pub mod error;
 pub mod lenet;
-pub mod lut;
-pub mod memory;
-pub mod renderer;
-pub mod report;
 pub mod resmlp;
-pub mod run;
-pub mod train;
+
+pub use error::{Error, Result};

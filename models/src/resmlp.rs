@@ -7,7 +7,6 @@
 //! linear head. `Aff(x) = α ⊙ x + β` per channel; the cross-patch layer is a `N × N` linear over
 //! the patch axis; the MLP is `d → 4d → d` with GELU.
 
-use crate::classifier::{Classifier, ImageSpec, ModelKind, train_steps};
 use burn::module::Param;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Gelu, Linear, LinearConfig};
@@ -156,20 +155,6 @@ impl<B: Backend> ResMlp<B> {
         self.head.forward(pooled)
     }
 }
-
-impl<B: Backend> Classifier<B> for ResMlp<B> {
-    fn build(kind: ModelKind, input: ImageSpec, device: &B::Device) -> Self {
-        kind.resmlp(input)
-            .expect("the trainer builds ResMlp only for ResMLP kinds")
-            .init(device)
-    }
-
-    fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        ResMlp::forward(self, images)
-    }
-}
-
-train_steps!(ResMlp);
 
 #[cfg(test)]
 mod tests {

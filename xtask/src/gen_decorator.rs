@@ -1,5 +1,5 @@
 //! `cargo xtask gen-decorator`: reads burn-backend's op traits with `syn` and writes the
-//! forwarding code of `cubecl-kernels/src/decorator/forward.rs`.
+//! forwarding code of `cubecl-kernels/src/decorator/generated/forward.rs`.
 //!
 //! For every method of every op trait (defaults included, so that the inner backend's
 //! specialised op is never replaced by Burn's generic composite) it writes
@@ -57,9 +57,9 @@ const STRUCTS: &[(&str, &[(&str, &str)])] = &[
 
 const TENSORS: &[&str] = &["FloatTensor", "IntTensor", "BoolTensor", "QuantizedTensor"];
 
-pub const OUTPUT: &str = "cubecl-kernels/src/decorator/forward.rs";
+pub const OUTPUT: &str = "cubecl-kernels/src/decorator/generated/forward.rs";
 /// The transparent forwarder.
-pub const TRANSPARENT: &str = "cubecl-kernels/src/decorator/transparent.rs";
+pub const TRANSPARENT: &str = "cubecl-kernels/src/decorator/generated/transparent.rs";
 
 /// Which forwarder is generated.
 #[derive(Clone, Copy, PartialEq)]
@@ -461,11 +461,16 @@ fn method(
     mode: Mode,
 ) -> Result<(TokenStream, TokenStream)> {
     let name = &f.sig.ident;
-    let docs: Vec<_> = f
-        .attrs
-        .iter()
-        .filter(|a| a.path().is_ident("doc"))
-        .collect();
+    // One intra-doc link to Burn's documentation of the op instead of a copy of it.
+    let doc = match mode {
+        Mode::Wrap => format!(
+            " Hook of [`{trait_name}::{name}`]; by default the inner backend's op on the \
+             unwrapped primitives."
+        ),
+        Mode::Transparent => {
+            format!(" Hook of [`{trait_name}::{name}`]; by default `A`'s op.")
+        }
+    };
     let mut params = Vec::new();
     let mut names = Vec::new();
     for input in &f.sig.inputs {
@@ -520,7 +525,7 @@ fn method(
     ReplaceB(outer).visit_signature_mut(&mut hook_sig);
     strip_mut(&mut hook_sig);
     let hook = quote! {
-        #(#docs)*
+        #[doc = #doc]
         #[allow(unused_mut)]
         #hook_sig { #body }
     };

@@ -1,12 +1,14 @@
 //! Ember's developer tasks, run as `cargo xtask <task>`.
 //!
-//! - `test`: what CI runs: generated code up to date, `cargo fmt --check`,
+//! - `test`: what CI runs: generated code up to date, no import cycle between modules,
+//!   `cargo fmt --check`,
 //!   `cargo clippy --all-targets --all-features -D warnings`, every test including doc tests.
 //! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
 
 mod bench;
+mod cycles;
 mod gen_decorator;
 mod reproduce;
 
@@ -54,7 +56,7 @@ enum Task {
         #[arg(long)]
         test_limit: Option<usize>,
     },
-    /// Regenerate cubecl-kernels/src/decorator/forward.rs from burn-backend's op traits.
+    /// Regenerate cubecl-kernels/src/decorator/generated/ from burn-backend's op traits.
     GenDecorator {
         /// Fail if the checked-in file differs from what would be generated.
         #[arg(long)]
@@ -106,6 +108,7 @@ pub fn cargo(args: &[&str]) -> Result<()> {
 
 fn test(quick: bool) -> Result<()> {
     gen_decorator::run(&root(), true)?;
+    cycles::check(&root())?;
     if !quick {
         cargo(&["fmt", "--all", "--check"])?;
         // --all-features: the `cuda` build is checked too (it needs no CUDA toolkit).
@@ -119,7 +122,17 @@ fn test(quick: bool) -> Result<()> {
             "warnings",
         ])?;
     }
-    cargo(&["test", "--workspace", "--all-targets", "--no-fail-fast"])?;
+    // Libraries, binaries and integration tests; benches are only type-checked (by clippy
+    // above): building each criterion bench as a test binary would monomorphise Burn's backends
+    // once more per bench for no test.
+    cargo(&[
+        "test",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--tests",
+        "--no-fail-fast",
+    ])?;
     cargo(&["test", "--workspace", "--doc"])?;
     Ok(())
 }

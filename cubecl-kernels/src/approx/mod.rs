@@ -17,12 +17,13 @@
 //! significand product ≥ 2 overflows in the intermediate `significand · scale_a` although
 //! `|a·b|` may be finite when `|b| < 1/2`.
 //!
-//! - [`host`]: the plain-Rust reference (multi-threaded); the test oracle and the path on
-//!   backends without CubeCL kernels.
-//! - [`multiply`]: the comptime multiply (`#[cube]` decode and product) every kernel reuses.
-//! - [`gemm`]: the tiled batched LUT GEMM kernel (shape-chosen tiles, split-K for long `k`;
-//!   every convolution is lowered onto it by `burn-approx-mul` through im2col).
-//! - [`im2col`]: the im2col / col2im kernels of that lowering, with host references.
+//! - [`multiply`]: the comptime multiply (`#[cube]` decode, product, the shared-memory table
+//!   staging) every kernel reuses; [`host`] is its plain-Rust reference.
+//! - [`gemm`]: the tiled batched LUT GEMM (shape-chosen tiles, split-K for long `k`; every
+//!   convolution is lowered onto it by `burn-approx-mul` through im2col): `kernel.rs`,
+//!   `launch.rs`, and `reference.rs`, the multi-threaded host reference (the test oracle and the
+//!   path on backends without CubeCL kernels).
+//! - [`im2col`]: the im2col / col2im kernels of that lowering, laid out the same way.
 
 pub mod gemm;
 pub mod host;

@@ -8,6 +8,38 @@
 use super::{LutStaging, MANT_MASK, MBM_CORRECTION, MulKind};
 use cubecl::prelude::*;
 
+/// Words of the table a kernel stages in shared memory for `kind` (1 when it stages none: the
+/// one-word array is then never read).
+pub fn staged_words(kind: MulKind) -> usize {
+    match kind {
+        MulKind::Lut(m, LutStaging::Shared) => 1usize << (2 * m),
+        MulKind::Lut(m, LutStaging::Packed) => 1usize << (2 * m - 2),
+        _ => 1usize,
+    }
+}
+
+/// The table copied into shared memory by the `units` units of a cube (`unit` is this unit's
+/// index), once per cube, for the kinds that stage it ([`staged_words`]). Readers must pass a
+/// `sync_cube` first (every kernel syncs after staging its first operand tiles).
+#[cube]
+pub fn stage_lut(
+    lut: &Array<u32>,
+    unit: usize,
+    #[comptime] units: usize,
+    #[comptime] kind: MulKind,
+) -> SharedMemory<u32> {
+    let len = comptime!(staged_words(kind));
+    let mut staged = SharedMemory::<u32>::new(len);
+    if comptime!(len > 1) {
+        let mut i = unit;
+        while i < len {
+            staged[i] = lut[i];
+            i += units;
+        }
+    }
+    staged
+}
+
 /// Decodes `x` into `keys[pos]` / `scales[pos]` as a left (`lhs`) or right operand.
 #[cube]
 pub fn decode_into(

@@ -9,18 +9,23 @@
 //! a block holding a NaN ranks as +∞ (it is kept, so the NaN reaches the weight gradient as it
 //! would densely).
 //!
-//! - [`host`]: the plain-Rust reference (multi-threaded): the test oracle.
 //! - [`prune`]: the pruning kernels (block norms, per-sample top-k, compression to the
-//!   column-oriented BSR the weight gradient reads).
+//!   column-oriented BSR the weight gradient reads), with their host reference.
 //! - [`spmm`]: the block-sparse weight-gradient kernel (BSpMM) with ApproxMul's comptime
-//!   multiply.
+//!   multiply, with its host reference.
+//! - [`host`]: both host references (plain Rust, multi-threaded) in one place: the test oracle.
 //!
 //! Backends without CubeCL prune with Burn tensor ops (`burn_sparse_act::prune`), to the same
 //! layout and the same selection.
 
-pub mod host;
 pub mod prune;
 pub mod spmm;
+
+/// The host references of this folder's kernels (`prune/reference.rs`, `spmm/reference.rs`).
+pub mod host {
+    pub use super::prune::reference::*;
+    pub use super::spmm::reference::weight_grad;
+}
 
 /// Blocks kept per sample out of `blocks` at sparsity `s` (`s ∈ [0, 1)`): `blocks − ⌊s · blocks⌋`.
 pub fn keep_count(blocks: usize, s: f64) -> usize {

@@ -5,7 +5,7 @@
 //! (random 32×32 crop of the image zero-padded by 4, random horizontal flip); every batch is
 //! normalised with CIFAR-10's per-channel mean and standard deviation.
 
-use crate::error::{EmberError, Result};
+use crate::error::{Error, Result};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
@@ -120,12 +120,12 @@ pub fn load(source: &CifarSource, train: bool) -> Result<CifarSplit> {
             let mut items = Vec::new();
             for f in &files {
                 if !f.is_file() {
-                    return Err(EmberError::MissingFile {
+                    return Err(Error::MissingFile {
                         path: f.clone(),
                         dir: dir.clone(),
                     });
                 }
-                let bytes = std::fs::read(f).map_err(|e| EmberError::io(f, e))?;
+                let bytes = std::fs::read(f).map_err(|e| Error::io(f, e))?;
                 items.extend(parse_binary(&bytes, f)?);
             }
             Ok(CifarSplit { items })
@@ -140,7 +140,7 @@ pub fn load(source: &CifarSource, train: bool) -> Result<CifarSplit> {
 /// Decodes binary records (`label, 3072 pixels`), checking the length and the labels.
 pub fn parse_binary(bytes: &[u8], origin: &Path) -> Result<Vec<CifarItem>> {
     if bytes.is_empty() || !bytes.len().is_multiple_of(RECORD) {
-        return Err(EmberError::malformed(
+        return Err(Error::malformed(
             origin,
             format!(
                 "{} bytes is not a whole number of {RECORD}-byte CIFAR-10 records",
@@ -153,7 +153,7 @@ pub fn parse_binary(bytes: &[u8], origin: &Path) -> Result<Vec<CifarItem>> {
         .enumerate()
         .map(|(i, r)| {
             if r[0] as usize >= CLASSES {
-                return Err(EmberError::malformed(
+                return Err(Error::malformed(
                     origin,
                     format!("record {i} has label {}, expected 0-9", r[0]),
                 ));
@@ -173,7 +173,7 @@ pub fn parse_binary(bytes: &[u8], origin: &Path) -> Result<Vec<CifarItem>> {
 pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
     let read_dir = |d: &Path| -> Result<Vec<PathBuf>> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(d)
-            .map_err(|e| EmberError::io(d, e))?
+            .map_err(|e| Error::io(d, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         v.sort();
@@ -181,7 +181,7 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
     };
     let classes: Vec<PathBuf> = read_dir(dir)?.into_iter().filter(|p| p.is_dir()).collect();
     if classes.len() != CLASSES {
-        return Err(EmberError::malformed(
+        return Err(Error::malformed(
             dir,
             format!(
                 "an ImageFolder of CIFAR-10 needs {CLASSES} class directories, found {}",
@@ -213,7 +213,7 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
         items.extend(by_class.iter_mut().filter_map(Iterator::next));
     }
     if items.is_empty() {
-        return Err(EmberError::malformed(dir, "no JPEG or PNG image in it"));
+        return Err(Error::malformed(dir, "no JPEG or PNG image in it"));
     }
     Ok(CifarSplit { items })
 }
@@ -221,10 +221,10 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
 /// Decodes one 32×32 image file into channel-major RGB bytes.
 pub fn decode_image(file: &Path) -> Result<Vec<u8>> {
     let img = image::open(file)
-        .map_err(|e| EmberError::malformed(file, format!("cannot decode the image: {e}")))?
+        .map_err(|e| Error::malformed(file, format!("cannot decode the image: {e}")))?
         .to_rgb8();
     if img.width() as usize != SIDE || img.height() as usize != SIDE {
-        return Err(EmberError::malformed(
+        return Err(Error::malformed(
             file,
             format!(
                 "the image is {}×{}, CIFAR-10 images are 32×32",

@@ -4,7 +4,7 @@
 //! type and `NN` the number of dimensions, then one `u32` size per dimension — followed by the
 //! data. Images are `0x0803` (count × rows × cols), labels `0x0801` (count).
 
-use crate::error::{EmberError, Result};
+use crate::error::{Error, Result};
 use flate2::read::GzDecoder;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub fn locate(dir: &Path, name: &str) -> Result<PathBuf> {
     } else if raw.is_file() {
         Ok(raw)
     } else {
-        Err(EmberError::MissingFile {
+        Err(Error::MissingFile {
             path: raw,
             dir: dir.to_path_buf(),
         })
@@ -36,12 +36,12 @@ pub fn locate(dir: &Path, name: &str) -> Result<PathBuf> {
 
 /// Reads a whole file, decompressing it when it starts with the gzip magic.
 pub fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).map_err(|e| EmberError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         GzDecoder::new(&bytes[..])
             .read_to_end(&mut out)
-            .map_err(|e| EmberError::io(path, e))?;
+            .map_err(|e| Error::io(path, e))?;
         Ok(out)
     } else {
         Ok(bytes)
@@ -51,12 +51,12 @@ pub fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
 /// Parses an unsigned-byte idx array with `expected_dims` dimensions.
 pub fn parse(bytes: &[u8], expected_dims: usize, path: &Path) -> Result<IdxArray> {
     if bytes.len() < 4 {
-        return Err(EmberError::malformed(path, "shorter than an idx header"));
+        return Err(Error::malformed(path, "shorter than an idx header"));
     }
     let magic = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
     let expected_magic = 0x0800 | expected_dims as u32;
     if magic != expected_magic {
-        return Err(EmberError::malformed(
+        return Err(Error::malformed(
             path,
             format!(
                 "magic number {magic:#010x}, expected {expected_magic:#010x} (an idx file of unsigned bytes with {expected_dims} dimension(s))"
@@ -65,7 +65,7 @@ pub fn parse(bytes: &[u8], expected_dims: usize, path: &Path) -> Result<IdxArray
     }
     let header = 4 + 4 * expected_dims;
     if bytes.len() < header {
-        return Err(EmberError::malformed(path, "truncated header"));
+        return Err(Error::malformed(path, "truncated header"));
     }
     let dims: Vec<usize> = (0..expected_dims)
         .map(|i| {
@@ -75,11 +75,11 @@ pub fn parse(bytes: &[u8], expected_dims: usize, path: &Path) -> Result<IdxArray
         .collect();
     let len = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
     let Some(len) = len else {
-        return Err(EmberError::malformed(path, "dimensions overflow"));
+        return Err(Error::malformed(path, "dimensions overflow"));
     };
     let body = &bytes[header..];
     if body.len() != len {
-        return Err(EmberError::malformed(
+        return Err(Error::malformed(
             path,
             format!(
                 "{} data bytes for dimensions {dims:?}, expected {len} ({})",

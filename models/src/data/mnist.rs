@@ -1,7 +1,7 @@
 //! MNIST and Fashion-MNIST: idx files in a directory, or the embedded MNIST subset.
 
 use super::idx::{self, IdxArray};
-use crate::error::{EmberError, Result};
+use crate::error::{Error, Result};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
 use burn::prelude::*;
@@ -33,7 +33,7 @@ impl MnistSplit {
     /// Builds a split from decoded image and label arrays, checking that they agree.
     pub fn from_arrays(images: IdxArray, labels: IdxArray, origin: &Path) -> Result<Self> {
         if images.dims.len() != 3 || images.dims[1] != SIDE || images.dims[2] != SIDE {
-            return Err(EmberError::malformed(
+            return Err(Error::malformed(
                 origin,
                 format!(
                     "images have dimensions {:?}, expected [n, 28, 28]",
@@ -42,13 +42,13 @@ impl MnistSplit {
             ));
         }
         if images.dims[0] != labels.dims[0] {
-            return Err(EmberError::malformed(
+            return Err(Error::malformed(
                 origin,
                 format!("{} images but {} labels", images.dims[0], labels.dims[0]),
             ));
         }
         if let Some(bad) = labels.data.iter().find(|&&l| l as usize >= CLASSES) {
-            return Err(EmberError::malformed(
+            return Err(Error::malformed(
                 origin,
                 format!("label {bad} is not a digit class 0-9"),
             ));
@@ -132,7 +132,7 @@ fn load_array(source: &MnistSource, name: &str, dims: usize) -> Result<IdxArray>
     match source {
         MnistSource::Dir(dir) => {
             if !dir.is_dir() {
-                return Err(EmberError::Invalid(format!(
+                return Err(Error::Invalid(format!(
                     "--data-dir {} is not a directory",
                     dir.display()
                 )));
@@ -147,7 +147,7 @@ fn load_array(source: &MnistSource, name: &str, dims: usize) -> Result<IdxArray>
             let path = PathBuf::from(format!("<embedded>/{name}.gz"));
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(*gz), &mut bytes)
-                .map_err(|e| EmberError::io(&path, e))?;
+                .map_err(|e| Error::io(&path, e))?;
             idx::parse(&bytes, dims, &path)
         }
     }

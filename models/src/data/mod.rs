@@ -4,8 +4,7 @@ pub mod cifar;
 pub mod idx;
 pub mod mnist;
 
-use crate::classifier::ImageSpec;
-use crate::error::{EmberError, Result};
+use crate::error::{Error, Result};
 use burn::prelude::*;
 use std::path::PathBuf;
 
@@ -18,10 +17,19 @@ pub struct ImageBatch<B: Backend> {
     pub targets: Tensor<B, 1, Int>,
 }
 
+/// Shape of a dataset's images and number of classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageSpec {
+    /// Colour channels.
+    pub channels: usize,
+    /// Image side in pixels (images are square).
+    pub side: usize,
+    /// Number of classes.
+    pub classes: usize,
+}
+
 /// The datasets `ember train` and `ember eval` read.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatasetKind {
     /// MNIST-like idx files (MNIST, Fashion-MNIST); the embedded MNIST subset by default.
@@ -30,14 +38,10 @@ pub enum DatasetKind {
     Cifar10,
 }
 
-impl std::fmt::Display for DatasetKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Mnist => "mnist",
-            Self::Cifar10 => "cifar10",
-        })
-    }
-}
+crate::choices!(DatasetKind {
+    Mnist => "mnist",
+    Cifar10 => "cifar10",
+});
 
 /// Where a dataset is read from.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,14 +61,14 @@ impl DataSource {
             )),
             (DatasetKind::Cifar10, Some(dir)) => {
                 if !dir.is_dir() {
-                    return Err(EmberError::Invalid(format!(
+                    return Err(Error::Invalid(format!(
                         "--data-dir {}: no such directory",
                         dir.display()
                     )));
                 }
                 Ok(Self::Cifar10(cifar::CifarSource::detect(&dir)))
             }
-            (DatasetKind::Cifar10, None) => Err(EmberError::Invalid(
+            (DatasetKind::Cifar10, None) => Err(Error::Invalid(
                 "--dataset cifar10 needs --data-dir: a directory with train/ and test/ image \
                  folders (e.g. ../shared/datasets/cifar10-jpg.tar.gz extracted) or the official \
                  binary batches (data_batch_1.bin … test_batch.bin)"

@@ -1,0 +1,7 @@
+//! The ApproxMul suite: the decorator against the host simulator, exhaustive multiplier checks,
+//! and stock `burn::nn` modules under approximate multipliers. One test binary, so Burn's
+//! backends are monomorphised once for all of them.
+
+mod decorator;
+mod exhaustive;
+mod modules;

@@ -1,0 +1,113 @@
+//! Tiled, batched GEMM whose every product goes through a comptime [`MulKind`].
+//!
+//! A cube computes one output tile of a [`Tiling`] chosen from the output's shape (64 × 64 for
+//! large products, 16 × 128 / 128 × 16 when one side is short, 16 × 32 when both are); each unit
+//! owns a small block of accumulators in registers (rows `ty + uy·i`, columns `tx + ux·j`), so
+//! every shared-memory read of a decoded operand serves several products. Per step along `k`,
+//! the units decode the lhs and rhs tiles into shared memory (key + scale, see the module docs of
+//! [`crate::approx`]); tables are staged in shared memory once per cube as f32 (`m ≤ 6`) or
+//! packed bytes (`m = 7`), wider ones are read from global memory. Long `k` with few tiles is
+//! split into chunks ([`split_k`]) whose partial sums a second kernel adds in chunk order. Any
+//! shape works: loads outside the matrices decode zeros and stores outside are skipped. Inputs
+//! may be strided (transposed views need no copy).
+
+//!
+//! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`]; `reference.rs`: the host
+//!   reference [`gemm`] (multi-threaded, AVX2 where available), the test oracle and the path on
+//!   backends without CubeCL.
+
+mod kernel;
+mod launch;
+mod reference;
+
+pub use launch::launch;
+pub use reference::gemm;
+pub use tiling::Tiling;
+
+mod tiling {
+    // The `CubeType` derive generates undocumented expansion types.
+    #![allow(missing_docs)]
+    use cubecl::prelude::*;
+
+    /// The tile shape of a launch: units per cube `(ux, uy)`, outputs per unit `(px, py)` and
+    /// the depth of a shared tile along `k`. Every tiling has 256 units.
+    #[derive(CubeType, Clone, Copy, Hash, PartialEq, Eq, Debug)]
+    pub enum Tiling {
+        /// 64 × 64 outputs, 4 × 4 per unit, depth 16.
+        Square,
+        /// 16 × 128 outputs (short `m`), 4 × 2 per unit, depth 8.
+        Wide,
+        /// 128 × 16 outputs (short `n`), 2 × 4 per unit, depth 8.
+        Tall,
+        /// 16 × 32 outputs (short `m` and `n`), 2 × 1 per unit, depth 16.
+        Small,
+    }
+}
+
+impl Tiling {
+    /// `[ux, uy, px, py, depth]`.
+    pub const fn dims(self) -> [u32; 5] {
+        match self {
+            Self::Square => [16, 16, 4, 4, 16],
+            Self::Wide => [32, 8, 4, 2, 8],
+            Self::Tall => [8, 32, 2, 4, 8],
+            Self::Small => [16, 16, 2, 1, 16],
+        }
+    }
+
+    /// Output rows of a tile.
+    pub const fn rows(self) -> usize {
+        let [_, uy, _, py, _] = self.dims();
+        (uy * py) as usize
+    }
+
+    /// Output columns of a tile.
+    pub const fn cols(self) -> usize {
+        let [ux, _, px, _, _] = self.dims();
+        (ux * px) as usize
+    }
+
+    /// Units per cube.
+    pub const fn units(self) -> usize {
+        let [ux, uy, ..] = self.dims();
+        (ux * uy) as usize
+    }
+
+    /// Shared memory of the decoded operand tiles, in bytes (a key and a scale per element).
+    pub const fn operand_bytes(self) -> usize {
+        let depth = self.dims()[4] as usize;
+        (self.rows() + self.cols()) * depth * 8
+    }
+
+    /// The tiling that computes an `m × n` output with the fewest padded products (ties go to
+    /// the one with more products per unit, which reuses each shared read more).
+    pub fn choose(m: usize, n: usize) -> Self {
+        [Self::Square, Self::Wide, Self::Tall, Self::Small]
+            .into_iter()
+            .min_by_key(|t| m.next_multiple_of(t.rows()) * n.next_multiple_of(t.cols()))
+            .expect("four tilings")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tiling_fits_beside_a_staged_table() {
+        // 32 KiB: lavapipe's (and many GPUs') compute shared memory; a staged table is 16 KiB.
+        for t in [Tiling::Square, Tiling::Wide, Tiling::Tall, Tiling::Small] {
+            assert!(t.operand_bytes() + 16 * 1024 <= 32 * 1024, "{t:?}");
+            assert_eq!(t.units(), 256, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn tilings_follow_the_output_shape() {
+        assert_eq!(Tiling::choose(512, 512), Tiling::Square);
+        assert_eq!(Tiling::choose(64, 120), Tiling::Square);
+        assert_eq!(Tiling::choose(16, 6400), Tiling::Wide);
+        assert_eq!(Tiling::choose(6400, 6), Tiling::Tall);
+        assert_eq!(Tiling::choose(6, 25), Tiling::Small);
+    }
+}

@@ -1,0 +1,416 @@
+//! Host reference of the GEMM (multi-threaded, AVX2 where available): the kernel's test oracle
+//! and the path on backends without CubeCL kernels. Same decoded-operand arithmetic and the same
+//! accumulation order (k ascending, FP32, no fused multiply-add) as the kernel.
+
+use crate::approx::host::{Decoded, decode, product};
+use crate::approx::{ApproxMultiply, split_k};
+use rayon::prelude::*;
+
+/// Rows of a parallel task: they share every rhs panel while it is in cache.
+const ROW_GROUP: usize = 16;
+/// Columns of a packed rhs panel (one AVX2 vector).
+const LANES: usize = 8;
+
+/// Operands decoded into separate key and scale arrays.
+struct Soa {
+    keys: Vec<u32>,
+    scales: Vec<f32>,
+}
+
+fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
+    let (keys, scales) = x
+        .par_iter()
+        .map(|&v| {
+            let d = decode(v, mul, lhs);
+            (d.key, d.scale)
+        })
+        .unzip();
+    Soa { keys, scales }
+}
+
+/// The rhs `[batch, k, n]` repacked as panels of 8 columns, each `[k][8]` contiguous, so the
+/// inner loop reads memory in order (a row-major walk down k strides by `n` floats and, for
+/// power-of-two `n`, keeps hitting the same few L1 sets).
+fn pack(b: &Soa, [batch, k, n]: [usize; 3]) -> Soa {
+    let panels = n / LANES;
+    let mut keys = vec![0u32; batch * panels * k * LANES];
+    let mut scales = vec![0f32; batch * panels * k * LANES];
+    keys.par_chunks_mut(k * LANES)
+        .zip(scales.par_chunks_mut(k * LANES))
+        .enumerate()
+        .for_each(|(bp, (pk, ps))| {
+            let (bt, p) = (bp / panels.max(1), bp % panels.max(1));
+            for kk in 0..k {
+                let src = (bt * k + kk) * n + p * LANES;
+                pk[kk * LANES..(kk + 1) * LANES].copy_from_slice(&b.keys[src..src + LANES]);
+                ps[kk * LANES..(kk + 1) * LANES].copy_from_slice(&b.scales[src..src + LANES]);
+            }
+        });
+    Soa { keys, scales }
+}
+
+/// Batched GEMM `out[b] = lhs[b] · rhs[b]` with contiguous row-major `lhs: [batch, m, k]`,
+/// `rhs: [batch, k, n]`, every product through `mul`, FP32 accumulation in k order.
+///
+/// Groups of rows run in parallel on rayon's pool. The rhs is packed into 8-column panels; LUT
+/// products run four rows at a time against a panel (portable code: one panel load serves four
+/// rows, each row reads its own 2^m-entry slice of the table), the other multiplies run 8 columns
+/// at a time with AVX2 where the CPU has it. Every path does the same operations in the same
+/// order as the scalar loop, so all give the same bits.
+///
+/// A long `k` with a small output is cut into the chunks of [`split_k`] exactly as the kernel
+/// does (chunks in parallel, partial sums added in chunk order from `+0`).
+pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
+    let simd = avx2_available();
+    let [batch, m, k, n] = dims;
+    let chunk = split_k(dims);
+    if chunk >= k {
+        return gemm_impl(lhs, rhs, dims, mul, simd);
+    }
+    assert_eq!(lhs.len(), batch * m * k, "lhs length");
+    assert_eq!(rhs.len(), batch * k * n, "rhs length");
+    let parts: Vec<Vec<f32>> = (0..k.div_ceil(chunk))
+        .into_par_iter()
+        .map(|s| {
+            let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
+            let a: Vec<f32> = lhs
+                .chunks(k)
+                .flat_map(|row| &row[k0..k1])
+                .copied()
+                .collect();
+            let b: Vec<f32> = rhs
+                .chunks(k * n)
+                .flat_map(|mat| &mat[k0 * n..k1 * n])
+                .copied()
+                .collect();
+            gemm_impl(&a, &b, [batch, m, k1 - k0, n], mul, simd)
+        })
+        .collect();
+    (0..batch * m * n)
+        .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+        .collect()
+}
+
+fn gemm_impl(
+    lhs: &[f32],
+    rhs: &[f32],
+    [batch, m, k, n]: [usize; 4],
+    mul: &ApproxMultiply,
+    simd: bool,
+) -> Vec<f32> {
+    assert_eq!(lhs.len(), batch * m * k, "lhs length");
+    assert_eq!(rhs.len(), batch * k * n, "rhs length");
+    let mut out = vec![0f32; batch * m * n];
+    if out.is_empty() {
+        return out;
+    }
+    let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
+    let table = mul.table();
+    // LUT products use the portable 4-row kernel below; the others AVX2 where present.
+    let lut = matches!(mul, ApproxMultiply::Lut(_));
+    let panels = if lut || simd { n / LANES } else { 0 };
+    let packed = pack(&b, [batch, k, if panels > 0 { n } else { 0 }]);
+    let group = ROW_GROUP.min(m);
+    out.par_chunks_mut(n * group)
+        .enumerate()
+        .for_each(|(chunk, rows)| {
+            let first = chunk * group;
+            let count = rows.len() / n;
+            let panel = |bt: usize, p: usize| {
+                let base = (bt * panels + p) * k * LANES;
+                (
+                    &packed.keys[base..base + k * LANES],
+                    &packed.scales[base..base + k * LANES],
+                )
+            };
+            // Panels: all rows of the group against one panel while it is in cache.
+            for p in 0..panels {
+                let mut r = 0;
+                while r < count {
+                    let row = first + r;
+                    let bt = row / m;
+                    if lut {
+                        // Up to four rows of one batch entry share each load of the panel.
+                        let take = (count - r).min(4).min(m - row % m);
+                        let (pk, ps) = panel(bt, p);
+                        let (pk, ps) = (pk, ps);
+                        let at = r * n + p * LANES;
+                        match take {
+                            4 => {
+                                store(lut_rows::<4>(&a, row, k, pk, ps, table), &mut rows[at..], n)
+                            }
+                            3 => {
+                                store(lut_rows::<3>(&a, row, k, pk, ps, table), &mut rows[at..], n)
+                            }
+                            2 => {
+                                store(lut_rows::<2>(&a, row, k, pk, ps, table), &mut rows[at..], n)
+                            }
+                            _ => {
+                                store(lut_rows::<1>(&a, row, k, pk, ps, table), &mut rows[at..], n)
+                            }
+                        }
+                        r += take;
+                        continue;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        let (pk, ps) = panel(bt, p);
+                        // SAFETY: AVX2 was detected (non-LUT panels exist only then); the panel
+                        // slices hold k·8 entries.
+                        unsafe {
+                            avx2::panel(
+                                &a.keys[row * k..(row + 1) * k],
+                                &a.scales[row * k..(row + 1) * k],
+                                pk,
+                                ps,
+                                &mut rows[r * n + p * LANES..r * n + (p + 1) * LANES],
+                                mul,
+                            )
+                        };
+                    }
+                    r += 1;
+                }
+            }
+            // Remaining columns (all of them without AVX2): scalar, same order of operations.
+            for (r, acc) in rows.chunks_mut(n).enumerate() {
+                let row = first + r;
+                let bt = row / m;
+                for (j, o) in acc.iter_mut().enumerate().skip(panels * LANES) {
+                    let mut s = 0f32;
+                    for kk in 0..k {
+                        let at = (bt * k + kk) * n + j;
+                        let (x, y) = (
+                            Decoded {
+                                key: a.keys[row * k + kk],
+                                scale: a.scales[row * k + kk],
+                            },
+                            Decoded {
+                                key: b.keys[at],
+                                scale: b.scales[at],
+                            },
+                        );
+                        s += product(x, y, mul, table);
+                    }
+                    *o = s;
+                }
+            }
+        });
+    out
+}
+
+/// Writes `R` rows of 8 results, `n` apart, at the start of `out`.
+fn store<const R: usize>(acc: [[f32; LANES]; R], out: &mut [f32], n: usize) {
+    for (t, lanes) in acc.iter().enumerate() {
+        out[t * n..t * n + LANES].copy_from_slice(lanes);
+    }
+}
+
+/// `R` rows (from `row`) against one packed panel with a LUT multiply: each load of the panel's
+/// keys and scales serves `R` rows, and each row reads only its 2^m-entry slice of the table.
+fn lut_rows<const R: usize>(
+    a: &Soa,
+    row: usize,
+    k: usize,
+    pk: &[u32],
+    ps: &[f32],
+    table: &[f32],
+) -> [[f32; LANES]; R] {
+    let width = table.len().isqrt(); // 2^m
+    let mut acc = [[0f32; LANES]; R];
+    for kk in 0..k {
+        let kb: &[u32; LANES] = pk[kk * LANES..(kk + 1) * LANES]
+            .try_into()
+            .expect("panel row");
+        let sb: &[f32; LANES] = ps[kk * LANES..(kk + 1) * LANES]
+            .try_into()
+            .expect("panel row");
+        for (r, lanes) in acc.iter_mut().enumerate() {
+            let at = (row + r) * k + kk;
+            let (ka, sa) = (a.keys[at] as usize, a.scales[at]);
+            let slice = &table[ka..ka + width];
+            for l in 0..LANES {
+                // kb < 2^m: the mask only lets the compiler drop the bounds check.
+                lanes[l] += (slice[kb[l] as usize & (width - 1)] * sa) * sb[l];
+            }
+        }
+    }
+    acc
+}
+
+fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{ApproxMultiply, LANES};
+    use crate::approx::{MANT_MASK, MBM_CORRECTION};
+    use std::arch::x86_64::*;
+
+    /// `acc[0..8] = Σ_k a[k] · panel[k][0..8]` in k order.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn panel(
+        a_keys: &[u32],
+        a_scales: &[f32],
+        b_keys: &[u32],
+        b_scales: &[f32],
+        acc: &mut [f32],
+        mul: &ApproxMultiply,
+    ) {
+        macro_rules! run {
+            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+                let mut s = _mm256_setzero_ps();
+                for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
+                    // SAFETY: kk < k and the panels hold k·8 entries.
+                    let ($kb, $sb) = unsafe {
+                        (
+                            _mm256_loadu_si256(b_keys.as_ptr().add(kk * LANES) as *const __m256i),
+                            _mm256_loadu_ps(b_scales.as_ptr().add(kk * LANES)),
+                        )
+                    };
+                    let ($ka, $sa) = (_mm256_set1_epi32(ka as i32), _mm256_set1_ps(sa));
+                    s = _mm256_add_ps(s, $product);
+                }
+                // SAFETY: acc has 8 entries.
+                unsafe { _mm256_storeu_ps(acc.as_mut_ptr(), s) };
+            }};
+        }
+        match mul {
+            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm256_mul_ps(sa, sb)),
+            // Table gathers were slower than the portable 4-row loop (`lut_rows`) on the CPU
+            // measured; LUT multiplies never reach this function.
+            ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
+            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
+                // (127 + carry) << 23 | mant == (ka + kb) + (127 << 23)
+                let bits =
+                    _mm256_add_epi32(_mm256_add_epi32(kb, ka), _mm256_set1_epi32(0x3f80_0000));
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), sa), sb)
+            }),
+            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
+                let sum = _mm256_add_epi32(kb, ka);
+                let carry = _mm256_srli_epi32::<23>(sum);
+                let mask = _mm256_set1_epi32(MANT_MASK as i32);
+                let low = _mm256_and_si256(sum, mask);
+                let corr = _mm256_srlv_epi32(_mm256_set1_epi32(MBM_CORRECTION as i32), carry);
+                let frac = _mm256_add_epi32(low, corr);
+                let over = _mm256_cmpgt_epi32(frac, mask);
+                let is_carry = _mm256_cmpeq_epi32(carry, _mm256_set1_epi32(1));
+                let normalised = _mm256_and_si256(
+                    _mm256_srli_epi32::<1>(_mm256_add_epi32(frac, _mm256_set1_epi32(1 << 23))),
+                    mask,
+                );
+                let mant =
+                    _mm256_blendv_epi8(frac, _mm256_blendv_epi8(normalised, low, is_carry), over);
+                let c = _mm256_blendv_epi8(carry, _mm256_set1_epi32(1), over);
+                let bits = _mm256_or_si256(
+                    _mm256_slli_epi32::<23>(_mm256_add_epi32(c, _mm256_set1_epi32(127))),
+                    mant,
+                );
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), sa), sb)
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approx::LutTable;
+    use crate::approx::host::{mitchell_significand, multiply};
+
+    #[test]
+    fn plain_gemm_is_the_textbook_product() {
+        let lhs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // [1, 2, 3]
+        let rhs = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [1, 3, 2]
+        let out = gemm(&lhs, &rhs, [1, 2, 3, 2], &ApproxMultiply::Plain);
+        assert_eq!(out, vec![4.0, 5.0, 10.0, 11.0]);
+    }
+
+    #[test]
+    fn split_k_sums_chunks_in_order() {
+        // 2 × 3 outputs, k = 3000: cut into chunks; integers keep every sum exact
+        let (m, k, n) = (2, 3000, 3);
+        assert!(split_k([1, m, k, n]) < k);
+        let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+        let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let got = gemm(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain);
+        let want: Vec<f32> = (0..m * n)
+            .map(|o| {
+                (0..k)
+                    .map(|kk| lhs[o / n * k + kk] * rhs[kk * n + o % n])
+                    .sum()
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            got,
+            gemm_impl(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain, false)
+        );
+    }
+
+    #[test]
+    fn vector_and_scalar_loops_agree_bit_for_bit() {
+        let table: Vec<f32> = (0..1u32 << 10)
+            .map(|i| mitchell_significand((i >> 5) << 18, (i & 31) << 18))
+            .collect();
+        let kinds = [
+            ApproxMultiply::Plain,
+            ApproxMultiply::Mitchell,
+            ApproxMultiply::Mbm,
+            ApproxMultiply::Lut(LutTable::new(5, table)),
+        ];
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+            (u * 2.0 - 1.0) * 2f32.powi(((s >> 20) % 16) as i32 - 8)
+        };
+        let dims = [2, 21, 300, 37]; // k spans two k blocks, n has a scalar tail
+        let mut lhs: Vec<f32> = (0..2 * 21 * 300).map(|_| next()).collect();
+        let rhs: Vec<f32> = (0..2 * 300 * 37).map(|_| next()).collect();
+        lhs[5] = f32::INFINITY;
+        lhs[700] = f32::NAN;
+        lhs[9] = 1e-40;
+        assert!(
+            avx2_available() || !cfg!(target_arch = "x86_64"),
+            "CI machines have AVX2"
+        );
+        for mul in kinds {
+            let scalar = gemm_impl(&lhs, &rhs, dims, &mul, false);
+            let vector = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available());
+            for (i, (a, b)) in scalar.iter().zip(&vector).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{mul:?} [{i}]: {a} vs {b}"
+                );
+            }
+            // and every entry equals a plain triple loop over scalar multiplies
+            for (row, got_row) in scalar.chunks(37).enumerate() {
+                let (bt, i) = (row / 21, row % 21);
+                for (col, &got) in got_row.iter().enumerate() {
+                    let mut want = 0f32;
+                    for kk in 0..300 {
+                        want += multiply(
+                            lhs[(bt * 21 + i) * 300 + kk],
+                            rhs[(bt * 300 + kk) * 37 + col],
+                            &mul,
+                        );
+                    }
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "{mul:?} [{row}, {col}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

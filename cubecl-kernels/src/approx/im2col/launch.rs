@@ -1,0 +1,70 @@
+//! Launches of the im2col and col2im kernels.
+
+use super::Window;
+use super::kernel::{col2im_kernel, im2col_kernel};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_std::{DType, Shape};
+use cubecl::prelude::*;
+
+fn cubes(len: usize, rows: usize) -> CubeCount {
+    CubeCount::Static(len.div_ceil(256) as u32, rows as u32, 1)
+}
+
+/// Launches [`im2col_kernel`]: `x: [B, C, d, h, w]` (any strides) → `[G, Cg·kvol, B·L]`.
+///
+/// # Panics
+/// If `x` is not f32 or its channels or spatial size are not the window's.
+pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor<R> {
+    let dims = x.meta.shape().dims::<5>();
+    assert_eq!(dims, w.input_shape(dims[0]), "im2col input");
+    assert_eq!(x.dtype, DType::F32, "im2col works on f32 tensors");
+    let client = x.client.clone();
+    let [groups, rows, len] = w.cols_shape(dims[0]);
+    let cols = empty_device_dtype(
+        client.clone(),
+        x.device.clone(),
+        Shape::new([groups, rows, len]),
+        DType::F32,
+    );
+    if len * rows * groups > 0 {
+        im2col_kernel::launch::<R>(
+            &client,
+            cubes(len, groups * rows),
+            CubeDim::new_1d(256),
+            x.into_tensor_arg(),
+            cols.clone().into_array_arg(),
+            *w,
+        );
+    }
+    cols
+}
+
+/// Launches [`col2im_kernel`]: contiguous `cols: [G, Cg·kvol, B·L]` → `[B, C, d, h, w]`.
+pub fn launch_col2im<R: CubeRuntime>(
+    cols: CubeTensor<R>,
+    batch: usize,
+    w: &Window,
+) -> CubeTensor<R> {
+    let client = cols.client.clone();
+    let x = empty_device_dtype(
+        client.clone(),
+        cols.device.clone(),
+        Shape::new(w.input_shape(batch)),
+        DType::F32,
+    );
+    let plane: usize = w.input.iter().product();
+    if batch * w.channels * plane > 0 {
+        col2im_kernel::launch::<R>(
+            &client,
+            cubes(plane, batch * w.channels),
+            CubeDim::new_1d(256),
+            cols.into_array_arg(),
+            x.clone().into_array_arg(),
+            batch as u32,
+            *w,
+        );
+    }
+    x
+}

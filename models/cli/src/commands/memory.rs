@@ -1,0 +1,134 @@
+//! `ember memory`.
+
+use super::{parse_multiplier, parse_pruning};
+use crate::choice;
+use burn_approx_mul::Multiplier;
+use burn_sparse_act::Pruning;
+use ember_train::EmberError;
+use ember_train::backend::BackendKind;
+use ember_train::memory::{self, MemoryModel, MemoryOptions, MemoryRow};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Arguments of `ember memory`.
+#[derive(clap::Args)]
+pub struct MemoryArgs {
+    /// Model.
+    #[arg(long, value_parser = choice::<MemoryModel>(), default_value_t = MemoryModel::ResmlpS12)]
+    model: MemoryModel,
+    /// Image side in pixels (224: ImageNet input; 32: CIFAR).
+    #[arg(long, default_value_t = 224)]
+    image_size: usize,
+    /// Patch side (default 16 from 64 px up, else 4).
+    #[arg(long)]
+    patch_size: Option<usize>,
+    /// Classes (default 1000 from 64 px up, else 10).
+    #[arg(long)]
+    classes: Option<usize>,
+    /// Batch size.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// A policy S:B to measure after the dense baseline (repeatable).
+    #[arg(long, value_parser = parse_pruning)]
+    sparse_act: Vec<Pruning>,
+    /// Measure the paper's Table III grid: s ∈ {0.6, 0.7, 0.8} × b ∈ {16, 32, 64}.
+    #[arg(long, conflicts_with = "sparse_act")]
+    table3: bool,
+    /// Also measure every policy's fused variant (per-channel scales pruned too, `+scales`).
+    #[arg(long)]
+    fused: bool,
+    /// Backend.
+    #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
+    backend: BackendKind,
+    /// Multiplier of every contraction.
+    #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+    multiplier: Multiplier,
+    /// Also write the table to this Markdown file (never overwritten).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Internal: measure only this configuration (0 = dense) and print its row as JSON. The
+    /// command runs every configuration in a child process of its own this way.
+    #[arg(long, hide = true)]
+    configuration: Option<usize>,
+}
+
+/// Runs `ember memory`: every configuration in a child process of its own (so no
+/// configuration's transient buffers or allocator slack inflate the next one's, and each reports
+/// its own peak), then the table.
+pub fn run(args: MemoryArgs) -> Result<(), EmberError> {
+    let grid = if args.table3 {
+        memory::table3_grid()
+    } else {
+        args.sparse_act.clone()
+    };
+    let opts = MemoryOptions {
+        model: args.model,
+        image_size: args.image_size,
+        patch_size: args.patch_size,
+        classes: args.classes,
+        batch: args.batch,
+        policies: memory::policies(&grid, args.fused),
+        backend: args.backend,
+        multiplier: args.multiplier.clone(),
+    };
+    if let Some(index) = args.configuration {
+        let row = memory::measure_configuration(&opts, index)?;
+        let json = serde_json::to_string(&row)
+            .map_err(|e| EmberError::Invalid(format!("cannot encode the row: {e}")))?;
+        println!("{json}");
+        return Ok(());
+    }
+    if let Some(path) = args.out.as_ref().filter(|p| p.exists()) {
+        return Err(EmberError::Invalid(format!(
+            "{} exists: ember never overwrites, choose another --out",
+            path.display()
+        )));
+    }
+    // Checked here too, so a bad option or a missing backend is one error, not one per child.
+    opts.validate()?;
+    opts.backend.check_available()?;
+    let mut rows = Vec::new();
+    for (index, (label, _)) in memory::configurations(&opts).iter().enumerate() {
+        eprintln!("measuring {label} (in a process of its own) ...");
+        rows.push(measure_in_child(index)?);
+    }
+    let table = memory::report(&opts, rows)?.markdown();
+    print!("{table}");
+    if let Some(path) = args.out {
+        memory::write_new(&path, &table)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(peak) = memory::peak_rss() {
+        eprintln!(
+            "peak resident memory of this (parent) process: {:.1} MiB",
+            peak as f64 / (1024.0 * 1024.0)
+        );
+    }
+    Ok(())
+}
+
+/// Runs this same command line with `--configuration index` and reads the row it prints.
+fn measure_in_child(index: usize) -> Result<MemoryRow, EmberError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| EmberError::Invalid(format!("cannot find the ember executable: {e}")))?;
+    let output = Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .arg("--configuration")
+        .arg(index.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
+    if !output.status.success() {
+        return Err(EmberError::Invalid(format!(
+            "measuring configuration {index} failed ({}); its error is above",
+            output.status
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).map_err(|e| {
+        EmberError::Invalid(format!(
+            "configuration {index} printed no row ({e}): {stdout}"
+        ))
+    })
+}

@@ -1,0 +1,140 @@
+//! `ember train`.
+
+use super::{parse_multiplier, parse_pruning};
+use crate::choice;
+use burn_approx_mul::Multiplier;
+use burn_sparse_act::{Policy, PolicyError, Pruning};
+use ember_models::classifier::ModelKind;
+use ember_models::data::{DataSource, DatasetKind};
+use ember_train::EmberError;
+use ember_train::backend::BackendKind;
+use ember_train::run::{self, OnExisting};
+use ember_train::train::{self, TrainOptions};
+use std::path::PathBuf;
+
+/// Arguments of `ember train`.
+#[derive(clap::Args)]
+pub struct TrainArgs {
+    /// Model to train.
+    #[arg(long, value_parser = choice::<ModelKind>(), default_value_t = ModelKind::Lenet5)]
+    model: ModelKind,
+    /// Backend to train on.
+    #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
+    backend: BackendKind,
+    /// Multiplier of every matmul/linear/conv product, forward and backward: native (the
+    /// backend's own ops), fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm and
+    /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
+    #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+    multiplier: Multiplier,
+    #[command(flatten)]
+    sparse_act: SparseActArgs,
+    /// Total number of epochs.
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    /// Batch size.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Adam learning rate.
+    #[arg(long, default_value_t = 2e-3)]
+    lr: f64,
+    /// Seed for parameter initialisation and shuffling.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Run directory (default: runs/<model>-<date>-<time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Dataset: mnist (idx files: MNIST or Fashion-MNIST) or cifar10.
+    #[arg(long, value_parser = choice::<DatasetKind>(), default_value_t = DatasetKind::Mnist)]
+    dataset: DatasetKind,
+    /// Directory of the dataset: idx files (gz or raw) for mnist, default the MNIST subset
+    /// embedded in the binary; for cifar10 (required) train/ and test/ image folders
+    /// (cifar10-jpg.tar.gz extracted) or the official binary batches.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Continue the run in --out from its last checkpoint.
+    #[arg(long, conflicts_with = "overwrite", requires = "out")]
+    resume: bool,
+    /// Replace the run in --out (never a directory that is not an Ember run).
+    #[arg(long, requires = "out")]
+    overwrite: bool,
+    /// Use only the first N training images.
+    #[arg(long)]
+    train_limit: Option<usize>,
+    /// Use only the first N test images.
+    #[arg(long)]
+    test_limit: Option<usize>,
+    /// Plain progress lines even in a terminal (no TUI).
+    #[arg(long)]
+    plain: bool,
+}
+
+/// SparseAct: which inputs of linear layers are kept pruned for backward.
+#[derive(clap::Args)]
+struct SparseActArgs {
+    /// Prune every linear layer's saved input per sample to the top (1 − S) of its blocks of
+    /// width B by L2 norm, e.g. 0.8:64 (S in [0, 1), B ≥ 1). Default: off (dense).
+    #[arg(long, value_parser = parse_pruning)]
+    sparse_act: Option<Pruning>,
+    /// A per-layer override IN×OUT=S:B, the layer named by its weight shape (repeatable).
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_layer: Vec<String>,
+    /// The stochastic variant: blocks whose norm is within this relative band of the top-k
+    /// threshold may swap (0 < BAND < 1).
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_stochastic: Option<f64>,
+    /// The fused variant: also keep the activations of per-channel scales (ResMLP's Affine and
+    /// layer-scale) pruned for the scales' gradients.
+    #[arg(long, requires = "sparse_act")]
+    sparse_act_scales: bool,
+}
+
+impl SparseActArgs {
+    fn policy(self) -> Result<Policy, EmberError> {
+        let invalid = |e: PolicyError| EmberError::Invalid(e.to_string());
+        let Some(default) = self.sparse_act else {
+            return Ok(Policy::default());
+        };
+        let mut policy = Policy::uniform(default);
+        policy.scales = self.sparse_act_scales;
+        for spec in &self.sparse_act_layer {
+            policy.add_override(spec).map_err(invalid)?;
+        }
+        if let Some(band) = self.sparse_act_stochastic {
+            policy = policy.with_stochastic(band).map_err(invalid)?;
+        }
+        Ok(policy)
+    }
+}
+
+/// Runs `ember train`.
+pub fn run(args: TrainArgs) -> Result<(), EmberError> {
+    let on_existing = match (args.resume, args.overwrite) {
+        (true, _) => OnExisting::Resume,
+        (_, true) => OnExisting::Overwrite,
+        _ => OnExisting::Refuse,
+    };
+    let report = train::train(TrainOptions {
+        model: args.model,
+        backend: args.backend,
+        multiplier: args.multiplier,
+        sparse_act: args.sparse_act.policy()?,
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+        lr: args.lr,
+        seed: args.seed,
+        out: args.out.unwrap_or_else(|| run::default_out(args.model)),
+        data: DataSource::new(args.dataset, args.data_dir)?,
+        on_existing,
+        train_limit: args.train_limit,
+        test_limit: args.test_limit,
+        plain: args.plain,
+    })?;
+    println!(
+        "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, model.mpk)",
+        report.test.accuracy,
+        report.test.loss,
+        report.test.images,
+        report.out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! The `ember` binary end to end: a short real training run, resume, evaluation, and every bad
+//! input it handles (one clear error line, a non-zero exit, no panic, nothing overwritten).
+
+use crate::common::{ember, fails_with, read_manifest, s, scratch};
+use std::path::Path;
+
+const TINY: [&str; 6] = [
+    "--train-limit",
+    "2000",
+    "--test-limit",
+    "500",
+    "--batch-size",
+    "32",
+];
+
+#[test]
+fn unknown_model_and_backend_are_rejected() {
+    fails_with(
+        &ember(&["train", "--model", "resnet9"]),
+        "invalid value 'resnet9'",
+    );
+    fails_with(
+        &ember(&["train", "--backend", "tpu"]),
+        "invalid value 'tpu'",
+    );
+    fails_with(
+        &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
+        "--epochs must be at least 1",
+    );
+    let bad: [(&[&str], &str); 8] = [
+        (
+            &["train", "--batch-size", "0"],
+            "--batch-size must be at least 1",
+        ),
+        (&["train", "--lr=-1"], "--lr must be a positive number"),
+        (&["train", "--lr", "NaN"], "--lr must be a positive number"),
+        (&["train", "--lr", "fast"], "invalid value 'fast'"),
+        (
+            &["train", "--train-limit", "0"],
+            "no training or no test images",
+        ),
+        (&["train", "--resume"], "does not exist"),
+        (&["train", "--resume", "--overwrite"], "cannot be used with"),
+        (
+            &["eval", "--batch-size", "0", "--checkpoint"],
+            "--batch-size must be at least 1",
+        ),
+    ];
+    for (args, needle) in bad {
+        let mut args = args.to_vec();
+        if args[0] == "train" {
+            args.push("--out");
+        }
+        args.push("/nonexistent/x");
+        fails_with(&ember(&args), needle);
+    }
+    assert!(!Path::new("/nonexistent/x").exists());
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cuda_without_the_feature_says_how_to_get_it() {
+    let out = scratch("cuda");
+    fails_with(
+        &ember(&["train", "--backend", "cuda", "--out", s(&out)]),
+        "--features cuda",
+    );
+}
+
+fn write_gz(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut e =
+        flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), Default::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap();
+}
+
+/// A directory of idx files; `images` replaces the training images' bytes.
+fn dataset(dir: &Path, images: Vec<u8>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let good_images = |n: u32| {
+        let mut v = vec![0, 0, 8, 3];
+        v.extend(n.to_be_bytes());
+        v.extend(28u32.to_be_bytes());
+        v.extend(28u32.to_be_bytes());
+        v.extend(vec![7u8; n as usize * 784]);
+        v
+    };
+    let labels = |n: u32| {
+        let mut v = vec![0, 0, 8, 1];
+        v.extend(n.to_be_bytes());
+        v.extend((0..n).map(|i| (i % 10) as u8));
+        v
+    };
+    write_gz(&dir.join("train-images-idx3-ubyte.gz"), &images);
+    write_gz(&dir.join("train-labels-idx1-ubyte.gz"), &labels(4));
+    std::fs::write(dir.join("t10k-images-idx3-ubyte"), good_images(2)).unwrap();
+    std::fs::write(dir.join("t10k-labels-idx1-ubyte"), labels(2)).unwrap();
+}
+
+#[test]
+fn missing_and_malformed_dataset_files_are_reported() {
+    let out = scratch("bad-data-out");
+    let data = scratch("empty-data");
+    std::fs::create_dir_all(&data).unwrap();
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "dataset file not found",
+    );
+    assert!(
+        !out.exists(),
+        "a failed start must not create the run directory"
+    );
+
+    fails_with(
+        &ember(&[
+            "train",
+            "--data-dir",
+            "/nonexistent/mnist",
+            "--out",
+            s(&out),
+        ]),
+        "not a directory",
+    );
+
+    let mut wrong_magic = vec![0, 0, 8, 1];
+    wrong_magic.extend(4u32.to_be_bytes());
+    dataset(&data, wrong_magic);
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "magic number",
+    );
+
+    let mut truncated = vec![0, 0, 8, 3];
+    for d in [4u32, 28, 28] {
+        truncated.extend(d.to_be_bytes());
+    }
+    truncated.extend(vec![0u8; 3 * 784]);
+    dataset(&data, truncated);
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "truncated",
+    );
+
+    std::fs::write(
+        data.join("train-images-idx3-ubyte.gz"),
+        b"\x1f\x8bnot really gzip",
+    )
+    .unwrap();
+    fails_with(
+        &ember(&["train", "--data-dir", s(&data), "--out", s(&out)]),
+        "cannot read",
+    );
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn trains_resumes_evaluates_and_protects_runs() {
+    let run = scratch("run");
+    let run_s = s(&run);
+
+    // A short real run: LeNet-300-100 on 2,000 embedded MNIST images learns.
+    let mut args = vec![
+        "train", "--model", "lenet300", "--epochs", "1", "--plain", "--out", run_s,
+    ];
+    args.extend(TINY);
+    let out = ember(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "ember-run.json",
+        "metrics.csv",
+        "curves.png",
+        "model.mpk",
+        "checkpoint/model-1.mpk",
+    ] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    let manifest = read_manifest(&run);
+    let acc = manifest["test_accuracy"].as_f64().unwrap();
+    assert!(
+        acc > 80.0,
+        "LeNet-300-100 after one epoch on 2000 images: {acc}%"
+    );
+
+    // The same --out again is refused, and the run is untouched.
+    let before = std::fs::read(run.join("ember-run.json")).unwrap();
+    fails_with(&ember(&args), "already holds a run");
+    assert_eq!(std::fs::read(run.join("ember-run.json")).unwrap(), before);
+
+    // Resume continues to epoch 2 from the checkpoint.
+    let mut resume = vec![
+        "train", "--model", "lenet300", "--epochs", "2", "--plain", "--resume", "--out", run_s,
+    ];
+    resume.extend(TINY);
+    let out = ember(&resume);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest = read_manifest(&run);
+    assert_eq!(manifest["completed_epochs"], 2);
+    assert_eq!(manifest["epoch_seconds"].as_array().unwrap().len(), 2);
+    let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "header + 2 epochs: {csv}");
+
+    // Resuming with another model, or past the last epoch, is refused.
+    let mut other = resume.clone();
+    other[2] = "lenet5";
+    fails_with(&ember(&other), "not lenet5");
+    fails_with(&ember(&resume), "already completed 2 epochs");
+
+    // Evaluation of the run, of its checkpoint file, and of another model's checkpoint.
+    let out = ember(&["eval", "--checkpoint", run_s]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("test accuracy"));
+    let ckpt = run.join("checkpoint/model-2.mpk");
+    assert!(ember(&["eval", "--checkpoint", s(&ckpt)]).status.success());
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--model", "lenet5"]),
+        "holds a lenet300 model",
+    );
+    let loose = scratch("loose");
+    std::fs::create_dir_all(&loose).unwrap();
+    std::fs::copy(run.join("model.mpk"), loose.join("weights.mpk")).unwrap();
+    let loose_file = loose.join("weights.mpk");
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&loose_file)]),
+        "pass --model",
+    );
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&loose_file), "--model", "lenet5"]),
+        "cannot load it as lenet5",
+    );
+    fails_with(
+        &ember(&["eval", "--checkpoint", "/nonexistent/run"]),
+        "no such file or directory",
+    );
+    let empty = scratch("empty-run");
+    std::fs::create_dir_all(&empty).unwrap();
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&empty), "--model", "lenet5"]),
+        "no model.mpk",
+    );
+
+    // A corrupt manifest is reported, not trusted, and left as it was.
+    let manifest = run.join("ember-run.json");
+    let good = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, b"{ not json").unwrap();
+    fails_with(&ember(&resume), "malformed file");
+    // Evaluation names the corrupt manifest instead of defaulting to MNIST, for the run
+    // directory and for a checkpoint file inside it.
+    let out = ember(&["eval", "--checkpoint", run_s]);
+    fails_with(&out, "malformed file");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ember-run.json"));
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&ckpt)]),
+        "malformed file",
+    );
+    assert_eq!(std::fs::read(&manifest).unwrap(), b"{ not json");
+    std::fs::write(&manifest, good).unwrap();
+    std::fs::remove_dir_all(&empty).unwrap();
+
+    // A directory that is not an Ember run is never written to, even with --overwrite.
+    std::fs::write(loose.join("notes.txt"), b"mine").unwrap();
+    fails_with(
+        &ember(&["train", "--out", s(&loose), "--overwrite"]),
+        "is not an Ember run",
+    );
+    assert_eq!(std::fs::read(loose.join("notes.txt")).unwrap(), b"mine");
+
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::remove_dir_all(&loose).unwrap();
+}
+
+#[test]
+fn approximate_training_cross_format_evaluation_and_lookup_tables() {
+    let run = scratch("approx-run");
+    let run_s = s(&run);
+    let mut args = vec![
+        "train",
+        "--model",
+        "lenet300",
+        "--epochs",
+        "1",
+        "--plain",
+        "--multiplier",
+        "mbm7",
+        "--out",
+        run_s,
+    ];
+    args.extend(TINY);
+    let out = ember(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest = read_manifest(&run);
+    assert_eq!(manifest["multiplier"], "mbm7");
+    let acc = manifest["test_accuracy"].as_f64().unwrap();
+    assert!(
+        acc > 75.0,
+        "LeNet-300-100 with MBM (AFM16) after one epoch on 2000 images: {acc}%"
+    );
+
+    // Resuming under another multiplier is refused; evaluating under one is the point.
+    let mut resume = args.clone();
+    resume[4] = "2";
+    resume[7] = "bf16";
+    resume.push("--resume");
+    fails_with(&ember(&resume), "trained with --multiplier mbm7, not bf16");
+    for mul in ["bf16", "mitchell7", "native", "afm32"] {
+        let out = ember(&[
+            "eval",
+            "--checkpoint",
+            run_s,
+            "--multiplier",
+            mul,
+            "--batch-size",
+            "500",
+        ]);
+        assert!(
+            out.status.success(),
+            "{mul}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("test accuracy"));
+    }
+
+    // Bad multipliers: unknown, m out of range, a table that cannot be read or has the wrong size.
+    fails_with(
+        &ember(&["train", "--multiplier", "wallace7"]),
+        "unknown multiplier `wallace7`",
+    );
+    fails_with(&ember(&["train", "--multiplier", "mbm12"]), "m = 12");
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--multiplier", "acc0"]),
+        "m = 0",
+    );
+    let tables = scratch("tables");
+    std::fs::create_dir_all(&tables).unwrap();
+    let short = tables.join("MINE_7.bin");
+    std::fs::write(&short, vec![0u8; 1000]).unwrap();
+    fails_with(
+        &ember(&["eval", "--checkpoint", run_s, "--multiplier", s(&short)]),
+        "1000 bytes",
+    );
+    let missing = tables.join("NONE_3.bin");
+    fails_with(
+        &ember(&["train", "--multiplier", s(&missing)]),
+        "NONE_3.bin",
+    );
+    fails_with(
+        &ember(&["train", "--multiplier", s(&tables.join("MINE.bin"))]),
+        "NAME_M.bin",
+    );
+
+    // ember lut: generate, refuse to overwrite, inspect, convert, and bad requests.
+    let table = tables.join("MBM_5.bin");
+    let out = ember(&["lut", "generate", "mbm5", "--out", s(&table)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::metadata(&table).unwrap().len(), 1 << 10);
+    let bytes = std::fs::read(&table).unwrap();
+    fails_with(
+        &ember(&["lut", "generate", "mitchell5", "--out", s(&table)]),
+        "already exists",
+    );
+    assert_eq!(std::fs::read(&table).unwrap(), bytes, "untouched");
+    let out = ember(&["lut", "inspect", s(&table)]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("m = 5"),
+        "{out:?}"
+    );
+    let wide = tables.join("wide.lut");
+    assert!(
+        ember(&["lut", "convert", s(&table), s(&wide)])
+            .status
+            .success()
+    );
+    let back = tables.join("BACK_5.bin");
+    assert!(
+        ember(&["lut", "convert", s(&wide), s(&back)])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        bytes,
+        "raw → .lut → raw is lossless"
+    );
+    let trained = ember(&[
+        "eval",
+        "--checkpoint",
+        run_s,
+        "--multiplier",
+        s(&back),
+        "--batch-size",
+        "500",
+    ]);
+    assert!(
+        trained.status.success(),
+        "a converted table is a multiplier"
+    );
+    fails_with(&ember(&["lut", "generate", "fp32"]), "has no lookup table");
+    fails_with(&ember(&["lut", "generate", "acc12"]), "m = 12");
+    fails_with(
+        &ember(&["lut", "convert", s(&wide), s(&tables.join("X_9.bin"))]),
+        "m = 9",
+    );
+    fails_with(&ember(&["lut", "inspect", s(&short)]), "1000 bytes");
+    let png = tables.join("err.png");
+    assert!(
+        ember(&["lut", "inspect", "mbm3", "--plot", s(&png)])
+            .status
+            .success()
+    );
+    assert!(png.is_file());
+    fails_with(
+        &ember(&["lut", "inspect", "mbm3", "--plot", s(&png)]),
+        "already exists",
+    );
+
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::remove_dir_all(&tables).unwrap();
+}

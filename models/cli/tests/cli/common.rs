@@ -1,0 +1,66 @@
+//! Helpers shared by the `ember` CLI tests: run the binary, a scratch directory per test
+//! binary, and the "clean failure" assertion (one error line, non-zero exit, no panic).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs `ember` with `args` (Mesa's loader gets a runtime directory for wgpu runs).
+pub fn ember(args: &[&str]) -> Output {
+    ember_with(args, &[])
+}
+
+/// Runs `ember` with `args` and the environment variables `env` set.
+pub fn ember_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .envs(env.iter().copied())
+        .output()
+        .expect("run ember")
+}
+
+/// An empty scratch path, unique to this process and test binary.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "ember-{}-{}-{name}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Asserts a clean failure whose stderr contains `needle`.
+pub fn fails_with(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "panic instead of an error: {stderr}"
+    );
+    assert!(stderr.contains(needle), "stderr lacks {needle:?}: {stderr}");
+}
+
+/// Asserts success and returns stdout.
+pub fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A path as `&str`.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The run's `ember-run.json`.
+pub fn read_manifest(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap()
+}

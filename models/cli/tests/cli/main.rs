@@ -1,0 +1,8 @@
+//! The `ember` command line end to end: every command run as a user would, and every bad input
+//! it refuses (one error line, non-zero exit, nothing of the user's changed). One test binary.
+
+mod basics;
+mod cifar_cli;
+mod common;
+mod compare_cli;
+mod sparse_act_cli;

@@ -1,0 +1,80 @@
+//! Errors of training, evaluation and the tools around them: one line each, meant for a user at
+//! a terminal.
+
+use std::path::PathBuf;
+
+/// Everything the data loaders, training and evaluation can report to a user.
+#[derive(Debug, thiserror::Error)]
+pub enum EmberError {
+    /// A file could not be read or written.
+    #[error("cannot read {path}: {source}", path = .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file (dataset or run manifest) is not what it claims to be.
+    #[error("malformed file {path}: {reason}", path = .path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The output directory already holds a run.
+    #[error("{path} already holds a run: pass --resume to continue it or --overwrite to replace it", path = .0.display())]
+    RunExists(PathBuf),
+    /// The output directory holds files that are not an Ember run.
+    #[error("{path} exists and is not an Ember run (no ember-run.json): choose another --out; nothing was changed", path = .0.display())]
+    NotARun(PathBuf),
+    /// `--resume` on a directory without a checkpoint.
+    #[error("cannot resume {path}: {reason}", path = .path.display())]
+    CannotResume {
+        /// The run directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A checkpoint that does not fit the requested model, or cannot be read.
+    #[error("bad checkpoint {path}: {reason}", path = .path.display())]
+    BadCheckpoint {
+        /// The checkpoint path.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A backend that is not available in this build or on this machine.
+    #[error("backend unavailable: {0}")]
+    Backend(String),
+    /// A figure that cannot be drawn.
+    #[error("cannot draw the figure: {0}")]
+    Plot(String),
+    /// An invalid option value.
+    #[error("invalid option: {0}")]
+    Invalid(String),
+    /// A multiplier or lookup-table problem.
+    #[error(transparent)]
+    Approx(#[from] burn_approx_mul::ApproxError),
+    /// A dataset or model problem.
+    #[error(transparent)]
+    Models(#[from] ember_models::Error),
+}
+
+/// Result with [`EmberError`].
+pub type Result<T> = std::result::Result<T, EmberError>;
+
+impl EmberError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub(crate) fn malformed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Self::Malformed {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! # ember-train
+//!
+//! Training and evaluation of `ember-models`' zoo under Ember's decorators, and the tools around
+//! a run: what the `ember` command line calls, usable as a library.
+//!
+//! - [`train`]: training through burn-train's `SupervisedTraining` (progress display, accuracy
+//!   and loss, a checkpoint every epoch, resume) and evaluation of saved models.
+//! - [`run`]: run directories and their manifest (`ember-run.json`).
+//! - [`report`]: metrics as CSV and curves as PNG; [`renderer`]: progress lines and epoch times.
+//! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
+//!   `SparseAct<Autodiff<ApproxMul<B>>>` whose device carries the multiplier and the SparseAct
+//!   policy.
+//! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
+//! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
+//! - [`lut`]: generate, inspect and convert mantissa-product tables (`ember lut`).
+//!
+//! ```no_run
+//! use ember_models::classifier::ModelKind;
+//! use ember_models::data::{mnist::MnistSource, DataSource};
+//! use ember_train::{backend::BackendKind, run::OnExisting};
+//! use ember_train::train::{train, TrainOptions};
+//!
+//! let report = train(TrainOptions {
+//!     model: ModelKind::Lenet5,
+//!     backend: BackendKind::Ndarray,
+//!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
+//!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),
+//!     epochs: 2,
+//!     batch_size: 64,
+//!     lr: 1e-3,
+//!     seed: 42,
+//!     out: "runs/example".into(),
+//!     data: DataSource::Mnist(MnistSource::Embedded),
+//!     on_existing: OnExisting::Refuse,
+//!     train_limit: None,
+//!     test_limit: None,
+//!     plain: true,
+//! })?;
+//! println!("test accuracy {:.2}%", report.test.accuracy);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `cuda`: the CUDA backend ([`backend::BackendKind::Cuda`]). Builds without a CUDA toolkit;
+//!   the driver libraries are loaded at run time.
+//!
+//! `ndarray` and `wgpu` are always built.
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod compare;
+pub mod error;
+pub mod lut;
+pub mod memory;
+pub mod renderer;
+pub mod report;
+pub mod run;
+pub mod train;
+
+pub use error::{EmberError, Result};

@@ -1,0 +1,8 @@
+//! ember-train's tests, as one integration-test binary: unit tests inside the crate would compile
+//! the whole library a second time in test mode (its training loops monomorphised over every
+//! backend: minutes of CI per build), while this binary links the library as it is.
+
+mod compare;
+mod memory;
+mod report;
+mod run;
