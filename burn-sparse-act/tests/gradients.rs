@@ -4,7 +4,7 @@
 //! approximate; on ndarray and on wgpu.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData, activation::gelu, module::linear};
@@ -69,36 +69,15 @@ impl<B: Backend> Net<B> {
     }
 }
 
-/// Every parameter's gradient, in visiting order.
-struct Grads<'a, B: AutodiffBackend> {
-    grads: &'a B::Gradients,
-    out: Vec<Vec<f32>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for Grads<'_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let g = param
-            .val()
-            .grad(self.grads)
-            .expect("every parameter has a gradient");
-        self.out.push(g.into_data().to_vec().unwrap());
-    }
-}
-
 /// Loss gradients of every parameter and of the input, for a fixed model and batch.
 fn net_grads<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     let net = Net::<B>::new(device);
     let x = tensor::<B, 3>(data(&[4, PATCHES, DIM], 3), [4, PATCHES, DIM], device).require_grad();
     let loss = net.forward(x.clone()).powi_scalar(2).sum();
     let grads = loss.backward();
-    let mut v = Grads::<B> {
-        grads: &grads,
-        out: Vec::new(),
-    };
-    net.visit(&mut v);
-    v.out
-        .push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
-    v.out
+    let mut out = cubecl_kernels::testing::param_grads::<B, _>(&net, &grads);
+    out.push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
+    out
 }
 
 fn on_one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {

@@ -15,6 +15,39 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
 
 use crate::approx::host::mitchell_significand;
 use crate::approx::{ApproxMultiply, LutTable};
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
+
+/// The gradient of every parameter of `module` in `grads`, in visiting order (the identity and
+/// gradient suites compare these bit for bit).
+///
+/// # Panics
+/// If a parameter has no gradient.
+pub fn param_grads<B: AutodiffBackend, M: Module<B>>(
+    module: &M,
+    grads: &B::Gradients,
+) -> Vec<Vec<f32>> {
+    struct Collect<'a, B: AutodiffBackend> {
+        grads: &'a B::Gradients,
+        out: Vec<Vec<f32>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Collect<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let g = param
+                .val()
+                .grad(self.grads)
+                .expect("every parameter has a gradient");
+            self.out.push(g.into_data().to_vec().unwrap());
+        }
+    }
+    let mut collect = Collect::<B> {
+        grads,
+        out: Vec::new(),
+    };
+    module.visit(&mut collect);
+    collect.out
+}
 
 /// Mitchell's table at `m` bits, built from the FP32-width model on truncated mantissas.
 pub fn mitchell_table(m: u32) -> ApproxMultiply {

@@ -2,7 +2,7 @@
 //! logits, loss, input gradient and parameter gradients, bit for bit, on ndarray and on wgpu.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::Module;
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
@@ -10,21 +10,6 @@ use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
 use ember_models::classifier::Classifier;
 use ember_models::data::mnist::{self, MnistBatcher, MnistSource};
 use ember_models::lenet::LeNet5;
-
-struct CollectGrads<'a, B: AutodiffBackend> {
-    grads: &'a B::Gradients,
-    out: Vec<Vec<f32>>,
-}
-
-impl<B: AutodiffBackend> ModuleVisitor<B> for CollectGrads<'_, B> {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        let g = param
-            .val()
-            .grad(self.grads)
-            .expect("every parameter has a gradient");
-        self.out.push(g.into_data().to_vec().unwrap());
-    }
-}
 
 /// Logits, loss, image gradient and every parameter gradient, for fixed parameters and data.
 fn forward_backward<B: AutodiffBackend>(params: &[u8], device: &B::Device) -> Vec<Vec<f32>> {
@@ -45,17 +30,12 @@ fn forward_backward<B: AutodiffBackend>(params: &[u8], device: &B::Device) -> Ve
     let images = batch.images.clone();
     let out = model.forward_classification(batch);
     let grads = out.loss.backward();
-    let mut collect = CollectGrads::<B> {
-        grads: &grads,
-        out: Vec::new(),
-    };
-    model.visit(&mut collect);
     let mut all = vec![
         out.output.into_data().to_vec().unwrap(),
         out.loss.into_data().to_vec().unwrap(),
         images.grad(&grads).unwrap().into_data().to_vec().unwrap(),
     ];
-    all.extend(collect.out);
+    all.extend(cubecl_kernels::testing::param_grads::<B, _>(&model, &grads));
     all
 }
 
