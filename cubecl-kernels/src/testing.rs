@@ -16,8 +16,53 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
 use crate::approx::host::mitchell_significand;
 use crate::approx::{ApproxMultiply, LutTable};
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
+
+/// `shape`'s worth of values in `[-1, 1)` from a linear congruential generator seeded by
+/// `seed`: the data of the op-level suites (identity, ApproxMul decorator).
+pub fn lcg_data(shape: &[usize], seed: u64) -> TensorData {
+    let n: usize = shape.iter().product();
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect();
+    TensorData::new(values, shape.to_vec())
+}
+
+/// A tensor of [`lcg_data`] that requires its gradient.
+pub fn leaf<B: AutodiffBackend, const D: usize>(
+    shape: [usize; D],
+    seed: u64,
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(lcg_data(&shape, seed), device).require_grad()
+}
+
+/// Runs one op case of the op-level suites: `record(name, data)` receives the output of
+/// `$output` and the gradient of each listed input for the loss `Σ output ⊙ w` (fixed `w`).
+/// `record_case!(record, device, B, "linear", [x, w, bias], linear(x.clone(), …))`.
+#[macro_export]
+macro_rules! record_case {
+    ($record:ident, $device:expr, $b:ty, $name:expr, [$($input:ident),*], $output:expr) => {{
+        let y = $output;
+        let weights =
+            ::burn::tensor::Tensor::<$b, _>::from_data($crate::testing::lcg_data(&y.dims(), 99), $device);
+        let grads = (y.clone() * weights).sum().backward();
+        $record(&format!("{} output", $name), y.into_data());
+        $($record(
+            &format!("{} d{}", $name, stringify!($input)),
+            $input.grad(&grads).expect("gradient").into_data(),
+        );)*
+    }};
+}
 
 /// The gradient of every parameter of `module` in `grads`, in visiting order (the identity and
 /// gradient suites compare these bit for bit).

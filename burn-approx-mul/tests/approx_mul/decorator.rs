@@ -12,29 +12,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 
-fn data(shape: &[usize], seed: u64) -> TensorData {
-    let n: usize = shape.iter().product();
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let values: Vec<f32> = (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect();
-    TensorData::new(values, shape.to_vec())
-}
-
-fn leaf<B: AutodiffBackend, const D: usize>(
-    shape: [usize; D],
-    seed: u64,
-    device: &B::Device,
-) -> Tensor<B, D> {
-    Tensor::from_data(data(&shape, seed), device).require_grad()
-}
+use cubecl_kernels::testing::{lcg_data as data, leaf};
 
 type Record = Vec<(String, Vec<f32>)>;
 
@@ -44,13 +22,9 @@ fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Record {
     let mut record =
         |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
     macro_rules! case {
-        ($name:expr, [$($input:ident),*], $output:expr) => {{
-            let y = $output;
-            let weights = Tensor::<B, _>::from_data(data(&y.dims(), 99), device);
-            let grads = (y.clone() * weights).sum().backward();
-            record(&format!("{} output", $name), y.into_data());
-            $(record(&format!("{} d{}", $name, stringify!($input)), $input.grad(&grads).expect("gradient").into_data());)*
-        }};
+        ($($case:tt)*) => {
+            cubecl_kernels::record_case!(record, device, B, $($case)*)
+        };
     }
     let (a, b) = (
         leaf::<B, 4>([2, 1, 3, 4], 1, device),
