@@ -66,6 +66,25 @@ fn bad_policies_are_refused_before_anything_runs() {
     );
 }
 
+/// The hidden per-configuration mode refuses a configuration that does not exist.
+#[test]
+fn memory_refuses_a_configuration_that_does_not_exist() {
+    let args = [
+        "memory",
+        "--model",
+        "resmlp-small",
+        "--image-size",
+        "32",
+        "--batch",
+        "2",
+        "--sparse-act",
+        "0.5:16",
+        "--configuration",
+        "2",
+    ];
+    fails_with(&ember(&args), "no configuration 2 to measure");
+}
+
 /// With no Vulkan driver visible, `--backend wgpu` is one clear error before anything calls
 /// into the wgpu runtime (which would panic on its device thread), and leaves no run behind.
 #[test]
