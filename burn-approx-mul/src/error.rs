@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-/// Names accepted by [`Multiplier::parse`](crate::Multiplier::parse), for help texts and errors.
-pub const BUILT_IN_HELP: &str = "native, fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm/mitchell also 23), \
-afm10/12/14/16/32, mit10/12/14/16/32, realm16";
+/// Names accepted by [`Multiplier::parse`](crate::Multiplier::parse), for help texts and errors
+/// (case-insensitive). A test rebuilds it from the tables `parse` reads, so it lists exactly them.
+pub const BUILT_IN_HELP: &str = "native, fp32, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm/mitchell also 23), \
+afm10/12/14/16/32, mit10/12/14/16/32, bf16, bfloat16, realm16";
 
 /// What can go wrong when choosing a multiplier or reading a table.
 #[derive(Debug, thiserror::Error)]
@@ -66,9 +67,17 @@ pub enum ApproxError {
         /// What it returned.
         c: f32,
     },
-    /// A file that cannot be read or written.
-    #[error("{path}: {source}")]
+    /// A file that cannot be read.
+    #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file that cannot be written (nothing was left at the path).
+    #[error("cannot write {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// The cause.

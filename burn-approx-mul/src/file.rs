@@ -11,13 +11,20 @@
 //! | offset | size | content |
 //! |---|---|---|
 //! | 0 | 8 | magic `EMBERLUT` |
-//! | 8 | 1 | version, `1` |
+//! | 8 | 1 | version, `2` |
 //! | 9 | 1 | `m` (1..=11) |
 //! | 10 | 2 | length `n` of the name in bytes |
 //! | 12 | n | name, UTF-8 |
 //! | 12 + n | 2 · 2^(2m) | entries as `u16`: carry in bit `m`, mantissa in bits `0..m` |
+//! | 12 + n + 2 · 2^(2m) | 4 | CRC-32 (IEEE, as zlib and PNG) of every byte before it |
 //!
-//! Nothing may follow the entries.
+//! Nothing may follow the checksum. A file whose checksum does not match is refused as corrupt.
+//! Version 1 is the same without the checksum; it is still read (and written by nothing).
+//!
+//! # Writing
+//! [`write_new`] writes into a temporary file in the target's directory, syncs it and renames it
+//! into place only when it is complete, never over an existing file: a failed write (full disk,
+//! file-size limit) leaves neither a truncated table nor a temporary file.
 
 use crate::error::ApproxError;
 use crate::lut::{Lut, check_bits};
@@ -27,6 +34,12 @@ use std::path::{Path, PathBuf};
 pub const MAGIC: &[u8; 8] = b"EMBERLUT";
 /// Largest `m` ApproxTrain's one-byte format can hold.
 pub const RAW_MAX_BITS: u32 = 7;
+/// The `.lut` version [`encode`] writes (with a CRC-32 after the entries).
+pub const VERSION: u8 = 2;
+/// Bytes before the name in a `.lut` file: magic, version, `m`, name length.
+const HEADER: usize = 12;
+/// Bytes of the checksum at the end of a version-2 `.lut` file.
+const CHECKSUM: usize = 4;
 
 /// File formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,26 +147,30 @@ fn decode_raw(path: &Path, bytes: &[u8], name: String, m: u32) -> Result<Lut, Ap
 }
 
 fn decode_ember(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
-    if bytes.len() < 12 || &bytes[..8] != MAGIC {
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return Err(bad(
             path,
             "not an Ember LUT file (missing the EMBERLUT header)",
         ));
     }
-    if bytes[8] != 1 {
-        return Err(bad(
-            path,
-            format!("format version {} is not supported (expected 1)", bytes[8]),
-        ));
-    }
-    let m = u32::from(bytes[9]);
+    let content = match bytes[8] {
+        1 => bytes,
+        2 => verified(path, bytes)?,
+        v => {
+            return Err(bad(
+                path,
+                format!("format version {v} is not supported (expected 1 or {VERSION})"),
+            ));
+        }
+    };
+    let m = u32::from(content[9]);
     check_bits(m).map_err(|e| bad(path, e.to_string()))?;
-    let n = usize::from(u16::from_le_bytes([bytes[10], bytes[11]]));
-    let name = bytes
-        .get(12..12 + n)
+    let n = usize::from(u16::from_le_bytes([content[10], content[11]]));
+    let name = content
+        .get(HEADER..HEADER + n)
         .and_then(|s| std::str::from_utf8(s).ok())
         .ok_or_else(|| bad(path, "truncated or non-UTF-8 table name"))?;
-    let body = &bytes[12 + n..];
+    let body = &content[HEADER + n..];
     let expected = 2usize << (2 * m);
     if body.len() != expected {
         return Err(bad(
@@ -169,6 +186,31 @@ fn decode_ember(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .collect();
     Lut::from_entries(name, m, entries).map_err(|e| bad(path, e.to_string()))
+}
+
+/// The bytes a version-2 file's trailing CRC-32 covers, if it matches them.
+fn verified<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a [u8], ApproxError> {
+    let corrupt = |what: String| {
+        bad(
+            path,
+            format!("corrupt table: {what}; the file is damaged or truncated, regenerate it"),
+        )
+    };
+    if bytes.len() < HEADER + CHECKSUM {
+        return Err(corrupt(format!(
+            "{} bytes, no room for the checksum",
+            bytes.len()
+        )));
+    }
+    let (content, stored) = bytes.split_at(bytes.len() - CHECKSUM);
+    let stored = u32::from_le_bytes([stored[0], stored[1], stored[2], stored[3]]);
+    let actual = crc32fast::hash(content);
+    if actual != stored {
+        return Err(corrupt(format!(
+            "its contents have CRC-32 {actual:#010x}, the file records {stored:#010x}"
+        )));
+    }
+    Ok(content)
 }
 
 /// Encodes a table in `format`.
@@ -192,15 +234,17 @@ pub fn encode(lut: &Lut, format: LutFormat) -> Result<Vec<u8>, ApproxError> {
         LutFormat::Ember => {
             let name = lut.name().as_bytes();
             let name = &name[..name.len().min(u16::MAX as usize)];
-            let mut out = Vec::with_capacity(12 + name.len() + 2 * lut.entries().len());
+            let mut out =
+                Vec::with_capacity(HEADER + name.len() + 2 * lut.entries().len() + CHECKSUM);
             out.extend_from_slice(MAGIC);
-            out.push(1);
+            out.push(VERSION);
             out.push(m as u8);
             out.extend_from_slice(&(name.len() as u16).to_le_bytes());
             out.extend_from_slice(name);
             for e in lut.entries() {
                 out.extend_from_slice(&e.to_le_bytes());
             }
+            out.extend_from_slice(&crc32fast::hash(&out).to_le_bytes());
             Ok(out)
         }
     }
@@ -223,22 +267,40 @@ pub fn write_new(lut: &Lut, path: &Path) -> Result<(), ApproxError> {
             ));
         }
     }
+    write_bytes_new(path, &bytes)
+}
+
+/// Writes `bytes` to a new file at `path`, atomically: into a temporary file in the same
+/// directory, synced, then renamed to `path` unless `path` exists. On any error nothing is left
+/// behind and an existing `path` is untouched ([`ApproxError::Exists`]).
+fn write_bytes_new(path: &Path, bytes: &[u8]) -> Result<(), ApproxError> {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|source| match source.kind() {
-            std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
-            _ => ApproxError::Io {
-                path: path.into(),
-                source,
-            },
-        })?;
-    file.write_all(&bytes).map_err(|source| ApproxError::Io {
+    let failed = |source| ApproxError::Write {
         path: path.into(),
         source,
-    })
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let prefix = format!(
+        ".{}.",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    // The mode `File::create` gives (0o666 less the umask), not a temporary file's 0o600.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut temp = builder.tempfile_in(dir).map_err(failed)?;
+    temp.write_all(bytes).map_err(failed)?;
+    temp.as_file().sync_all().map_err(failed)?;
+    temp.persist_noclobber(path)
+        .map_err(|e| match e.error.kind() {
+            std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
+            _ => failed(e.error),
+        })?;
+    Ok(())
 }
 
 /// The ApproxTrain file name of a table: `NAME_M.bin`.
@@ -343,8 +405,8 @@ mod tests {
         assert!(msg(&write("z.lut", &v)).contains("2 bytes of entries"));
         assert!(msg(&dir.join("missing_3.bin")).contains("missing_3.bin"));
         let mut v = MAGIC.to_vec();
-        v.extend_from_slice(&[2, 1, 0, 0]);
-        assert!(msg(&write("v2.lut", &v)).contains("version 2"));
+        v.extend_from_slice(&[3, 1, 0, 0]);
+        assert!(msg(&write("v3.lut", &v)).contains("version 3"));
         let mut v = MAGIC.to_vec();
         v.extend_from_slice(&[1, 1, 10, 0, b'a']);
         assert!(msg(&write("short.lut", &v)).contains("truncated or non-UTF-8"));
@@ -353,16 +415,92 @@ mod tests {
         assert!(msg(&write("latin.lut", &v)).contains("truncated or non-UTF-8"));
     }
 
+    /// `bytes` written to `path` (replacing it), then read back.
+    fn reread(path: &Path, bytes: &[u8]) -> Result<Lut, ApproxError> {
+        std::fs::write(path, bytes).unwrap();
+        read(path)
+    }
+
+    #[test]
+    fn lut_checksum_catches_every_flipped_bit_and_every_truncation() {
+        let lut = Lut::generate("MBM", 2, |a, b| apply(model::mbm, 2, a, b)).unwrap();
+        let good = encode(&lut, LutFormat::Ember).unwrap();
+        let (_d, path) = tmp("t.lut");
+        assert_eq!(reread(&path, &good).unwrap(), lut);
+        for i in 0..good.len() {
+            for bit in 0..8 {
+                let mut bytes = good.clone();
+                bytes[i] ^= 1 << bit;
+                let e = reread(&path, &bytes).unwrap_err().to_string();
+                // Bytes 0..9 are the magic and the version, checked before the checksum.
+                if i >= 9 {
+                    assert!(e.contains("corrupt table"), "byte {i} bit {bit}: {e}");
+                    assert!(e.contains("t.lut"), "{e}");
+                }
+            }
+        }
+        for len in 0..good.len() {
+            let e = reread(&path, &good[..len]).unwrap_err().to_string();
+            let expected = if len < HEADER {
+                "EMBERLUT"
+            } else {
+                "corrupt table"
+            };
+            assert!(e.contains(expected), "{len} bytes: {e}");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        assert!(reread(&path, &longer).is_err());
+    }
+
+    #[test]
+    fn version_1_tables_without_checksum_still_read() {
+        let lut = Lut::generate("MIT", 3, |a, b| apply(model::mitchell, 3, a, b)).unwrap();
+        let mut v1 = encode(&lut, LutFormat::Ember).unwrap();
+        v1.truncate(v1.len() - CHECKSUM);
+        v1[8] = 1;
+        let (_d, path) = tmp("old.lut");
+        assert_eq!(reread(&path, &v1).unwrap(), lut);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn tables_get_the_mode_of_any_new_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let lut = Lut::generate("A", 2, |a, b| a * b).unwrap();
+        let (d, path) = tmp("A_2.bin");
+        write_new(&lut, &path).unwrap();
+        let plain = d.0.join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), mode(&plain));
+    }
+
+    #[test]
+    fn a_failed_write_says_so_and_leaves_nothing() {
+        let lut = Lut::generate("A", 2, |a, b| a * b).unwrap();
+        let (_d, dir) = tmp("");
+        let path = dir.join("missing").join("A_2.bin");
+        let e = write_new(&lut, &path).unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot write ") && e.contains("A_2.bin"),
+            "{e}"
+        );
+        assert!(!path.exists());
+    }
+
     #[test]
     fn never_overwrites() {
         let lut = Lut::generate("A", 2, |a, b| a * b).unwrap();
-        let (_d, path) = tmp("A_2.bin");
+        let (d, path) = tmp("A_2.bin");
         std::fs::write(&path, b"keep").unwrap();
         assert!(matches!(
             write_new(&lut, &path),
             Err(ApproxError::Exists(_))
         ));
         assert_eq!(std::fs::read(&path).unwrap(), b"keep");
+        let left: Vec<_> = std::fs::read_dir(&d.0).unwrap().collect();
+        assert_eq!(left.len(), 1, "the temporary file was removed");
         let (_d2, wrong) = tmp("A_3.bin");
         assert!(
             write_new(&lut, &wrong)

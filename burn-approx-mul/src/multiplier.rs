@@ -9,6 +9,19 @@ use cubecl_kernels::decorator::MultiplyStrategy;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Built-in names that are not `PREFIX` + `M`: `(name, family, m)`.
+const NAMED: [(&str, Family, u32); 3] = [
+    ("bf16", Family::Truncated, 7),
+    ("bfloat16", Family::Truncated, 7),
+    ("realm16", Family::Realm, 7),
+];
+
+/// Names by total format width (ApproxTrain's AFM16, MIT16, ...): `(prefix, family)`.
+const FORMAT_PREFIXES: [(&str, Family); 2] = [("afm", Family::Mbm), ("mit", Family::Mitchell)];
+
+/// Total format width (sign + 8 exponent bits + m) → mantissa bits `m`.
+const FORMAT_WIDTHS: [(u32, u32); 5] = [(10, 1), (12, 3), (14, 5), (16, 7), (32, 23)];
+
 /// A family of built-in functional models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -65,6 +78,19 @@ impl Family {
     /// Whether `m` is supported: 1..=11 through a LUT; 23 in the kernel for MBM and Mitchell.
     pub fn supports(self, m: u32) -> bool {
         (1..=MAX_LUT_BITS).contains(&m) || (m == 23 && matches!(self, Self::Mbm | Self::Mitchell))
+    }
+
+    /// The families whose built-in table at `lut`'s width has exactly `lut`'s entries (names are
+    /// not compared), in [`Family::ALL`] order.
+    pub fn equal_to(lut: &Lut) -> Vec<Family> {
+        let m = lut.bits();
+        Self::ALL
+            .into_iter()
+            .filter(|family| {
+                Lut::generate(family.table_name(), m, family.function(m))
+                    .is_ok_and(|own| own.entries() == lut.entries())
+            })
+            .collect()
     }
 
     fn supported_text(self) -> &'static str {
@@ -164,37 +190,16 @@ impl Multiplier {
     /// Parses a CLI name (see [`BUILT_IN_HELP`]) or reads a LUT file (`NAME_M.bin` or `.lut`).
     pub fn parse(spec: &str) -> Result<Self, ApproxError> {
         let lower = spec.to_ascii_lowercase();
-        let alias = match lower.as_str() {
+        match lower.as_str() {
             "native" => return Ok(Self::native()),
             "fp32" => return Ok(Self::fp32()),
-            "bf16" | "bfloat16" => Some((Family::Truncated, 7)),
-            "realm16" => Some((Family::Realm, 7)),
-            _ => None,
-        };
-        if let Some((family, m)) = alias {
+            _ => {}
+        }
+        if let Some(&(_, family, m)) = NAMED.iter().find(|(name, ..)| *name == lower) {
             return Self::built_in(family, m).map(|m| m.renamed(&lower));
         }
-        for (prefix, family) in [("afm", Family::Mbm), ("mit", Family::Mitchell)] {
-            if let Some(bits) = lower
-                .strip_prefix(prefix)
-                .and_then(|r| r.parse::<u32>().ok())
-            {
-                let m = match bits {
-                    10 => 1,
-                    12 => 3,
-                    14 => 5,
-                    16 => 7,
-                    32 => 23,
-                    _ => {
-                        return Err(ApproxError::UnsupportedBits {
-                            name: prefix.into(),
-                            m: bits,
-                            supported: "10, 12, 14, 16, 32 (format widths)",
-                        });
-                    }
-                };
-                return Self::built_in(family, m).map(|m| m.renamed(&lower));
-            }
+        if let Some(result) = Self::parse_format_width(&lower) {
+            return result;
         }
         for family in Family::ALL {
             if let Some(Ok(m)) = lower.strip_prefix(family.prefix()).map(str::parse::<u32>) {
@@ -207,6 +212,21 @@ impl Multiplier {
             return Ok(Self::from_lut(crate::file::read(path)?));
         }
         Err(ApproxError::UnknownMultiplier(spec.to_string()))
+    }
+
+    /// `afmW` / `mitW` (lower case), `None` if `lower` is not of that form.
+    fn parse_format_width(lower: &str) -> Option<Result<Self, ApproxError>> {
+        FORMAT_PREFIXES.iter().find_map(|&(prefix, family)| {
+            let bits = lower.strip_prefix(prefix)?.parse::<u32>().ok()?;
+            let Some(&(_, m)) = FORMAT_WIDTHS.iter().find(|(w, _)| *w == bits) else {
+                return Some(Err(ApproxError::UnsupportedBits {
+                    name: prefix.into(),
+                    m: bits,
+                    supported: "10, 12, 14, 16, 32 (format widths)",
+                }));
+            };
+            Some(Self::built_in(family, m).map(|m| m.renamed(lower)))
+        })
     }
 
     fn renamed(mut self, name: &str) -> Self {
@@ -284,6 +304,56 @@ mod tests {
         assert!(msg("realm23").contains("1..=11"));
         assert!(msg("afm8").contains("10, 12, 14, 16, 32"));
         assert!(msg("no/such/MBM_7.bin").contains("no/such/MBM_7.bin"));
+    }
+
+    /// [`BUILT_IN_HELP`] rebuilt from the tables [`Multiplier::parse`] reads: it lists exactly
+    /// the names that parse, and every name it lists parses.
+    #[test]
+    fn built_in_help_lists_exactly_what_parses() {
+        let families: Vec<String> = Family::ALL
+            .iter()
+            .map(|f| format!("{}M", f.prefix()))
+            .collect();
+        let wide: Vec<&str> = Family::ALL
+            .iter()
+            .filter(|f| f.supports(23))
+            .map(|f| f.prefix())
+            .collect();
+        let widths: Vec<String> = FORMAT_WIDTHS.iter().map(|(w, _)| w.to_string()).collect();
+        let formats: Vec<String> = FORMAT_PREFIXES
+            .iter()
+            .map(|(p, _)| format!("{p}{}", widths.join("/")))
+            .collect();
+        let named: Vec<&str> = NAMED.iter().map(|n| n.0).collect();
+        let expected = format!(
+            "native, fp32, {} (M = 1..={MAX_LUT_BITS}; {} also 23), {}, {}",
+            families.join(", "),
+            wide.join("/"),
+            formats.join(", "),
+            named.join(", ")
+        );
+        assert_eq!(BUILT_IN_HELP, expected);
+
+        let mut listed: Vec<String> = ["native", "fp32"].map(String::from).to_vec();
+        listed.extend(named.iter().map(|n| n.to_string()));
+        for (prefix, _) in FORMAT_PREFIXES {
+            listed.extend(widths.iter().map(|w| format!("{prefix}{w}")));
+        }
+        for family in Family::ALL {
+            listed.extend((1..=MAX_LUT_BITS).map(|m| format!("{}{m}", family.prefix())));
+        }
+        listed.extend(wide.iter().map(|p| format!("{p}23")));
+        for name in &listed {
+            assert!(
+                Multiplier::parse(name).is_ok(),
+                "{name} is listed but does not parse"
+            );
+        }
+        for unlisted in [
+            "acc23", "realm23", "afm8", "mit7", "bf32", "bfloat", "exact",
+        ] {
+            assert!(Multiplier::parse(unlisted).is_err(), "{unlisted} parses");
+        }
     }
 
     #[test]

@@ -12,16 +12,44 @@ pub enum PolicyError {
     /// A block width of zero.
     #[error("block size must be at least 1")]
     ZeroBlock,
+    /// A block width above [`MAX_BLOCK`] (wider than any layer: rows are padded to it).
+    #[error("block size must be at most {max}, got {0}", max = MAX_BLOCK)]
+    HugeBlock(usize),
     /// A policy string that is not `S:B`.
     #[error("expected SPARSITY:BLOCK (e.g. 0.8:64), got `{0}`")]
     Syntax(String),
     /// A layer override that is not `IN×OUT=S:B`.
-    #[error("expected INxOUT=SPARSITY:BLOCK (e.g. 384x10=0:1), got `{0}`")]
+    #[error("expected IN×OUT=SPARSITY:BLOCK (e.g. 384x10=0:1; `x` or `×`), got `{0}`")]
     Override(String),
+    /// Layer overrides that name no linear layer of the model.
+    #[error(
+        "--sparse-act-layer {unknown} names no linear layer of the model (its layers, IN×OUT: {layers})"
+    )]
+    UnknownLayer {
+        /// The keys that match nothing.
+        unknown: String,
+        /// The model's layers.
+        layers: String,
+    },
+    /// A policy that prunes no block of any layer (every block wider than the layer, or a
+    /// sparsity too small to drop one block).
+    #[error(
+        "--sparse-act {policy} prunes nothing in any layer ({why}): it would train exactly like dense"
+    )]
+    PrunesNothing {
+        /// The policy, in its text form.
+        policy: String,
+        /// Each layer with its block count, in words.
+        why: String,
+    },
     /// A stochastic band outside `(0, 1)`.
     #[error("the stochastic band must be in (0, 1), got {0}")]
     Band(f64),
 }
+
+/// The widest block a policy accepts: rows are padded to whole blocks, so a block far wider than
+/// any layer would only allocate padding (and a block near `usize::MAX` would overflow).
+pub const MAX_BLOCK: usize = 1 << 16;
 
 /// Sparsity and block width of one layer. Serialised as `{"sparsity": S, "block": B}`, checked
 /// on the way in like [`Pruning::new`].
@@ -57,7 +85,20 @@ impl Pruning {
         if block == 0 {
             return Err(PolicyError::ZeroBlock);
         }
+        if block > MAX_BLOCK {
+            return Err(PolicyError::HugeBlock(block));
+        }
         Ok(Self { sparsity, block })
+    }
+
+    /// Blocks of one row of a layer with `d_in` inputs, and how many of them are pruned per
+    /// sample (`keep_count` of the kernels: `⌊s·N⌋` dropped of `N = ⌈d_in / b⌉`).
+    pub fn pruned_blocks(&self, d_in: usize) -> (usize, usize) {
+        let blocks = d_in.div_ceil(self.block);
+        (
+            blocks,
+            blocks - cubecl_kernels::bsr::keep_count(blocks, self.sparsity),
+        )
     }
 
     /// Parses the CLI form `S:B` (e.g. `0.8:64`).
@@ -246,7 +287,12 @@ impl Policy {
     pub fn add_override(&mut self, spec: &str) -> Result<(), PolicyError> {
         let syntax = || PolicyError::Override(spec.to_string());
         let (layer, pruning) = spec.split_once('=').ok_or_else(syntax)?;
-        let (i, o) = layer.trim().split_once('x').ok_or_else(syntax)?;
+        let layer = layer.trim();
+        let (i, o) = layer
+            .split_once('x')
+            .or_else(|| layer.split_once('×'))
+            .or_else(|| layer.split_once('X'))
+            .ok_or_else(syntax)?;
         let (i, o): (usize, usize) = (
             i.trim().parse().map_err(|_| syntax())?,
             o.trim().parse().map_err(|_| syntax())?,
@@ -254,6 +300,56 @@ impl Policy {
         let pruning = Pruning::parse(pruning)?;
         Arc::make_mut(&mut self.overrides).insert(Self::layer_key(i, o), pruning);
         Ok(())
+    }
+
+    /// Checks the policy against the linear layers of a model (`(IN, OUT)` weight shapes):
+    /// an override naming no layer is an error listing the layers, and so is a policy that
+    /// prunes nothing anywhere. Returns the layers the policy leaves dense although it names a
+    /// pruning for them (one line each, for a warning).
+    pub fn check_layers(&self, layers: &[(usize, usize)]) -> Result<Vec<String>, PolicyError> {
+        if self.is_off() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = layers.iter().map(|&(i, o)| Self::layer_key(i, o)).collect();
+        let unknown: Vec<&str> = self
+            .overrides
+            .keys()
+            .filter(|k| !keys.contains(k))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(PolicyError::UnknownLayer {
+                unknown: unknown.join(", "),
+                layers: keys.join(", "),
+            });
+        }
+        let mut idle = Vec::new();
+        let mut pruning_somewhere = false;
+        for &(i, o) in layers {
+            let Some(p) = self.for_layer(i, o) else {
+                continue;
+            };
+            let (blocks, pruned) = p.pruned_blocks(i);
+            if pruned == 0 {
+                idle.push(format!(
+                    "layer {}: {p} prunes nothing ({blocks} block{} of width {} per row, \
+                     ⌊{}·{blocks}⌋ = 0 dropped)",
+                    Self::layer_key(i, o),
+                    if blocks == 1 { "" } else { "s" },
+                    p.block,
+                    p.sparsity
+                ));
+            } else {
+                pruning_somewhere = true;
+            }
+        }
+        if !pruning_somewhere {
+            return Err(PolicyError::PrunesNothing {
+                policy: self.to_string(),
+                why: idle.join("; "),
+            });
+        }
+        Ok(idle)
     }
 
     /// Sets the stochastic band (`0 < band < 1`).
@@ -386,5 +482,48 @@ mod tests {
             assert!(!policy.is_off());
             assert!(policy.as_uniform().is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn huge_blocks_and_unicode_layer_keys() {
+        assert_eq!(
+            Pruning::parse("0.5:18446744073709551615"),
+            Err(PolicyError::HugeBlock(usize::MAX))
+        );
+        assert!(Pruning::parse(&format!("0.5:{MAX_BLOCK}")).is_ok());
+        let mut times = Policy::default();
+        times.add_override("400×120=0.5:4").unwrap();
+        let mut ascii = Policy::default();
+        ascii.add_override("400x120=0.5:4").unwrap();
+        assert_eq!(times, ascii);
+    }
+
+    #[test]
+    fn layer_check_names_unknown_layers_and_idle_policies() {
+        let lenet = [(400, 120), (120, 84), (84, 10)];
+        let wide: Policy = "0.5:1000".parse().unwrap();
+        let err = wide.check_layers(&lenet).unwrap_err();
+        assert!(matches!(err, PolicyError::PrunesNothing { .. }), "{err}");
+        assert!(err.to_string().contains("400x120"), "{err}");
+
+        let mut stray: Policy = "0.5:4".parse().unwrap();
+        stray.add_override("999x120=0.5:4").unwrap();
+        let err = stray.check_layers(&lenet).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--sparse-act-layer 999x120 names no linear layer of the model \
+             (its layers, IN×OUT: 400x120, 120x84, 84x10)"
+        );
+
+        // 0.5:200 drops ⌊0.5·2⌋ = 1 block of the 400-input layer; the 120- and 84-input
+        // layers have one block each, and ⌊0.5·1⌋ = 0 of it is dropped.
+        let idle = "0.5:200"
+            .parse::<Policy>()
+            .unwrap()
+            .check_layers(&lenet)
+            .unwrap();
+        assert_eq!(idle.len(), 2, "{idle:?}");
+        assert!(idle[0].starts_with("layer 120x84"), "{idle:?}");
+        assert!(Policy::default().check_layers(&lenet).unwrap().is_empty());
     }
 }

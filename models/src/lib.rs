@@ -9,6 +9,8 @@
 //! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
+//! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
+//!   a loaded record).
 //! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw; CIFAR-10 as an
 //!   ImageFolder or the binary batches) and a real MNIST subset compiled into the crate, so
 //!   training runs offline with no arguments.
@@ -45,6 +47,7 @@ pub mod classifier;
 pub mod data;
 pub mod error;
 pub mod lenet;
+pub mod params;
 pub mod resmlp;
 
 pub use error::{Error, Result};

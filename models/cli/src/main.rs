@@ -61,13 +61,45 @@ fn run(cli: Cli) -> Result<(), EmberError> {
 #[global_allocator]
 static ALLOC: ember_train::memory::CountingAllocator = ember_train::memory::CountingAllocator;
 
+/// Mesa's Vulkan loader (lavapipe included) prints "error: XDG_RUNTIME_DIR is invalid or not
+/// set in the environment" whenever the variable is missing, though a headless `wgpu` run needs
+/// no display. When it is unset or not a directory, point it at a private directory under the
+/// temporary directory (created with mode 0700, as the XDG spec asks).
+fn quiet_vulkan_loader() {
+    let valid =
+        std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| std::path::Path::new(&d).is_dir());
+    if valid {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ember-runtime-{}", user_tag()));
+    let made = {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir)
+    };
+    if made.is_ok() {
+        // SAFETY: called first thing in `main`, before any other thread exists.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
+    }
+}
+
+/// Something that tells users apart in a shared temporary directory.
+fn user_tag() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "user".into())
+}
+
 fn main() -> ExitCode {
+    quiet_vulkan_loader();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

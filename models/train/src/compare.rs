@@ -3,7 +3,7 @@
 //! block size (Fig. 8 style), and a Markdown table.
 
 use crate::error::{EmberError, Result};
-use crate::report::{self, EpochMetrics, Series, font, two_panels};
+use crate::report::{EpochMetrics, Series, png, two_panels};
 use crate::run::Manifest;
 use burn_sparse_act::Pruning;
 use plotters::prelude::*;
@@ -22,7 +22,9 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// Reads a finished run (manifest with a test accuracy, metrics of every epoch).
+    /// Reads a finished run (manifest with a test accuracy, metrics of every epoch). A run
+    /// being extended by a resume (or whose extension was interrupted) reads with the result
+    /// of the attempt that finished and the metrics of every epoch completed since.
     pub fn read(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
             return Err(EmberError::Invalid(format!(
@@ -37,10 +39,10 @@ impl RunSummary {
                 dir.display()
             )));
         }
-        let epochs = report::read_metrics(dir, manifest.completed_epochs, &manifest.epoch_seconds);
+        let epochs = manifest.history.clone();
         if epochs.is_empty() {
             return Err(EmberError::Invalid(format!(
-                "{} has no per-epoch metrics (train/ and valid/ logs)",
+                "{} has no per-epoch metrics",
                 dir.display()
             )));
         }
@@ -118,6 +120,19 @@ impl Comparison {
             .iter()
             .map(|d| RunSummary::read(d))
             .collect::<Result<Vec<_>>>()?;
+        let dense: Vec<String> = runs
+            .iter()
+            .filter(|r| r.manifest.sparse_act.is_off())
+            .map(|r| r.dir.display().to_string())
+            .collect();
+        if dense.len() > 1 {
+            return Err(EmberError::Invalid(format!(
+                "at most one dense baseline (a run with --sparse-act off) can be compared, \
+                 got {}: {}",
+                dense.len(),
+                dense.join(", ")
+            )));
+        }
         Ok(Self { runs })
     }
 
@@ -264,16 +279,37 @@ impl Comparison {
                 f.display()
             )));
         }
-        std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
-        let mut written = vec![files[0].clone()];
+        let created = !out.exists();
+        std::fs::create_dir_all(out).map_err(|e| EmberError::write(out, e))?;
+        let mut written = Vec::new();
+        let result = self.write_files(&files, title, &mut written);
+        if result.is_err() {
+            // Leave nothing half-done: the files this call wrote, and the directory it made.
+            for f in &written {
+                let _ = std::fs::remove_file(f);
+            }
+            if created {
+                let _ = std::fs::remove_dir(out);
+            }
+        }
+        result.map(|()| written)
+    }
+
+    fn write_files(
+        &self,
+        files: &[PathBuf; 3],
+        title: &str,
+        written: &mut Vec<PathBuf>,
+    ) -> Result<()> {
         self.plot_losses(&files[0], title)?;
+        written.push(files[0].clone());
         if let Some(grid) = self.grid() {
             plot_heatmap(&files[1], title, &grid)?;
             written.push(files[1].clone());
         }
-        std::fs::write(&files[2], self.markdown()).map_err(|e| EmberError::io(&files[2], e))?;
+        crate::atomic::write_new(&files[2], self.markdown().as_bytes())?;
         written.push(files[2].clone());
-        Ok(written)
+        Ok(())
     }
 
     fn plot_losses(&self, path: &Path, title: &str) -> Result<()> {
@@ -335,19 +371,17 @@ pub fn diverging(delta: f64, span: f64) -> RGBColor {
 
 /// Draws accuracy relative to dense over sparsity (rows) × block size (columns).
 pub fn plot_heatmap(path: &Path, title: &str, grid: &Grid) -> Result<()> {
-    font()?;
     let (sparsities, blocks, grid) = (&grid.sparsities, &grid.blocks, &grid.cells);
     let span = grid
         .iter()
         .flatten()
         .flatten()
         .fold(1.0f64, |m, v| m.max(v.abs()));
-    let draw = || -> std::result::Result<(), String> {
-        let (w, h) = (
-            160 + 140 * blocks.len() as u32,
-            140 + 90 * sparsities.len() as u32,
-        );
-        let root = BitMapBackend::new(path, (w.max(520), h)).into_drawing_area();
+    let (w, h) = (
+        160 + 140 * blocks.len() as u32,
+        140 + 90 * sparsities.len() as u32,
+    );
+    png(path, (w.max(520), h), false, |root| {
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
@@ -406,6 +440,5 @@ pub fn plot_heatmap(path: &Path, title: &str, grid: &Grid) -> Result<()> {
             }
         }
         root.present().map_err(|e| e.to_string())
-    };
-    draw().map_err(|e| EmberError::io(path, std::io::Error::other(e)))
+    })
 }

@@ -14,6 +14,39 @@ pub enum EmberError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A file could not be written (nothing was left half-written: see `atomic`).
+    #[error("cannot write {path}: {source}", path = .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An output file that is never overwritten already exists.
+    #[error("{path} already exists: choose another name; nothing was changed", path = .0.display())]
+    Exists(PathBuf),
+    /// Training produced a non-finite loss and `--on-nan stop` ended it.
+    #[error(
+        "the training loss became {loss} in epoch {epoch}, batch {batch}: training stopped (--on-nan stop); {kept}"
+    )]
+    NonFinite {
+        /// The epoch (1-based).
+        epoch: usize,
+        /// The batch within the epoch (1-based).
+        batch: usize,
+        /// The loss value.
+        loss: f64,
+        /// What the run directory keeps.
+        kept: String,
+    },
+    /// SIGINT or SIGTERM ended training between two batches.
+    #[error("interrupted in epoch {epoch}: {kept}")]
+    Interrupted {
+        /// The epoch that was abandoned (1-based).
+        epoch: usize,
+        /// What the run directory keeps.
+        kept: String,
+    },
     /// A file (dataset or run manifest) is not what it claims to be.
     #[error("malformed file {path}: {reason}", path = .path.display())]
     Malformed {
@@ -69,6 +102,20 @@ impl EmberError {
         Self::Io {
             path: path.into(),
             source,
+        }
+    }
+    pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Write {
+            path: path.into(),
+            source,
+        }
+    }
+    /// The exit status for this error: 130 for an interruption (as a shell reports SIGINT), 1
+    /// otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Interrupted { .. } => 130,
+            _ => 1,
         }
     }
     pub(crate) fn malformed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {

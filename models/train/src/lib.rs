@@ -3,10 +3,12 @@
 //! Training and evaluation of `ember-models`' zoo under Ember's decorators, and the tools around
 //! a run: what the `ember` command line calls, usable as a library.
 //!
-//! - [`train`]: training through burn-train's `SupervisedTraining` (progress display, accuracy
-//!   and loss, a checkpoint every epoch, resume) and evaluation of saved models.
-//! - [`run`]: run directories and their manifest (`ember-run.json`).
-//! - [`report`]: metrics as CSV and curves as PNG; [`renderer`]: progress lines and epoch times.
+//! - [`train`]: training (Adam; a checkpoint, metrics and the manifest written after every
+//!   epoch; a non-finite loss or SIGINT/SIGTERM ends it cleanly; resume) and evaluation of
+//!   saved models.
+//! - [`run`]: run directories and their manifest (`ember-run.json`); [`record`]: model and
+//!   optimizer records, checksummed; [`atomic`]: every file written whole or not at all.
+//! - [`report`]: metrics as CSV and curves as PNG; [`progress`]: progress bar or lines.
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
 //!   `SparseAct<Autodiff<ApproxMul<B>>>` whose device carries the multiplier and the SparseAct
 //!   policy.
@@ -35,6 +37,8 @@
 //!     train_limit: None,
 //!     test_limit: None,
 //!     plain: true,
+//!     on_nan: ember_train::train::OnNan::Stop,
+//!     interrupt: None,
 //! })?;
 //! println!("test accuracy {:.2}%", report.test.accuracy);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -48,12 +52,14 @@
 //! `ndarray` and `wgpu` are always built.
 #![warn(missing_docs)]
 
+pub mod atomic;
 pub mod backend;
 pub mod compare;
 pub mod error;
 pub mod lut;
 pub mod memory;
-pub mod renderer;
+pub mod progress;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod train;

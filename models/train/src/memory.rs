@@ -330,24 +330,83 @@ impl MemoryOptions {
         if classes == 0 {
             return Err(EmberError::Invalid("--classes must be at least 1".into()));
         }
-        Ok(match self.model {
+        let config = match self.model {
             MemoryModel::ResmlpS12 => ResMlpConfig::s12(self.image_size, patch, classes),
             MemoryModel::ResmlpS24 => ResMlpConfig::s24(self.image_size, patch, classes),
             MemoryModel::ResmlpSmall => ResMlpConfig::small(self.image_size, patch, classes),
-        })
+        };
+        self.check_size(&config)?;
+        Ok(config)
+    }
+
+    /// Refuses a configuration whose largest tensor (the input batch, an MLP's hidden
+    /// activation, or the classifier weight) would exceed [`MAX_ELEMENTS`]: it could not be
+    /// allocated, and the sizes would overflow before that.
+    fn check_size(&self, c: &ResMlpConfig) -> Result<()> {
+        let tokens = (c.image_size / c.patch_size).checked_pow(2);
+        let tensors = [
+            (
+                "the input batch",
+                [
+                    Some(self.batch),
+                    Some(c.channels),
+                    c.image_size.checked_pow(2),
+                ],
+            ),
+            (
+                "an MLP activation",
+                [Some(self.batch), tokens, c.dim.checked_mul(4)],
+            ),
+            (
+                "the classifier weight",
+                [Some(c.dim), Some(c.classes), Some(1)],
+            ),
+        ];
+        for (what, dims) in tensors {
+            let elements = dims
+                .into_iter()
+                .try_fold(1usize, |n, d| n.checked_mul(d?))
+                .filter(|&n| n <= MAX_ELEMENTS);
+            if elements.is_none() {
+                return Err(EmberError::Invalid(format!(
+                    "--batch {} --image-size {} --classes {}: {what} would have more than \
+                     {MAX_ELEMENTS} elements ({} GiB of f32); choose smaller values",
+                    self.batch,
+                    self.image_size,
+                    c.classes,
+                    (MAX_ELEMENTS * 4) >> 30
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
-/// Writes `text` to a new file at `path`; an existing file is an error, never overwritten.
+/// The most elements [`MemoryOptions::validate`] lets one tensor have (8 GiB of f32).
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+/// Checks that `path` can be written later: it does not exist and its directory does (so a
+/// bad `--out` is refused before a long measurement, not after).
+pub fn check_new(path: &std::path::Path) -> Result<()> {
+    if path.exists() {
+        return Err(EmberError::Exists(path.to_path_buf()));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            Err(EmberError::Invalid(format!(
+                "--out {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes `text` to a new file at `path` atomically; an existing file is an error, never
+/// overwritten.
 pub fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| EmberError::io(path, e))?;
-    f.write_all(text.as_bytes())
-        .map_err(|e| EmberError::io(path, e))
+    crate::atomic::write_new(path, text.as_bytes())
 }
 
 /// The configurations `opts` asks for, labelled: dense first, then every policy.

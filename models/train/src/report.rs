@@ -1,26 +1,48 @@
-//! Per-epoch metrics from burn-train's logs, written as `metrics.csv`, and the loss/accuracy
-//! curves as `curves.png`.
+//! Per-epoch metrics, written as `metrics.csv`, and the loss/accuracy curves as `curves.png`
+//! (non-finite values, from a diverged run, are gaps in the curves). Runs of manifest version 2
+//! kept their metrics in burn-train's logs, read by [`read_metrics`].
 
 use crate::error::{EmberError, Result};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Aggregated metrics of one epoch.
-#[derive(Clone, Debug, PartialEq)]
+/// Aggregated metrics of one epoch. Serialised with non-finite values (a diverged run's
+/// loss) as `null`, read back as NaN.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochMetrics {
     /// 1-based epoch.
     pub epoch: usize,
     /// Mean training loss.
+    #[serde(with = "finite_or_null")]
     pub train_loss: f64,
     /// Training accuracy, percent.
+    #[serde(with = "finite_or_null")]
     pub train_accuracy: f64,
     /// Mean validation loss.
+    #[serde(with = "finite_or_null")]
     pub valid_loss: f64,
     /// Validation accuracy, percent.
+    #[serde(with = "finite_or_null")]
     pub valid_accuracy: f64,
     /// Wall seconds of the epoch, if measured.
     pub seconds: Option<f64>,
+}
+
+/// JSON has no NaN or infinity: they are written as `null` and read back as NaN.
+mod finite_or_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match v.is_finite() {
+            true => s.serialize_f64(*v),
+            false => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
 }
 
 /// The epoch value of a burn-train metric log (`value,count` per batch): Σ value·count / Σ count,
@@ -61,7 +83,7 @@ pub fn read_metrics(dir: &Path, epochs: usize, seconds: &[f64]) -> Vec<EpochMetr
         .collect()
 }
 
-/// Writes `metrics.csv`.
+/// Writes `metrics.csv` (atomically; a non-finite value as `nan`/`inf`).
 pub fn write_csv(path: &Path, rows: &[EpochMetrics]) -> Result<()> {
     let mut s = String::from("epoch,train_loss,train_accuracy,valid_loss,valid_accuracy,seconds\n");
     for r in rows {
@@ -73,7 +95,37 @@ pub fn write_csv(path: &Path, rows: &[EpochMetrics]) -> Result<()> {
         )
         .expect("write to string");
     }
-    std::fs::write(path, s).map_err(|e| EmberError::io(path, e))
+    crate::atomic::write(path, s.as_bytes())
+}
+
+/// Draws a `size` PNG with `draw` and writes it atomically: over an existing file when
+/// `replace`, else only where none exists.
+pub(crate) fn png(
+    path: &Path,
+    size: (u32, u32),
+    replace: bool,
+    draw: impl FnOnce(
+        DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    ) -> std::result::Result<(), String>,
+) -> Result<()> {
+    font()?;
+    if !replace && path.exists() {
+        return Err(EmberError::Exists(path.to_path_buf()));
+    }
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        draw(root).map_err(EmberError::Plot)?;
+    }
+    let image = image::RgbImage::from_raw(size.0, size.1, pixels).expect("buffer of the size");
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut bytes, image::ImageFormat::Png)
+        .map_err(|e| EmberError::Plot(e.to_string()))?;
+    match replace {
+        true => crate::atomic::write(path, bytes.get_ref()),
+        false => crate::atomic::write_new(path, bytes.get_ref()),
+    }
 }
 
 /// Registers the plots' font once; an error when it cannot be registered (a figure without
@@ -108,17 +160,22 @@ pub(crate) fn panel<DB: DrawingBackend>(
     y_label: &str,
     series: &[Series<'_>],
 ) -> std::result::Result<(), String> {
-    let xs = series.iter().flat_map(|s| s.2.iter().map(|p| p.0));
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.1))
-        .collect();
-    let x_max = xs.fold(1.0f64, f64::max);
-    let (y_min, y_max) = ys
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| {
-            (a.min(y), b.max(y))
-        });
+    // Bounds of the finite points only: a diverged run's NaN or infinite loss is a gap (and
+    // NaN bounds would send plotters' key-point search into an endless loop).
+    let finite = || {
+        series
+            .iter()
+            .flat_map(|s| s.2.iter())
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+    };
+    let x_max = finite().map(|p| p.0).fold(1.0f64, f64::max);
+    let (y_min, y_max) = finite()
+        .map(|p| p.1)
+        .fold(None, |acc, y| match acc {
+            None => Some((y, y)),
+            Some((a, b)) => Some((f64::min(a, y), f64::max(b, y))),
+        })
+        .unwrap_or((0.0, 1.0));
     let pad = ((y_max - y_min) * 0.08).max(1e-3);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 22))
@@ -139,15 +196,26 @@ pub(crate) fn panel<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     for (name, color, points) in series {
         let color = *color;
+        let is_finite = |p: &&(f64, f64)| p.0.is_finite() && p.1.is_finite();
+        // One line per run of finite points: a non-finite value breaks the curve.
+        let runs = points.split(|p| !is_finite(&p));
         chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .draw_series(
+                runs.filter(|run| !run.is_empty())
+                    .map(|run| PathElement::new(run.to_vec(), color.stroke_width(2))),
+            )
             .map_err(|e| e.to_string())?
             .label(*name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
         chart
-            .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .draw_series(
+                points
+                    .iter()
+                    .filter(is_finite)
+                    .map(|&p| Circle::new(p, 3, color.filled())),
+            )
             .map_err(|e| e.to_string())?;
     }
     chart
@@ -197,9 +265,7 @@ pub(crate) fn two_panels(
     title: &str,
     panels: [(&str, &str, &[Series<'_>]); 2],
 ) -> Result<()> {
-    font()?;
-    let draw = || -> std::result::Result<(), String> {
-        let root = BitMapBackend::new(path, (1200, 480)).into_drawing_area();
+    png(path, (1200, 480), true, |root| {
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let root = root
             .titled(title, ("sans-serif", 24))
@@ -209,6 +275,5 @@ pub(crate) fn two_panels(
             panel(area, name, y_label, series)?;
         }
         root.present().map_err(|e| e.to_string())
-    };
-    draw().map_err(|e| EmberError::io(path, std::io::Error::other(e)))
+    })
 }

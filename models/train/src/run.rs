@@ -1,12 +1,15 @@
-//! A run directory: `ember-run.json` (what was trained, how, and what came out), burn-train's
-//! checkpoints and metric logs, `metrics.csv`, `curves.png` and the final `model.mpk`.
+//! A run directory: `ember-run.json` (what was trained, how, every completed epoch's metrics and
+//! what came out), a checkpoint per epoch (`checkpoint/model-<e>.mpk`, `checkpoint/optim-<e>.mpk`),
+//! `metrics.csv`, `curves.png` and the final `model.mpk`.
 //!
 //! Nothing the user had is overwritten: a directory that holds a run is refused unless
-//! `--resume` or `--overwrite` is given, and a non-empty directory that is not an Ember run is
-//! always refused.
+//! `--resume` or `--overwrite` is given, a non-empty directory that is not an Ember run is
+//! always refused, and `--overwrite` removes only the files Ember writes ([`clear`]). Every file
+//! is written whole or not at all ([`crate::atomic`]).
 
 use crate::backend::BackendKind;
 use crate::error::{EmberError, Result};
+use crate::report::EpochMetrics;
 use burn_sparse_act::Policy;
 use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
@@ -19,9 +22,10 @@ pub const MANIFEST: &str = "ember-run.json";
 pub const MODEL_FILE: &str = "model";
 
 /// The manifest layout this build writes. Version 1 (no `version` field) recorded the SparseAct
-/// policy in its text form; it still reads, and is rewritten as the current version when the run
-/// is resumed.
-pub const MANIFEST_VERSION: u32 = 2;
+/// policy in its text form; version 2 kept epoch metrics in burn-train's logs (`train/`,
+/// `valid/`) rather than in `history`. Both still read (their history from those logs), and are
+/// rewritten as the current version when the run is resumed.
+pub const MANIFEST_VERSION: u32 = 3;
 
 /// What a run directory records about its run: typed settings, serialised with serde.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -53,14 +57,33 @@ pub struct Manifest {
     pub dataset: DatasetKind,
     /// Where the data came from.
     pub data: String,
-    /// Epochs completed so far.
+    /// Only the first N training images (version 3; `None` in older manifests).
+    #[serde(default)]
+    pub train_limit: Option<usize>,
+    /// Only the first N test images (version 3; `None` in older manifests).
+    #[serde(default)]
+    pub test_limit: Option<usize>,
+    /// Epochs completed so far: `checkpoint/*-<completed_epochs>.mpk` hold the state to resume
+    /// from. Written after every epoch.
     pub completed_epochs: usize,
     /// Wall seconds of each completed epoch (training + validation).
     pub epoch_seconds: Vec<f64>,
-    /// Test accuracy of the final model, percent.
+    /// Metrics of every completed epoch (version 3; older runs: read from burn-train's logs).
+    #[serde(default)]
+    pub history: Vec<EpochMetrics>,
+    /// Test accuracy of `model.mpk`, percent: the run's result once it finished. A later
+    /// attempt (a resume to more epochs) leaves it until it finishes itself.
     pub test_accuracy: Option<f64>,
-    /// Mean test cross-entropy of the final model.
+    /// Mean test cross-entropy of `model.mpk`.
     pub test_loss: Option<f64>,
+    /// The epoch `model.mpk` and the test figures are from (older manifests: the completed
+    /// epochs, when the test figures are there).
+    #[serde(default)]
+    pub tested_epoch: Option<usize>,
+    /// CRC-32 of every model and checkpoint file the run wrote, by path relative to the run
+    /// directory: a file that no longer matches is refused as corrupt (version 3).
+    #[serde(default)]
+    pub files: std::collections::BTreeMap<String, u32>,
 }
 
 fn native() -> String {
@@ -91,11 +114,40 @@ fn policy_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result
 }
 
 impl Manifest {
-    /// Reads `dir/ember-run.json`.
+    /// Reads `dir/ember-run.json` (an older layout's history from burn-train's logs).
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| EmberError::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| EmberError::malformed(&path, e.to_string()))
+        let mut manifest: Self =
+            serde_json::from_str(&text).map_err(|e| EmberError::malformed(&path, e.to_string()))?;
+        if manifest.version < 3 {
+            manifest.history = crate::report::read_metrics(
+                dir,
+                manifest.completed_epochs,
+                &manifest.epoch_seconds,
+            );
+            if manifest.test_accuracy.is_some() {
+                manifest.tested_epoch = Some(manifest.completed_epochs);
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Records the checksum of `bytes`, just written to `file` in the run directory `dir`.
+    pub fn record_file(&mut self, dir: &Path, file: &Path, bytes: &[u8]) {
+        if let Some(name) = relative(dir, file) {
+            self.files.insert(name, crate::record::checksum(bytes));
+        }
+    }
+
+    /// The checksum recorded for `file` in the run directory `dir`, if any.
+    pub fn checksum(&self, dir: &Path, file: &Path) -> Option<u32> {
+        self.files.get(&relative(dir, file)?).copied()
+    }
+
+    /// Whether the run has trained all its epochs and `model.mpk` is from the last one.
+    pub fn is_finished(&self) -> bool {
+        self.completed_epochs == self.epochs && self.tested_epoch == Some(self.epochs)
     }
 
     /// Reads `dir/ember-run.json` if there is one: `None` when the directory has none, an error
@@ -109,14 +161,91 @@ impl Manifest {
         }
     }
 
-    /// Writes `dir/ember-run.json` (through a temporary file, so a crash leaves the old one).
+    /// Writes `dir/ember-run.json` atomically (a crash leaves the old one).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(MANIFEST);
-        let tmp = dir.join(format!("{MANIFEST}.tmp"));
         let text = serde_json::to_string_pretty(self).expect("manifest serialises");
-        std::fs::write(&tmp, text).map_err(|e| EmberError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| EmberError::io(&path, e))
+        crate::atomic::write(&dir.join(MANIFEST), text.as_bytes())
     }
+}
+
+/// `file` relative to `dir`, `/`-separated (`None` when it is not inside).
+fn relative(dir: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(dir).ok()?;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
+}
+
+/// `dir/checkpoint/<kind>-<epoch>.mpk`: the model (`model`) or optimizer (`optim`) state after
+/// `epoch`.
+pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
+    dir.join("checkpoint").join(format!("{kind}-{epoch}.mpk"))
+}
+
+/// Whether `name` (a path relative to a run directory, `/`-separated) is a file Ember writes
+/// there: the manifest, `model.mpk`, `metrics.csv`, `curves.png`, checkpoints, burn-train's
+/// logs of version-2 runs (`train/epoch-<e>/*.log`, `valid/…`), and temporary files of
+/// interrupted writes.
+pub fn is_ember_file(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('/').collect();
+    let numbered = |s: &str, prefix: &str, suffix: &str| {
+        s.strip_prefix(prefix)
+            .and_then(|s| s.strip_suffix(suffix))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let temp = |s: &str| s.starts_with(crate::atomic::TEMP_PREFIX);
+    match parts.as_slice() {
+        [f] => [MANIFEST, "model.mpk", "metrics.csv", "curves.png"].contains(f) || temp(f),
+        ["checkpoint", f] => {
+            ["model-", "optim-", "scheduler-"]
+                .iter()
+                .any(|p| numbered(f, p, ".mpk"))
+                || temp(f)
+        }
+        ["train" | "valid", epoch, log] => numbered(epoch, "epoch-", "") && log.ends_with(".log"),
+        _ => false,
+    }
+}
+
+/// Removes the files Ember wrote in a run directory ([`is_ember_file`]) and the directories
+/// that leaves empty; anything else the user put there stays. Returns how many files were
+/// kept.
+pub fn clear(dir: &Path) -> Result<usize> {
+    fn walk(root: &Path, rel: &str, kept: &mut usize) -> Result<bool> {
+        let here = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(rel)
+        };
+        let mut empty = true;
+        for entry in std::fs::read_dir(&here).map_err(|e| EmberError::io(&here, e))? {
+            let entry = entry.map_err(|e| EmberError::io(&here, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let path = entry.path();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && walk(root, &child, kept)? {
+                std::fs::remove_dir(&path).map_err(|e| EmberError::write(&path, e))?;
+            } else if !is_dir && is_ember_file(&child) {
+                std::fs::remove_file(&path).map_err(|e| EmberError::write(&path, e))?;
+            } else {
+                if !is_dir {
+                    *kept += 1;
+                }
+                empty = false;
+            }
+        }
+        Ok(empty)
+    }
+    let mut kept = 0;
+    walk(dir, "", &mut kept)?;
+    Ok(kept)
 }
 
 /// The epochs of `dir/checkpoint/model-<e>.mpk`, ascending.
@@ -181,15 +310,21 @@ pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<
                     reason: format!("it trains {}, not {model}", manifest.model),
                 });
             }
-            if checkpoint_epochs(out).last() != Some(&manifest.completed_epochs)
-                || manifest.completed_epochs == 0
+            let last = manifest.completed_epochs;
+            if last == 0
+                || !checkpoint_file(out, "model", last).is_file()
+                || !checkpoint_file(out, "optim", last).is_file()
             {
                 return Err(EmberError::CannotResume {
                     path: out.to_path_buf(),
-                    reason: format!(
-                        "no checkpoint of its last completed epoch ({})",
-                        manifest.completed_epochs
-                    ),
+                    reason: if last == 0 {
+                        "it has not completed an epoch yet: start it again with --overwrite".into()
+                    } else {
+                        format!(
+                            "its last completed epoch ({last}) has no checkpoint/model-{last}.mpk \
+                             and checkpoint/optim-{last}.mpk"
+                        )
+                    },
                 });
             }
             Ok(Some(manifest))
@@ -198,8 +333,14 @@ pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<
         (OnExisting::Refuse, false, true) => Err(EmberError::RunExists(out.to_path_buf())),
         (_, false, false) => Err(EmberError::NotARun(out.to_path_buf())),
         (OnExisting::Overwrite, false, true) => {
-            std::fs::remove_dir_all(out).map_err(|e| EmberError::io(out, e))?;
-            std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
+            let kept = clear(out)?;
+            if kept > 0 {
+                eprintln!(
+                    "--overwrite: removed the previous run's files from {}; kept {kept} other \
+                     file(s) there",
+                    out.display()
+                );
+            }
             Ok(None)
         }
     }

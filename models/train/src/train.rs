@@ -1,28 +1,44 @@
-//! Training with burn-train's `SupervisedTraining`, and evaluation of saved models.
+//! Training (Ember's own loop: Adam, a checkpoint and manifest update after every epoch, a
+//! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
+//! evaluation of saved models.
 
 use crate::backend::{BackendJob, BackendKind};
 use crate::error::{EmberError, Result};
-use crate::renderer::{EpochClock, EpochRenderer, ResumedFileLogger};
+use crate::progress::{Progress, Running};
+use crate::record;
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
-use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::AdamConfig;
+use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
-use burn::record::{DefaultRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
-use burn::train::checkpoint::KeepLastNCheckpoints;
-use burn::train::metric::{AccuracyMetric, LossMetric};
-use burn::train::{Learner, SupervisedTraining};
+use burn::train::ClassificationOutput;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::{self, CifarBatcher};
 use ember_models::data::mnist::{self, MnistBatcher};
 use ember_models::data::{DataSource, DatasetKind, ImageBatch, ImageSpec};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What training does when a batch's loss is NaN or infinite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnNan {
+    /// End the run with an error naming the epoch and batch; the last completed epoch's
+    /// checkpoint stays, and the run resumes from it.
+    #[default]
+    Stop,
+    /// Go on (the epoch's metrics become non-finite; plots show them as gaps).
+    Continue,
+}
+
+ember_models::choices!(OnNan {
+    Stop => "stop",
+    Continue => "continue",
+});
 
 /// Everything `ember train` needs.
 #[derive(Clone, Debug)]
@@ -56,6 +72,11 @@ pub struct TrainOptions {
     pub test_limit: Option<usize>,
     /// Force plain progress lines even in a terminal.
     pub plain: bool,
+    /// What a non-finite loss does.
+    pub on_nan: OnNan,
+    /// Set (by a signal handler, or another thread) to end training before the next batch;
+    /// the run keeps its last completed epoch and resumes from it.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl TrainOptions {
@@ -68,6 +89,14 @@ impl TrainOptions {
                 "--batch-size must be at least 1".into(),
             ));
         }
+        for (name, limit) in [
+            ("--train-limit", self.train_limit),
+            ("--test-limit", self.test_limit),
+        ] {
+            if limit == Some(0) {
+                return Err(EmberError::Invalid(format!("{name} must be at least 1")));
+            }
+        }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(EmberError::Invalid(format!(
                 "--lr must be a positive number, got {}",
@@ -77,6 +106,12 @@ impl TrainOptions {
         self.model
             .accepts(self.data.spec())
             .map_err(|why| EmberError::Invalid(format!("--dataset {}: {why}", self.data.kind())))
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::SeqCst))
     }
 }
 
@@ -105,6 +140,8 @@ pub struct EvalReport {
 /// Trains a model as `opts` says, writing the run directory.
 pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     opts.validate()?;
+    // Before the data: a missing driver is one line, whatever else is wrong.
+    opts.backend.check_available()?;
     // Load data first: a bad dataset must not leave a half-made run directory behind.
     let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
     opts.backend.dispatch(
@@ -189,12 +226,11 @@ impl<B: AutodiffBackend> ModelVisitor<B> for TrainVisit<B> {
     }
 }
 
-/// The batchers of a dataset: training (augmenting where the dataset is), validation, and
-/// the final evaluation.
+/// The batchers of a dataset: training (by epoch: augmentation is seeded by the run's seed and
+/// the epoch, so a resumed run augments as an uninterrupted one would) and validation.
 struct Batchers<T, V> {
-    train: T,
+    train: Box<dyn Fn(usize) -> T>,
     valid: V,
-    eval: V,
 }
 
 fn train_on<B: AutodiffBackend, M: TrainableClassifier<B>>(
@@ -211,9 +247,8 @@ fn train_on<B: AutodiffBackend, M: TrainableClassifier<B>>(
             train.expect("training split loaded").dataset(),
             test.dataset(),
             Batchers {
-                train: MnistBatcher,
+                train: Box::new(|_| MnistBatcher),
                 valid: MnistBatcher,
-                eval: MnistBatcher,
             },
         ),
         Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
@@ -223,9 +258,10 @@ fn train_on<B: AutodiffBackend, M: TrainableClassifier<B>>(
             train.expect("training split loaded").dataset(),
             test.dataset(),
             Batchers {
-                train: CifarBatcher::augmented(seed),
+                train: Box::new(move |epoch| {
+                    CifarBatcher::augmented(seed.wrapping_add(epoch as u64))
+                }),
                 valid: CifarBatcher::plain(),
-                eval: CifarBatcher::plain(),
             },
         ),
     }
@@ -243,161 +279,474 @@ where
     B: AutodiffBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + core::fmt::Debug + 'static,
-    T: Batcher<B, I, ImageBatch<B>> + 'static,
-    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>> + 'static,
+    T: Batcher<B, I, ImageBatch<B>>,
+    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>>,
 {
-    let out = opts.out.clone();
-    let previous = run::prepare(&out, opts.model, opts.on_existing)?;
-    if let Some(prev) = previous
-        .as_ref()
-        .filter(|m| m.multiplier != opts.multiplier.name())
+    // Everything that can be refused is checked before the run directory is touched.
+    let (train_len, test_len) = (train_split.len(), test_split.len());
+    if opts.batch_size > train_len {
+        return Err(EmberError::Invalid(format!(
+            "--batch-size {} is larger than the {train_len} training images",
+            opts.batch_size
+        )));
+    }
+    for warning in opts
+        .sparse_act
+        .check_layers(&ember_models::params::linear_layers(&model))
+        .map_err(|e| EmberError::Invalid(e.to_string()))?
     {
-        return Err(EmberError::CannotResume {
-            path: out,
-            reason: format!(
-                "it was trained with --multiplier {}, not {}",
-                prev.multiplier,
-                opts.multiplier.name()
-            ),
-        });
+        eprintln!("warning: --sparse-act: {warning}");
     }
+    let out = opts.out.clone();
+    let existed = out.exists();
+    let previous = run::prepare(&out, opts.model, opts.on_existing)?;
+    let fresh = previous.is_none();
+    let result = (|| {
+        let mut manifest = start_manifest(&opts, previous)?;
+        let (model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
+        manifest.write(&out)?;
+        fit(
+            &opts,
+            &mut manifest,
+            &device,
+            Fit {
+                model,
+                optim,
+                train: &train_split,
+                test: &test_split,
+                batchers: &batchers,
+            },
+        )
+        .map(|test| (manifest, test))
+    })();
+    match result {
+        Ok((manifest, test)) => Ok(TrainReport {
+            out,
+            epochs: manifest.history,
+            test,
+        }),
+        Err(e) => {
+            // A new run that did not complete an epoch leaves nothing behind (its directory
+            // would only block the same --out).
+            let completed = Manifest::read_if_present(&out)
+                .ok()
+                .flatten()
+                .map_or(0, |m| m.completed_epochs);
+            if fresh && completed == 0 {
+                let _ = run::clear(&out);
+                if !existed {
+                    let _ = std::fs::remove_dir(&out);
+                }
+            }
+            eprintln!(
+                "({train_len} training / {test_len} test images; run directory {})",
+                out.display()
+            );
+            Err(e)
+        }
+    }
+}
+
+/// The manifest of this attempt: a new one, or the previous one checked against the options
+/// (every setting that shapes training must be the one the run was started with; only
+/// `--epochs` may grow).
+fn start_manifest(opts: &TrainOptions, previous: Option<Manifest>) -> Result<Manifest> {
     let dataset = opts.data.kind();
-    if let Some(prev) = previous.as_ref().filter(|m| m.dataset != dataset) {
-        return Err(EmberError::CannotResume {
-            path: out,
-            reason: format!(
-                "it was trained on --dataset {}, not {dataset}",
-                prev.dataset
-            ),
+    let Some(prev) = previous else {
+        return Ok(Manifest {
+            version: run::MANIFEST_VERSION,
+            model: opts.model,
+            backend: opts.backend,
+            multiplier: opts.multiplier.name().to_string(),
+            sparse_act: opts.sparse_act.clone(),
+            epochs: opts.epochs,
+            batch_size: opts.batch_size,
+            lr: opts.lr,
+            seed: opts.seed,
+            dataset,
+            data: opts.data.to_string(),
+            train_limit: opts.train_limit,
+            test_limit: opts.test_limit,
+            completed_epochs: 0,
+            epoch_seconds: Vec::new(),
+            history: Vec::new(),
+            test_accuracy: None,
+            test_loss: None,
+            tested_epoch: None,
+            files: Default::default(),
         });
-    }
-    let policy = &opts.sparse_act;
-    if let Some(prev) = previous.as_ref().filter(|m| m.sparse_act != *policy) {
-        return Err(EmberError::CannotResume {
-            path: out,
-            reason: format!(
-                "it was trained with --sparse-act {}, not {policy}",
-                prev.sparse_act
-            ),
-        });
-    }
-    let start_epoch = previous.as_ref().map_or(0, |m| m.completed_epochs);
-    if start_epoch >= opts.epochs {
-        return Err(EmberError::CannotResume {
-            path: out,
-            reason: format!(
-                "it has already completed {start_epoch} epochs; pass --epochs larger than that"
-            ),
-        });
-    }
-    let mut manifest = Manifest {
-        version: run::MANIFEST_VERSION,
-        model: opts.model,
-        backend: opts.backend,
-        multiplier: opts.multiplier.name().to_string(),
-        sparse_act: policy.clone(),
-        epochs: opts.epochs,
-        batch_size: opts.batch_size,
-        lr: opts.lr,
-        seed: opts.seed,
-        dataset,
-        data: opts.data.to_string(),
-        completed_epochs: start_epoch,
-        epoch_seconds: previous.map(|m| m.epoch_seconds).unwrap_or_default(),
-        test_accuracy: None,
-        test_loss: None,
     };
-    manifest.write(&out)?;
+    let refuse = |reason: String| EmberError::CannotResume {
+        path: opts.out.clone(),
+        reason,
+    };
+    let differs = |what: &str, was: String, now: String| {
+        (was != now).then(|| {
+            refuse(format!(
+                "it was started with {what} {was}, not {now} (a resumed run keeps every \
+                 setting; only --epochs may grow)"
+            ))
+        })
+    };
+    let limit = |l: Option<usize>| l.map_or("(all)".to_string(), |n| n.to_string());
+    let mut checks = vec![
+        differs(
+            "--multiplier",
+            prev.multiplier.clone(),
+            opts.multiplier.name().to_string(),
+        ),
+        differs("--dataset", prev.dataset.to_string(), dataset.to_string()),
+        differs(
+            "--sparse-act",
+            prev.sparse_act.to_string(),
+            opts.sparse_act.to_string(),
+        ),
+        differs(
+            "--backend",
+            prev.backend.to_string(),
+            opts.backend.to_string(),
+        ),
+        differs("--lr", prev.lr.to_string(), opts.lr.to_string()),
+        differs(
+            "--batch-size",
+            prev.batch_size.to_string(),
+            opts.batch_size.to_string(),
+        ),
+        differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
+        differs("data", prev.data.clone(), opts.data.to_string()),
+    ];
+    // Version 3 records the limits; older manifests did not.
+    if prev.version >= 3 {
+        checks.push(differs(
+            "--train-limit",
+            limit(prev.train_limit),
+            limit(opts.train_limit),
+        ));
+        checks.push(differs(
+            "--test-limit",
+            limit(prev.test_limit),
+            limit(opts.test_limit),
+        ));
+    }
+    if let Some(refusal) = checks.into_iter().flatten().next() {
+        return Err(refusal);
+    }
+    if prev.completed_epochs >= opts.epochs {
+        return Err(refuse(format!(
+            "it has already completed {} epochs; pass --epochs larger than that",
+            prev.completed_epochs
+        )));
+    }
+    Ok(Manifest {
+        version: run::MANIFEST_VERSION,
+        epochs: opts.epochs,
+        train_limit: opts.train_limit,
+        test_limit: opts.test_limit,
+        ..prev
+    })
+}
+
+/// The model and optimizer to train: fresh, or loaded from the checkpoint of the last
+/// completed epoch (checked before anything in the run changes).
+fn restore<B: AutodiffBackend, M: TrainableClassifier<B>>(
+    out: &Path,
+    manifest: &Manifest,
+    model: M,
+    device: &B::Device,
+) -> Result<(M, Optim<B, M>)> {
+    let optim = AdamConfig::new().init::<B, M>();
+    let epoch = manifest.completed_epochs;
+    if epoch == 0 {
+        return Ok((model, optim));
+    }
+    let model = load_model(
+        &run::checkpoint_file(out, "model", epoch),
+        manifest,
+        model,
+        manifest.model,
+        device,
+    )?;
+    let file = run::checkpoint_file(out, "optim", epoch);
+    let record =
+        record::load::<B, _>(&file, manifest.checksum(out, &file), device).map_err(|reason| {
+            EmberError::BadCheckpoint {
+                path: file.clone(),
+                reason,
+            }
+        })?;
+    Ok((model, optim.load_record(record)))
+}
+
+/// Loads `file` into `model`, refusing a record of another shape (naming the first parameter
+/// that differs) or one whose checksum is not the one the manifest recorded.
+fn load_model<B: Backend, M: Module<B>>(
+    file: &Path,
+    manifest: &Manifest,
+    model: M,
+    kind: ModelKind,
+    device: &B::Device,
+) -> Result<M> {
+    let dir = manifest_dir(file);
+    let checksum = dir.as_deref().and_then(|d| manifest.checksum(d, file));
+    load_checked(file, checksum, model, kind, device)
+}
+
+/// The run directory of a model file: its parent (`model.mpk`) or grandparent
+/// (`checkpoint/model-<e>.mpk`), whichever holds the manifest.
+fn manifest_dir(file: &Path) -> Option<PathBuf> {
+    let parent = file.parent()?;
+    [Some(parent), parent.parent()]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join(run::MANIFEST).is_file())
+        .map(Path::to_path_buf)
+}
+
+fn load_checked<B: Backend, M: Module<B>>(
+    file: &Path,
+    checksum: Option<u32>,
+    model: M,
+    kind: ModelKind,
+    device: &B::Device,
+) -> Result<M> {
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let expected = ember_models::params::float_shapes(&model);
+    let record = record::load::<B, M::Record>(file, checksum, device)
+        .map_err(|e| bad(format!("cannot load it as {kind}: {e}")))?;
+    let loaded = record::guard(|| model.load_record(record))
+        .map_err(|why| bad(format!("cannot load it as {kind}: {why}")))?;
+    match ember_models::params::shape_mismatch(
+        &expected,
+        &ember_models::params::float_shapes(&loaded),
+    ) {
+        Some(why) => Err(bad(format!("cannot load it as {kind}: {why}"))),
+        None => Ok(loaded),
+    }
+}
+
+type Optim<B, M> = burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, B>;
+
+/// What [`fit`] trains, and on what.
+struct Fit<'a, B: AutodiffBackend, M: TrainableClassifier<B>, I, T, V> {
+    model: M,
+    optim: Optim<B, M>,
+    train: &'a InMemDataset<I>,
+    test: &'a InMemDataset<I>,
+    batchers: &'a Batchers<T, V>,
+}
+
+/// The epochs after the manifest's completed ones: after each, the checkpoint, the manifest,
+/// `metrics.csv` and `curves.png` are written (atomically), so a killed run resumes from it.
+/// At the end, `model.mpk` and the test figures. Returns the final test evaluation.
+fn fit<B, M, I, T, V>(
+    opts: &TrainOptions,
+    manifest: &mut Manifest,
+    device: &B::Device,
+    fit: Fit<'_, B, M, I, T, V>,
+) -> Result<EvalReport>
+where
+    B: AutodiffBackend,
+    M: TrainableClassifier<B>,
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, ImageBatch<B>>,
+    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>>,
+{
+    let Fit {
+        mut model,
+        mut optim,
+        train,
+        test,
+        batchers,
+    } = fit;
+    let out = &opts.out;
+    let first = manifest.completed_epochs + 1;
     eprintln!(
-        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test images from {}) for epochs {}..={}, into {}",
+        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test images from {}) for epochs {first}..={}, into {}",
         opts.model,
-        B::name(&device),
+        B::name(device),
         opts.multiplier,
-        policy,
-        train_split.len(),
-        test_split.len(),
+        opts.sparse_act,
+        train.len(),
+        test.len(),
         opts.data,
-        start_epoch + 1,
         opts.epochs,
         out.display()
     );
-
-    let test_for_eval = std::sync::Arc::new(test_split);
-    let train_loader = DataLoaderBuilder::<B, _, _>::new(batchers.train)
-        .batch_size(opts.batch_size)
-        .shuffle(opts.seed)
-        .build(train_split);
-    let valid_loader = DataLoaderBuilder::<B::InnerBackend, _, _>::new(batchers.valid)
-        .batch_size(opts.batch_size.max(256))
-        .build(test_for_eval.clone());
-
-    let clock: EpochClock = Default::default();
-    let tui: Option<Box<dyn burn::train::renderer::MetricsRenderer>> =
-        if !opts.plain && std::io::stdout().is_terminal() && std::io::stderr().is_terminal() {
-            let interrupter = burn::train::Interrupter::new();
-            Some(Box::new(
-                burn::train::renderer::tui::TuiMetricsRendererWrapper::new(
-                    interrupter,
-                    (start_epoch > 0).then_some(start_epoch),
-                ),
-            ))
-        } else {
-            None
+    let mut progress = Progress::new(opts.plain, opts.epochs);
+    let kept = |m: &Manifest| match m.completed_epochs {
+        0 => "no epoch was completed, so nothing was kept".to_string(),
+        e => format!(
+            "the checkpoint of epoch {e} is kept in {}: continue with --resume",
+            out.display()
+        ),
+    };
+    let mut last_test = None;
+    for epoch in first..=opts.epochs {
+        let clock = std::time::Instant::now();
+        let batcher = (batchers.train)(epoch);
+        let order = epoch_order(train.len(), opts.seed, epoch);
+        let batches = order.len().div_ceil(opts.batch_size);
+        progress.start(epoch, batches);
+        let mut sums = Sums::default();
+        for (b, chunk) in order.chunks(opts.batch_size).enumerate() {
+            if opts.interrupted() {
+                progress.finish();
+                return Err(EmberError::Interrupted {
+                    epoch,
+                    kept: kept(manifest),
+                });
+            }
+            let items = chunk
+                .iter()
+                .map(|&i| train.get(i).expect("an index below len"));
+            let batch = batcher.batch(items.collect(), device);
+            let step = model.step(batch);
+            let loss = sums.add(&step.item);
+            if !loss.is_finite() && opts.on_nan == OnNan::Stop {
+                progress.finish();
+                return Err(EmberError::NonFinite {
+                    epoch,
+                    batch: b + 1,
+                    loss,
+                    kept: kept(manifest),
+                });
+            }
+            model = optim.step(opts.lr, model, step.grads);
+            progress.batch(b + 1, &sums);
+        }
+        let valid = evaluate_items::<B::InnerBackend, _, I, V>(
+            &model.valid(),
+            test,
+            &batchers.valid,
+            opts.batch_size.max(256),
+            device,
+        );
+        if opts.interrupted() {
+            progress.finish();
+            return Err(EmberError::Interrupted {
+                epoch,
+                kept: kept(manifest),
+            });
+        }
+        let seconds = clock.elapsed().as_secs_f64();
+        let row = report::EpochMetrics {
+            epoch,
+            train_loss: sums.loss(),
+            train_accuracy: sums.accuracy(),
+            valid_loss: valid.loss,
+            valid_accuracy: valid.accuracy,
+            seconds: Some(seconds),
         };
-    let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
-        .metrics((AccuracyMetric::new(), LossMetric::new()))
-        .with_file_checkpointer(DefaultRecorder::new())
-        .with_checkpointing_strategy(KeepLastNCheckpoints::new(usize::MAX))
-        .with_application_logger(None)
-        .with_metric_logger(ResumedFileLogger::new(&out, start_epoch))
-        .renderer(EpochRenderer::new(tui, clock.clone()))
-        .num_epochs(opts.epochs);
-    if start_epoch > 0 {
-        training = training.checkpoint(start_epoch);
+        progress.end(&row);
+        // The checkpoint first, the manifest that points at it last: a kill in between leaves
+        // the previous epoch's state, which the manifest still names.
+        for (kind, bytes) in [
+            ("model", record::bytes::<B, _>(model.clone().into_record())?),
+            ("optim", record::bytes::<B, _>(optim.to_record())?),
+        ] {
+            let file = run::checkpoint_file(out, kind, epoch);
+            std::fs::create_dir_all(file.parent().expect("in checkpoint/"))
+                .map_err(|e| EmberError::write(&file, e))?;
+            crate::atomic::write(&file, &bytes)?;
+            manifest.record_file(out, &file, &bytes);
+        }
+        manifest.completed_epochs = epoch;
+        manifest.epoch_seconds.truncate(epoch - 1);
+        manifest.epoch_seconds.push(seconds);
+        manifest.history.retain(|r| r.epoch < epoch);
+        manifest.history.push(row);
+        manifest.write(out)?;
+        write_reports(opts, manifest)?;
+        last_test = Some(valid);
     }
-    let optim = AdamConfig::new().init::<B, M>();
-    let result = training.launch(Learner::new(model, optim, opts.lr));
-
-    let seconds = clock.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    manifest.epoch_seconds.extend(seconds);
-    manifest.completed_epochs = run::checkpoint_epochs(&out).last().copied().unwrap_or(0);
-    let trained = result.model;
-    trained
-        .clone()
-        .save_file(out.join(run::MODEL_FILE), &DefaultRecorder::new())
-        .map_err(|e| EmberError::io(&out, std::io::Error::other(e.to_string())))?;
-
-    let test = evaluate_model::<B::InnerBackend, M::InnerModule, I, V>(
-        &trained,
-        test_for_eval,
-        &batchers.eval,
-        opts.batch_size.max(256),
-        &device,
-    );
+    progress.finish();
+    let test = last_test.expect("at least one epoch trained");
+    let bytes = record::bytes::<B::InnerBackend, _>(model.valid().into_record())?;
+    let file = out.join(format!("{}.mpk", run::MODEL_FILE));
+    crate::atomic::write(&file, &bytes)?;
+    manifest.record_file(out, &file, &bytes);
     manifest.test_accuracy = Some(test.accuracy);
     manifest.test_loss = Some(test.loss);
-    manifest.write(&out)?;
+    manifest.tested_epoch = Some(opts.epochs);
+    manifest.write(out)?;
+    Ok(test)
+}
 
-    let rows = report::read_metrics(&out, manifest.completed_epochs, &manifest.epoch_seconds);
-    report::write_csv(&out.join("metrics.csv"), &rows)?;
+/// `metrics.csv` and `curves.png` of the epochs completed so far.
+fn write_reports(opts: &TrainOptions, manifest: &Manifest) -> Result<()> {
+    report::write_csv(&opts.out.join("metrics.csv"), &manifest.history)?;
     report::plot_curves(
-        &out.join("curves.png"),
+        &opts.out.join("curves.png"),
         &format!(
             "{} on {}, multiplier {} ({})",
             opts.model, opts.backend, opts.multiplier, opts.data
         ),
-        &rows,
-    )?;
-    Ok(TrainReport {
-        out,
-        epochs: rows,
-        test,
-    })
+        &manifest.history,
+    )
 }
 
-fn evaluate_model<B, M, I, V>(
+/// The order of the training items in `epoch`: a permutation seeded by the run's seed and the
+/// epoch alone, so a resumed run sees the batches an uninterrupted one would.
+fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(
+        seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
+    order.shuffle(&mut rng);
+    order
+}
+
+/// Running sums of an epoch's training loss and accuracy.
+#[derive(Default)]
+struct Sums {
+    loss: f64,
+    correct: usize,
+    seen: usize,
+}
+
+impl Running for Sums {
+    fn loss(&self) -> f64 {
+        Sums::loss(self)
+    }
+    fn accuracy(&self) -> f64 {
+        Sums::accuracy(self)
+    }
+}
+
+impl Sums {
+    /// Adds a batch's output; returns its loss.
+    fn add<B: Backend>(&mut self, out: &ClassificationOutput<B>) -> f64 {
+        let n = out.targets.dims()[0];
+        let loss = out.loss.clone().into_scalar().elem::<f64>();
+        let pred = out.output.clone().argmax(1).squeeze_dim::<1>(1);
+        self.correct += pred
+            .equal(out.targets.clone())
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>() as usize;
+        self.loss += loss * n as f64;
+        self.seen += n;
+        loss
+    }
+
+    fn loss(&self) -> f64 {
+        self.loss / self.seen.max(1) as f64
+    }
+
+    fn accuracy(&self) -> f64 {
+        100.0 * self.correct as f64 / self.seen.max(1) as f64
+    }
+}
+
+fn evaluate_items<B, M, I, V>(
     model: &M,
-    items: impl Dataset<I>,
+    items: &impl Dataset<I>,
     batcher: &V,
     batch_size: usize,
     device: &B::Device,
@@ -408,25 +757,17 @@ where
     I: Clone + Send + Sync,
     V: Batcher<B, I, ImageBatch<B>>,
 {
-    let (mut correct, mut loss_sum, mut n) = (0usize, 0.0f64, 0usize);
-    let all: Vec<_> = items.iter().collect();
-    for chunk in all.chunks(batch_size) {
-        let batch = batcher.batch(chunk.to_vec(), device);
-        let out = model.forward_classification(batch);
-        let pred = out.output.argmax(1).squeeze_dim::<1>(1);
-        correct += pred
-            .equal(out.targets)
-            .int()
-            .sum()
-            .into_scalar()
-            .elem::<i64>() as usize;
-        loss_sum += out.loss.into_scalar().elem::<f64>() * chunk.len() as f64;
-        n += chunk.len();
+    let mut sums = Sums::default();
+    for start in (0..items.len()).step_by(batch_size) {
+        let end = items.len().min(start.saturating_add(batch_size));
+        let chunk = (start..end).map(|i| items.get(i).expect("an index below len"));
+        let batch = batcher.batch(chunk.collect(), device);
+        sums.add(&model.forward_classification(batch));
     }
     EvalReport {
-        accuracy: 100.0 * correct as f64 / n.max(1) as f64,
-        loss: loss_sum / n.max(1) as f64,
-        images: n,
+        accuracy: sums.accuracy(),
+        loss: sums.loss(),
+        images: sums.seen,
     }
 }
 
@@ -474,10 +815,9 @@ fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
         return Err(bad("no such file or directory".into()));
     }
     // model.mpk sits in the run directory, checkpoint/model-<e>.mpk one level deeper.
-    let parent = path.parent().unwrap_or(Path::new("."));
-    let manifest = match Manifest::read_if_present(parent)? {
-        Some(m) => Some(m),
-        None => Manifest::read_if_present(parent.parent().unwrap_or(Path::new(".")))?,
+    let manifest = match manifest_dir(path) {
+        Some(dir) => Some(Manifest::read(&dir)?),
+        None => None,
     };
     Ok((path.to_path_buf(), manifest))
 }
@@ -489,6 +829,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             "--batch-size must be at least 1".into(),
         ));
     }
+    opts.backend.check_available()?;
     let (file, manifest) = resolve_checkpoint(&opts.checkpoint)?;
     let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
         (Some(asked), Some(trained)) if asked != trained => {
@@ -514,11 +855,20 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .accepts(source.spec())
         .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
     let test = Splits::load(&source, false, None, None)?;
+    let checksum = manifest.as_ref().and_then(|m| {
+        let dir = if opts.checkpoint.is_dir() {
+            Some(opts.checkpoint.clone())
+        } else {
+            manifest_dir(&file)
+        };
+        m.checksum(&dir?, &file)
+    });
     opts.backend.dispatch(
         opts.multiplier,
         Policy::default(),
         EvalJob {
             file,
+            checksum,
             model,
             spec: source.spec(),
             test,
@@ -529,6 +879,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
 
 struct EvalJob {
     file: PathBuf,
+    checksum: Option<u32>,
     model: ModelKind,
     spec: ImageSpec,
     test: Splits,
@@ -555,27 +906,18 @@ impl<B: AutodiffBackend> ModelVisitor<B> for EvalVisit<B> {
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<EvalReport> {
         let job = self.job;
         let device: burn::tensor::Device<B::InnerBackend> = self.device;
-        let record = DefaultRecorder::new()
-            .load::<<M::InnerModule as Module<B::InnerBackend>>::Record>(
-                job.file.with_extension(""),
-                &device,
-            )
-            .map_err(|e| EmberError::BadCheckpoint {
-                path: job.file.clone(),
-                reason: format!("cannot load it as {}: {e}", job.model),
-            })?;
-        let model = model.valid().load_record(record);
+        let model = load_checked(&job.file, job.checksum, model.valid(), job.model, &device)?;
         Ok(match job.test {
-            Splits::Mnist(_, test) => evaluate_model(
+            Splits::Mnist(_, test) => evaluate_items(
                 &model,
-                test.dataset(),
+                &test.dataset(),
                 &MnistBatcher,
                 job.batch_size,
                 &device,
             ),
-            Splits::Cifar10(_, test) => evaluate_model(
+            Splits::Cifar10(_, test) => evaluate_items(
                 &model,
-                test.dataset(),
+                &test.dataset(),
                 &CifarBatcher::plain(),
                 job.batch_size,
                 &device,

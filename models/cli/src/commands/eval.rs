@@ -22,10 +22,9 @@ pub struct EvalArgs {
     /// Backend to evaluate on.
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
-    /// Multiplier to evaluate with (may differ from training's): every matmul/linear/conv product, native (the
-    /// backend's own ops), fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm and
-    /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
-    #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+    #[arg(long, default_value = "native", value_parser = parse_multiplier, help = super::multiplier_help(
+        "Multiplier of every matmul/linear/conv product, may differ from training's (native: the backend's own ops)"
+    ))]
     multiplier: Multiplier,
     /// Dataset (default: the one the run was trained on, else mnist).
     #[arg(long, value_parser = choice::<DatasetKind>())]

@@ -78,11 +78,8 @@ pub fn run(args: MemoryArgs) -> Result<(), EmberError> {
         println!("{json}");
         return Ok(());
     }
-    if let Some(path) = args.out.as_ref().filter(|p| p.exists()) {
-        return Err(EmberError::Invalid(format!(
-            "{} exists: ember never overwrites, choose another --out",
-            path.display()
-        )));
+    if let Some(path) = &args.out {
+        memory::check_new(path)?;
     }
     // Checked here too, so a bad option or a missing backend is one error, not one per child.
     opts.validate()?;

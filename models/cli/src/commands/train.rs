@@ -9,8 +9,10 @@ use ember_models::data::{DataSource, DatasetKind};
 use ember_train::EmberError;
 use ember_train::backend::BackendKind;
 use ember_train::run::{self, OnExisting};
-use ember_train::train::{self, TrainOptions};
+use ember_train::train::{self, OnNan, TrainOptions};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Arguments of `ember train`.
 #[derive(clap::Args)]
@@ -21,10 +23,9 @@ pub struct TrainArgs {
     /// Backend to train on.
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
-    /// Multiplier of every matmul/linear/conv product, forward and backward: native (the
-    /// backend's own ops), fp32, bf16, accM, mbmM, mitchellM, realmM (M = 1..=11; mbm and
-    /// mitchell also 23), afm16/afm32, mit16, realm16, or a LUT file (NAME_M.bin or .lut).
-    #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+    #[arg(long, default_value = "native", value_parser = parse_multiplier, help = super::multiplier_help(
+        "Multiplier of every matmul/linear/conv product, forward and backward (native: the backend's own ops)"
+    ))]
     multiplier: Multiplier,
     #[command(flatten)]
     sparse_act: SparseActArgs,
@@ -63,9 +64,13 @@ pub struct TrainArgs {
     /// Use only the first N test images.
     #[arg(long)]
     test_limit: Option<usize>,
-    /// Plain progress lines even in a terminal (no TUI).
+    /// Plain progress lines even in a terminal (no progress bar).
     #[arg(long)]
     plain: bool,
+    /// A NaN or infinite training loss: stop (end the run with an error naming the epoch and
+    /// batch, the last completed epoch's checkpoint kept) or continue.
+    #[arg(long, value_parser = choice::<OnNan>(), default_value_t = OnNan::Stop)]
+    on_nan: OnNan,
 }
 
 /// SparseAct: which inputs of linear layers are kept pruned for backward.
@@ -106,6 +111,26 @@ impl SparseActArgs {
     }
 }
 
+/// SIGINT/SIGTERM (Ctrl-C, `kill`): the first ends training before the next batch, leaving
+/// the run resumable from its last completed epoch; a second exits at once.
+fn interrupt_flag() -> Option<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let seen = flag.clone();
+    let installed = ctrlc::set_handler(move || {
+        if seen.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupt: stopping before the next batch (again to exit at once)");
+    });
+    match installed {
+        Ok(()) => Some(flag),
+        Err(e) => {
+            eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}): an interrupt kills the run");
+            None
+        }
+    }
+}
+
 /// Runs `ember train`.
 pub fn run(args: TrainArgs) -> Result<(), EmberError> {
     let on_existing = match (args.resume, args.overwrite) {
@@ -128,6 +153,8 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         train_limit: args.train_limit,
         test_limit: args.test_limit,
         plain: args.plain,
+        on_nan: args.on_nan,
+        interrupt: interrupt_flag(),
     })?;
     println!(
         "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, model.mpk)",

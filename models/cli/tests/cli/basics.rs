@@ -37,7 +37,7 @@ fn unknown_model_and_backend_are_rejected() {
         (&["train", "--lr", "fast"], "invalid value 'fast'"),
         (
             &["train", "--train-limit", "0"],
-            "no training or no test images",
+            "--train-limit must be at least 1",
         ),
         (&["train", "--resume"], "does not exist"),
         (&["train", "--resume", "--overwrite"], "cannot be used with"),
@@ -318,7 +318,7 @@ fn approximate_training_cross_format_evaluation_and_lookup_tables() {
     resume[4] = "2";
     resume[7] = "bf16";
     resume.push("--resume");
-    fails_with(&ember(&resume), "trained with --multiplier mbm7, not bf16");
+    fails_with(&ember(&resume), "started with --multiplier mbm7, not bf16");
     for mul in ["bf16", "mitchell7", "native", "afm32"] {
         let out = ember(&[
             "eval",

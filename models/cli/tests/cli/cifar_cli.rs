@@ -82,7 +82,7 @@ fn resmlp_trains_on_cifar10_with_sparse_act_and_evaluates() {
             "--resume",
             "--plain",
         ]),
-        "it was trained on --dataset cifar10, not mnist",
+        "it was started with --dataset cifar10, not mnist",
     );
     assert_eq!(read_manifest(&run)["completed_epochs"], 1);
     std::fs::remove_dir_all(&tmp).unwrap();

@@ -20,6 +20,22 @@ pub fn ember_with(args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("run ember")
 }
 
+/// Runs `ember` with `args` under `ulimit -f blocks` (the shell's file-size limit, in its
+/// blocks of 512 or 1024 bytes), with SIGXFSZ ignored so that a write past the limit fails with
+/// EFBIG instead of killing the process.
+pub fn ember_file_limited(blocks: u32, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            r#"trap "" XFSZ; ulimit -f {blocks}; exec "$0" "$@""#
+        ))
+        .arg(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .output()
+        .expect("run ember under sh")
+}
+
 /// An empty scratch path, unique to this process and test binary.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(

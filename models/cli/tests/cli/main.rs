@@ -5,4 +5,6 @@ mod basics;
 mod cifar_cli;
 mod common;
 mod compare_cli;
+mod faults;
+mod lut_cli;
 mod sparse_act_cli;

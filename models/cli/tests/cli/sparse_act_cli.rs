@@ -27,7 +27,7 @@ fn bad_policies_are_refused_before_anything_runs() {
             "--sparse-act-layer",
             "84x10",
         ]),
-        "expected INxOUT=SPARSITY:BLOCK",
+        "expected IN×OUT=SPARSITY:BLOCK",
     );
     fails_with(
         &ember(&[
@@ -169,7 +169,7 @@ fn trains_with_sparse_act_and_refuses_to_resume_with_another_policy() {
     let mut resume = base.to_vec();
     resume[4] = "2";
     resume.extend(["--resume", "--sparse-act", "0.8:4"]);
-    fails_with(&ember(&resume), "it was trained with --sparse-act 0.5:4");
+    fails_with(&ember(&resume), "it was started with --sparse-act 0.5:4");
     let _ = std::fs::remove_dir_all(&run);
 }
 
@@ -221,7 +221,7 @@ fn memory_table_shows_the_saving_and_never_overwrites() {
     assert_eq!(std::fs::read_to_string(&table).unwrap(), out);
     // an existing --out is refused and left as it was
     std::fs::write(&table, "mine").unwrap();
-    fails_with(&ember(&args), "never overwrites");
+    fails_with(&ember(&args), "already exists");
     assert_eq!(std::fs::read_to_string(&table).unwrap(), "mine");
     let _ = std::fs::remove_dir_all(&dir);
 }

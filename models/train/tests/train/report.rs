@@ -39,3 +39,31 @@ fn epoch_values_are_count_weighted_means() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn diverged_runs_plot_with_gaps_instead_of_hanging() {
+    let dir = std::env::temp_dir().join(format!("ember-report-nan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let row = |epoch, loss: f64| EpochMetrics {
+        epoch,
+        train_loss: loss,
+        train_accuracy: 10.0,
+        valid_loss: loss,
+        valid_accuracy: 10.0,
+        seconds: None,
+    };
+    // All non-finite (a run that diverged in its first epoch), and finite with a gap.
+    for (name, rows) in [
+        ("nan.png", vec![row(1, f64::NAN)]),
+        ("inf.png", vec![row(1, f64::INFINITY), row(2, f64::NAN)]),
+        ("gap.png", vec![row(1, 2.0), row(2, f64::NAN), row(3, 1.0)]),
+    ] {
+        let path = dir.join(name);
+        plot_curves(&path, "diverged", &rows).unwrap();
+        assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG"));
+    }
+    write_csv(&dir.join("m.csv"), &[row(1, f64::NAN)]).unwrap();
+    let csv = std::fs::read_to_string(dir.join("m.csv")).unwrap();
+    assert!(csv.contains("1,NaN,"), "{csv}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -20,10 +20,15 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         seed: 1,
         dataset: DatasetKind::Mnist,
         data: "x".into(),
+        train_limit: None,
+        test_limit: None,
         completed_epochs: completed,
         epoch_seconds: vec![],
+        history: vec![],
         test_accuracy: None,
         test_loss: None,
+        tested_epoch: None,
+        files: Default::default(),
     }
 }
 
@@ -77,6 +82,9 @@ fn refuses_existing_runs_and_foreign_directories() {
     assert!(err.to_string().contains("no checkpoint"), "{err}");
     std::fs::create_dir_all(tmp.join("checkpoint")).unwrap();
     std::fs::write(tmp.join("checkpoint/model-1.mpk"), b"").unwrap();
+    let err = prepare(&tmp, ModelKind::Lenet5, OnExisting::Resume).unwrap_err();
+    assert!(err.to_string().contains("checkpoint/optim-1.mpk"), "{err}");
+    std::fs::write(tmp.join("checkpoint/optim-1.mpk"), b"").unwrap();
     assert!(
         prepare(&tmp, ModelKind::Lenet5, OnExisting::Resume)
             .unwrap()
@@ -91,6 +99,7 @@ fn refuses_existing_runs_and_foreign_directories() {
             .is_none()
     );
     assert!(!tmp.join(MANIFEST).exists());
+    assert!(!tmp.join("checkpoint").exists());
     // ... but never a directory that is not one.
     std::fs::write(tmp.join("thesis.tex"), b"precious").unwrap();
     for mode in [OnExisting::Refuse, OnExisting::Overwrite] {
@@ -101,4 +110,103 @@ fn refuses_existing_runs_and_foreign_directories() {
     assert!(err.to_string().contains("no ember-run.json"), "{err}");
     assert_eq!(std::fs::read(tmp.join("thesis.tex")).unwrap(), b"precious");
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn overwrite_removes_only_what_ember_wrote() {
+    let tmp = std::env::temp_dir().join(format!("ember-clear-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(tmp.join("checkpoint")).unwrap();
+    std::fs::create_dir_all(tmp.join("train/epoch-1")).unwrap();
+    std::fs::create_dir_all(tmp.join("notes")).unwrap();
+    manifest(ModelKind::Lenet5, 1).write(&tmp).unwrap();
+    let ours = [
+        "model.mpk",
+        "metrics.csv",
+        "curves.png",
+        "checkpoint/model-1.mpk",
+        "checkpoint/optim-1.mpk",
+        "checkpoint/scheduler-1.mpk",
+        "train/epoch-1/Loss.log",
+        ".ember-tmp-abc123",
+    ];
+    let theirs = [
+        "notes/plan.md",
+        "checkpoint/model-best.mpk",
+        "train/summary.txt",
+        "model.mpk.bak",
+    ];
+    for f in ours.iter().chain(&theirs) {
+        std::fs::write(tmp.join(f), f.as_bytes()).unwrap();
+    }
+    assert!(
+        prepare(&tmp, ModelKind::Lenet5, OnExisting::Overwrite)
+            .unwrap()
+            .is_none()
+    );
+    for f in ours {
+        assert!(!tmp.join(f).exists(), "{f} was left");
+    }
+    assert!(!tmp.join(MANIFEST).exists());
+    assert!(
+        !tmp.join("train/epoch-1").exists(),
+        "emptied directories go"
+    );
+    for f in theirs {
+        assert_eq!(std::fs::read(tmp.join(f)).unwrap(), f.as_bytes(), "{f}");
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn ember_files_are_told_from_the_users() {
+    for f in [
+        "ember-run.json",
+        "checkpoint/optim-12.mpk",
+        "valid/epoch-3/Accuracy.log",
+        "checkpoint/.ember-tmp-x",
+    ] {
+        assert!(is_ember_file(f), "{f}");
+    }
+    for f in [
+        "checkpoint/model-.mpk",
+        "checkpoint/model-1.mpk.old",
+        "train/epoch-x/Loss.log",
+        "data/model.mpk",
+        "ember-run.json.bak",
+    ] {
+        assert!(!is_ember_file(f), "{f}");
+    }
+}
+
+#[test]
+fn version_3_keeps_history_with_non_finite_values() {
+    let mut m = manifest(ModelKind::Lenet5, 1);
+    m.history.push(ember_train::report::EpochMetrics {
+        epoch: 1,
+        train_loss: f64::NAN,
+        train_accuracy: 9.5,
+        valid_loss: f64::INFINITY,
+        valid_accuracy: 10.0,
+        seconds: Some(2.0),
+    });
+    let json = serde_json::to_string(&m).unwrap();
+    assert!(json.contains("\"train_loss\":null"), "{json}");
+    let back: Manifest = serde_json::from_str(&json).unwrap();
+    assert!(back.history[0].train_loss.is_nan());
+    assert!(back.history[0].valid_loss.is_nan());
+    assert_eq!(back.history[0].train_accuracy, 9.5);
+}
+
+#[cfg(unix)]
+#[test]
+fn atomically_written_files_get_the_mode_of_any_new_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("ember-mode-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    manifest(ModelKind::Lenet5, 0).write(&dir).unwrap();
+    std::fs::write(dir.join("plain"), b"x").unwrap();
+    let mode = |f: &str| std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(MANIFEST), mode("plain"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

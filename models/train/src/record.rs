@@ -1,0 +1,63 @@
+//! Model and optimizer records as bytes: written whole ([`crate::atomic`]), read back with
+//! every failure (an unreadable, truncated or corrupt file, a checksum that does not match,
+//! a record that does not fit) an error naming the file, never a panic.
+//!
+//! The bytes are burn's named MessagePack at full precision, the format of burn's
+//! `DefaultRecorder` (`.mpk` files of older runs read the same way).
+
+use crate::error::{EmberError, Result};
+use burn::prelude::*;
+use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
+use std::path::Path;
+
+fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
+    NamedMpkBytesRecorder::new()
+}
+
+/// The bytes of `record`.
+pub fn bytes<B: Backend, R: Record<B>>(record: R) -> Result<Vec<u8>> {
+    Recorder::<B>::record(&recorder(), record, ())
+        .map_err(|e| EmberError::Invalid(format!("cannot serialise a record: {e}")))
+}
+
+/// The CRC-32 of a file's bytes, as run manifests record it.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+/// Reads a record from `file`; when `expected` is given, the file's checksum must equal it.
+/// The error is the reason, in words (the caller names the file).
+pub fn load<B: Backend, R: Record<B>>(
+    file: &Path,
+    expected: Option<u32>,
+    device: &B::Device,
+) -> std::result::Result<R, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("cannot read it: {e}"))?;
+    if let Some(expected) = expected {
+        let actual = checksum(&bytes);
+        if actual != expected {
+            return Err(format!(
+                "it is corrupt: its CRC-32 is {actual:08x}, the run recorded {expected:08x} \
+                 when it wrote it"
+            ));
+        }
+    }
+    guard(|| Recorder::<B>::load::<R>(&recorder(), bytes, device))?
+        .map_err(|e| format!("it is not a readable record ({e})"))
+}
+
+/// Runs `f`, turning a panic (burn asserts on tensor data that does not fit its shape) into its
+/// message; the default panic report is silenced meanwhile.
+pub fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "it does not fit the model".into())
+    })
+}
