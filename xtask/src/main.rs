@@ -14,7 +14,7 @@ mod reproduce;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -64,10 +64,15 @@ enum Task {
     },
 }
 
-/// The workspace root (the parent of xtask/).
+/// The workspace root (the parent of xtask/): from the `CARGO_MANIFEST_DIR` that `cargo run`
+/// sets, so a binary built in another checkout sharing the target directory (whose source
+/// fingerprints match) still works on this one; the compile-time path otherwise.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.join("Cargo.toml").is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    dir.parent()
         .expect("xtask lives in the workspace")
         .to_path_buf()
 }

@@ -586,6 +586,9 @@ where
     let mut last_test = None;
     for epoch in first..=opts.epochs {
         let clock = std::time::Instant::now();
+        // The backend's RNG (SparseAct's stochastic variant draws from it) restarts from the
+        // seed and the epoch, like the data order: a resumed epoch draws what it would have.
+        B::seed(device, opts.seed.wrapping_add(epoch as u64));
         let batcher = (batchers.train)(epoch);
         let order = epoch_order(train.len(), opts.seed, epoch);
         let batches = order.len().div_ceil(opts.batch_size);
