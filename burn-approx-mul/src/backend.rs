@@ -112,11 +112,10 @@ macro_rules! conv_ops {
             dispatch!(
                 cfg,
                 B::$tr_x_bw(weight.inner, output_grad.inner, options),
-                |mul| conv::forward::<B>(
-                    output_grad.inner,
+                |mul| conv::transpose_input_grad::<B, $n>(
                     weight.inner,
-                    None,
-                    &conv::Geometry::conv_transpose(&options),
+                    output_grad.inner,
+                    &options,
                     mul
                 ),
             )
@@ -133,10 +132,10 @@ macro_rules! conv_ops {
             dispatch!(
                 cfg,
                 B::$tr_w_bw(x.inner, weight.inner, output_grad.inner, options),
-                |mul| conv::weight_grad::<B>(
-                    output_grad.inner,
+                |mul| conv::transpose_weight_grad::<B, $n>(
                     x.inner,
-                    &conv::Geometry::conv_transpose(&options),
+                    output_grad.inner,
+                    &options,
                     &shape,
                     mul
                 ),

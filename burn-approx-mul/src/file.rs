@@ -513,4 +513,62 @@ mod tests {
         let (_d3, raw) = tmp("W_8.bin");
         assert!(write_new(&wide, &raw).is_err());
     }
+
+    /// SHA-256 of ApproxTrain's shipped tables (repository AaronJing/ApproxTrain, commit
+    /// cc83cfc, `lut/`), which the names ApproxTrain uses must generate byte for byte.
+    #[test]
+    fn approxtrain_tables_byte_for_byte() {
+        use sha2::{Digest, Sha256};
+        let shipped = [
+            (
+                "mbm1",
+                "8d65a89d33fc69d31f85fd8ed396d6dd5672cd59f80bd2ced560d4bbaeb43222",
+            ),
+            (
+                "afm10",
+                "8d65a89d33fc69d31f85fd8ed396d6dd5672cd59f80bd2ced560d4bbaeb43222",
+            ),
+            (
+                "mbm3",
+                "cd4273f1732ef9e1465ec931a600a90e201fe3b019f57dcbc71cfba3a64db63f",
+            ),
+            (
+                "afm12",
+                "cd4273f1732ef9e1465ec931a600a90e201fe3b019f57dcbc71cfba3a64db63f",
+            ),
+            (
+                "mbm5",
+                "8f47b6176ee548baffecb54b851764d62d3e02cced8e88c470f88f160bcd8cc1",
+            ),
+            (
+                "afm14",
+                "8f47b6176ee548baffecb54b851764d62d3e02cced8e88c470f88f160bcd8cc1",
+            ),
+            (
+                "mbm7",
+                "dc2c5c50eb820657f593fde6927a18fbb591582e5e050d8cb727895f9a350d7a",
+            ),
+            (
+                "afm16",
+                "dc2c5c50eb820657f593fde6927a18fbb591582e5e050d8cb727895f9a350d7a",
+            ),
+            (
+                "mitchell7",
+                "ac623c7e6e5bb79b33d6a5b71dcac0fd324788c73c71370e406c0600bbfab667",
+            ),
+            (
+                "bf16",
+                "96a1b918f9dea7db98eceb484d1b606e3cf60982274d7443b9ed65baf4dfcbee",
+            ),
+        ];
+        for (name, sha) in shipped {
+            let mul = crate::Multiplier::parse(name).unwrap();
+            let bytes = encode(mul.lut().unwrap(), LutFormat::Raw).unwrap();
+            let digest: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(digest, sha, "{name}");
+        }
+    }
 }

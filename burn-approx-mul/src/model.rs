@@ -7,17 +7,20 @@
 //! ([`crate::Lut::multiply`]) and the GEMM kernels share.
 //!
 //! # Semantics (every built-in multiplier, the simulator and the kernels)
+//! Ember's own, IEEE-like; ApproxTrain differs in several cases (`docs/approx-mul.md` has the
+//! table, case by case, for its GPU simulator `AMsimulator` and its `FPmultMBM_fast*` models).
 //! - NaN in either operand → NaN.
 //! - Subnormal inputs are treated as zero (DAZ), as hardware multipliers without subnormal
-//!   support do and as ApproxTrain does.
+//!   support do. (ApproxTrain is not DAZ: it reads a subnormal's mantissa field as if it had a
+//!   hidden bit.)
 //! - ±Inf × (±0 or subnormal) → NaN; ±Inf × anything else → ±Inf.
 //! - ±0 (or subnormal) × finite → a zero whose sign is the XOR of the signs (ApproxTrain
-//!   returns +0, and, through an operator-precedence bug, about 2^-125 for `0 · x` with
-//!   `|x| ≥ 2`).
+//!   returns +0, and its GPU simulator, through an operator-precedence bug, `±|x|·2^-127·s` for
+//!   `0 · x` with `|x| ≥ 2`, `s` the table significand).
 //! - Otherwise the product is `±(1 + carry)(1 + mant/2^23) · 2^(ea + eb - 254)`, rounded once to
 //!   the nearest f32 (ties to even): results of magnitude ≥ 2^128 become ±Inf (overflow) and
 //!   results below 2^-126 round to a subnormal or zero (gradual underflow). ApproxTrain flushes
-//!   every result below 2^-126 to zero instead; Ember's choice makes the scalar model equal to the
+//!   every result below 2^-126 to +0 instead; Ember's choice makes the scalar model equal to the
 //!   kernels' decoded form `(lut[ia | ib] · sa) · sb` (see `cubecl_kernels::approx`).
 
 /// 2^23: the unit of a mantissa field.
@@ -62,12 +65,23 @@ pub fn mitchell(ma: u32, mb: u32, m: u32) -> (u32, u32) {
 }
 
 /// A mantissa truncated to its top `m` bits with the next bit set (the middle of the dropped
-/// interval), as MBM and REALM prepare their operands; unchanged at FP32 width.
+/// interval), as REALM prepares its operands; unchanged at FP32 width.
 fn to_middle(mant: u32, m: u32) -> u32 {
     if m == 23 {
         mant
     } else {
         (mant & top_bits(m)) | (1 << (22 - m))
+    }
+}
+
+/// A mantissa truncated to its top `m` bits with the **lowest kept** bit set, as ApproxTrain's
+/// `FPmultMBM_fast{10,12,14,16}` prepare their operands (`| 1 << (23 − m)` after masking);
+/// unchanged at FP32 width.
+fn with_lowest_kept_bit(mant: u32, m: u32) -> u32 {
+    if m == 23 {
+        mant
+    } else {
+        (mant & top_bits(m)) | (1 << (23 - m))
     }
 }
 
@@ -78,12 +92,19 @@ pub const MBM_CORRECTION: u32 = (1 << 19) + (1 << 17);
 ///
 /// Mitchell's sum plus a constant error-correction term `c = 2^-4 + 2^-6` (halved when the sum
 /// carries, so the correction is the same relative to the result). Below FP32 width, each
-/// operand is truncated to `m` bits with the bit below the kept ones set ("round to the middle" of
-/// the dropped interval) and the result mantissa is truncated to `m` bits. When the corrected
-/// mantissa of a carrying sum would reach 2 the correction is dropped. This is the model behind
-/// ApproxTrain's `FPmultMBM_fast{10,12,14,16,32}`.
+/// operand is truncated to `m` bits and its lowest kept bit is set, as ApproxTrain's
+/// `FPmultMBM_fast{10,12,14,16}` do, and the result mantissa is truncated to `m` bits. When the
+/// corrected mantissa of a carrying sum would reach 2 the correction is dropped.
+///
+/// The tables this generates at m = 1, 3, 5, 7 (`afm10/12/14/16`, `mbm1/3/5/7`) are ApproxTrain's
+/// shipped `MBM_M.bin` byte for byte (SHA-256 checked in the tests). Their `.inl` files differ in
+/// the correction constant (absent at m = 1 and 3, masked to the kept bits at m = 5), which after
+/// the m-bit truncation of the result changes no entry: the set bit is what decides the table.
+/// Ember ≤ 0.1 (before issue 15) set the bit *below* the kept ones (the middle of the dropped
+/// interval); every AFM result produced with it differs from ApproxTrain's at 7,887 of 16,384
+/// MBM_7 entries. At m = 23 (`afm32`, ApproxTrain's `FPmultMBM_fast32`) nothing is truncated.
 pub fn mbm(ma: u32, mb: u32, m: u32) -> (u32, u32) {
-    let (ta, tb) = (to_middle(ma, m), to_middle(mb, m));
+    let (ta, tb) = (with_lowest_kept_bit(ma, m), with_lowest_kept_bit(mb, m));
     let s = ta + tb;
     let carry = s >> 23;
     let mut frac = (s & MANT_MASK) + (MBM_CORRECTION >> carry);

@@ -294,7 +294,7 @@ fn lenet_mnist(datasets: &Path, epochs: usize) -> Result<String> {
          plus the evaluation on the test split; burn's `autotune` was off. `wgpu` runs on the \
          machine's Vulkan adapter: on Ember's CI machines that is Mesa's lavapipe, software \
          Vulkan on the same CPU cores.\n",
-        mnist.display(),
+        shown(&mnist),
         crate::cores()
     )?;
     writeln!(
@@ -360,6 +360,7 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     };
     let mut md = String::new();
     writeln!(md, "# ApproxTrain on MNIST: LeNet-300-100 and LeNet-5\n")?;
+    writeln!(md, "Produced by the `ember` of commit {}.\n", commit())?;
     writeln!(
         md,
         "Written by `cargo xtask reproduce approxtrain-mnist --epochs {epochs}`: `ember train --data-dir {} \
@@ -374,7 +375,7 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
          the LeNets); these runs are {epochs} epochs. Epoch times are wall times of these runs \
          (training + test evaluation); kernel speed is measured by `cargo xtask bench` \
          (`docs/benchmarks.md`).\n",
-        mnist.display(),
+        shown(&mnist),
         crate::cores()
     )?;
     let mut images = String::new();
@@ -467,4 +468,38 @@ pub fn run(
     std::fs::write(&out, md)?;
     println!("wrote {}", out.display());
     Ok(())
+}
+
+/// `path` as the results docs show it: relative to the workspace root when inside or beside it
+/// (`../shared/datasets/mnist`), never a machine's absolute path.
+fn shown(path: &std::path::Path) -> String {
+    let root = crate::root();
+    match path.strip_prefix(&root) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| format!("<DIR>/{}", n.to_string_lossy()),
+        ),
+    }
+}
+
+/// The short hash of the checked-out commit (with `+changes` when the tree differs from it).
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(crate::root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let hash = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{hash}+changes")
+    } else {
+        hash
+    }
 }

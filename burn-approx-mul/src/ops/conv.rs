@@ -276,7 +276,42 @@ pub fn transpose_output<const N: usize>(
     })
 }
 
-/// Transposed convolution `x: [B, C_in, s...]`, `weight: [C_in, C_out/G, k...]`.
+/// Positions a transposed convolution's output has beyond the ones its input reaches, per
+/// spatial dim, as seen by the convolution it inverts: over the output (`padding_out`
+/// included) that convolution's window has `x + ⌊padding_out / stride⌋` positions where the
+/// transposed convolution's input has `x`.
+fn surplus<const N: usize>(o: &ConvTransposeOptions<N>) -> [usize; N] {
+    std::array::from_fn(|i| o.padding_out[i] / o.stride[i])
+}
+
+/// `t: [B, C, s...]` with `extra[i]` zeros appended along spatial dim `i`: the positions
+/// [`surplus`] counts, which contribute nothing to any product.
+fn pad_end<B: Backend, const N: usize>(t: FloatTensor<B>, extra: [usize; N]) -> FloatTensor<B> {
+    let mut t = t;
+    for (i, &n) in extra.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let mut dims = t.shape().as_slice().to_vec();
+        dims[2 + i] = n;
+        let zeros = B::float_zeros(Shape::from(dims), &B::float_device(&t), t.dtype().into());
+        t = B::float_cat(vec![t, zeros], 2 + i);
+    }
+    t
+}
+
+/// `t: [B, C, s...]` cut to its first `size[i]` positions along spatial dim `i`.
+fn narrow_to<B: Backend, const N: usize>(t: FloatTensor<B>, size: [usize; N]) -> FloatTensor<B> {
+    let shape = t.shape();
+    let slices: Vec<burn_std::Slice> = (0..shape.num_dims())
+        .map(|d| {
+            let end = if d >= 2 { size[d - 2] } else { shape[d] };
+            burn_std::Slice::new(0, Some(end as isize), 1)
+        })
+        .collect();
+    B::float_slice(t, &slices)
+}
+
+/// Transposed convolution `x: [B, C_in, s...]`, `weight: [C_in, C_out/G, k...]`: the input
+/// gradient of the convolution it inverts, over an input with [`surplus`] zero positions
+/// appended (so `padding_out ≥ stride` has as many columns as that convolution's window).
 pub fn transpose<B: KernelBackend, const N: usize>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -285,6 +320,42 @@ pub fn transpose<B: KernelBackend, const N: usize>(
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
     let size = transpose_output(&x.shape(), &weight.shape(), o);
+    let x = pad_end::<B, N>(x, surplus(o));
     let y = input_grad::<B>(x, weight, &Geometry::conv_transpose(o), &size, mul);
     add_bias::<B>(y, bias)
+}
+
+/// Gradient of a transposed convolution with respect to its input `[B, C_in, x...]`: the
+/// convolution it inverts applied to `output_grad`, cut to the input's size (the [`surplus`]
+/// positions are dropped).
+pub fn transpose_input_grad<B: KernelBackend, const N: usize>(
+    weight: FloatTensor<B>,
+    output_grad: FloatTensor<B>,
+    o: &ConvTransposeOptions<N>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let extra = surplus(o);
+    let dx = forward::<B>(output_grad, weight, None, &Geometry::conv_transpose(o), mul);
+    let s = dx.shape();
+    let size: [usize; N] = std::array::from_fn(|i| s[2 + i] - extra[i]);
+    narrow_to::<B, N>(dx, size)
+}
+
+/// Gradient of a transposed convolution with respect to its weight: the convolution's weight
+/// gradient with the input in the output-gradient role, padded with the [`surplus`] zeros.
+pub fn transpose_weight_grad<B: KernelBackend, const N: usize>(
+    x: FloatTensor<B>,
+    output_grad: FloatTensor<B>,
+    o: &ConvTransposeOptions<N>,
+    weight_shape: &Shape,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let x = pad_end::<B, N>(x, surplus(o));
+    weight_grad::<B>(
+        output_grad,
+        x,
+        &Geometry::conv_transpose(o),
+        weight_shape,
+        mul,
+    )
 }

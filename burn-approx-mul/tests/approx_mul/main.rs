@@ -5,3 +5,4 @@
 mod decorator;
 mod exhaustive;
 mod modules;
+mod transpose;
