@@ -39,6 +39,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::lut::LutCommand,
     },
+    /// What a per-layer policy names: a model's module paths and parameter shapes.
+    Policy {
+        #[command(subcommand)]
+        command: commands::policy::PolicyCommand,
+    },
 }
 
 /// A value parser for a closed set of names (models, datasets, backends), listing them in the
@@ -54,6 +59,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
         Command::Memory(args) => commands::memory::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Lut { command } => commands::lut::run(command),
+        Command::Policy { command } => commands::policy::run(command),
     }
 }
 

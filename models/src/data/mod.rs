@@ -43,6 +43,24 @@ crate::choices!(DatasetKind {
     Cifar10 => "cifar10",
 });
 
+impl DatasetKind {
+    /// Shape of its images and number of classes.
+    pub fn spec(self) -> ImageSpec {
+        match self {
+            Self::Mnist => ImageSpec {
+                channels: 1,
+                side: mnist::SIDE,
+                classes: mnist::CLASSES,
+            },
+            Self::Cifar10 => ImageSpec {
+                channels: cifar::CHANNELS,
+                side: cifar::SIDE,
+                classes: cifar::CLASSES,
+            },
+        }
+    }
+}
+
 /// Where a dataset is read from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DataSource {
@@ -87,18 +105,7 @@ impl DataSource {
 
     /// Shape of its images and number of classes.
     pub fn spec(&self) -> ImageSpec {
-        match self {
-            Self::Mnist(_) => ImageSpec {
-                channels: 1,
-                side: mnist::SIDE,
-                classes: mnist::CLASSES,
-            },
-            Self::Cifar10(_) => ImageSpec {
-                channels: cifar::CHANNELS,
-                side: cifar::SIDE,
-                classes: cifar::CLASSES,
-            },
-        }
+        self.kind().spec()
     }
 }
 

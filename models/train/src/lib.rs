@@ -15,6 +15,8 @@
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
 //! - [`lut`]: generate, inspect and convert mantissa-product tables (`ember lut`).
+//! - [`policy`]: a model's module paths and parameter shapes, what a per-layer policy names
+//!   (`ember policy show`).
 //!
 //! ```no_run
 //! use ember_models::classifier::ModelKind;
@@ -58,6 +60,7 @@ pub mod compare;
 pub mod error;
 pub mod lut;
 pub mod memory;
+pub mod policy;
 pub mod progress;
 pub mod record;
 pub mod report;

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod eval;
 pub mod lut;
 pub mod memory;
+pub mod policy;
 pub mod train;
 
 use burn_approx_mul::{BUILT_IN_HELP, Multiplier};

@@ -1,7 +1,7 @@
 //! The `ember` binary end to end: a short real training run, resume, evaluation, and every bad
 //! input it handles (one clear error line, a non-zero exit, no panic, nothing overwritten).
 
-use crate::common::{ember, fails_with, read_manifest, s, scratch};
+use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
 use std::path::Path;
 
 const TINY: [&str; 6] = [
@@ -436,4 +436,43 @@ fn approximate_training_cross_format_evaluation_and_lookup_tables() {
 
     std::fs::remove_dir_all(&run).unwrap();
     std::fs::remove_dir_all(&tables).unwrap();
+}
+
+#[test]
+fn policy_show_lists_module_paths_shapes_and_linear_keys() {
+    let out = ok(&ember(&["policy", "show", "--model", "lenet5"]));
+    assert!(
+        out.contains("lenet5 for 28×28×1 images, 10 classes: 5 modules"),
+        "{out}"
+    );
+    let line = |path: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(path))
+            .unwrap_or_else(|| panic!("no {path}: {out}"))
+            .to_string()
+    };
+    assert!(
+        line("conv1").contains("weight [6, 1, 5, 5], bias [6]"),
+        "{out}"
+    );
+    assert!(line("fc1").contains("400x120"), "{out}");
+    assert!(line("fc3").contains("84x10"), "{out}");
+    // Nested paths as Burn names them, for the CIFAR configuration of a ResMLP.
+    let out = ok(&ember(&[
+        "policy",
+        "show",
+        "--model",
+        "resmlp-small",
+        "--dataset",
+        "cifar10",
+    ]));
+    assert!(out.contains("for 32×32×3 images"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("blocks.3.")),
+        "no fourth block: {out}"
+    );
+    fails_with(
+        &ember(&["policy", "show", "--model", "lenet7"]),
+        "invalid value 'lenet7'",
+    );
 }
