@@ -14,7 +14,8 @@ use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 
 use cubecl_kernels::testing::{lcg_data as data, leaf};
 
-type Record = Vec<(String, Vec<f32>)>;
+/// Named outputs and gradients of a suite of cases (shared with `transpose.rs`).
+pub(crate) type Record = Vec<(String, Vec<f32>)>;
 
 /// Outputs and gradients of every case, by name.
 fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Record {
@@ -135,7 +136,8 @@ fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Record {
     out
 }
 
-fn compare(got: &Record, want: &Record, rel: f32, what: &str) {
+/// Asserts every value of `got` within `rel` of the largest magnitude of its case in `want`.
+pub(crate) fn compare(got: &Record, want: &Record, rel: f32, what: &str) {
     assert_eq!(got.len(), want.len());
     for ((name, g), (_, w)) in got.iter().zip(want) {
         assert_eq!(g.len(), w.len(), "{what}: {name}: shape");

@@ -11,7 +11,7 @@ use burn::tensor::ops::ConvTransposeOptions;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use cubecl_kernels::testing::leaf;
 
-type Record = Vec<(String, Vec<f32>)>;
+use crate::decorator::{Record, compare};
 
 /// Every (stride, dilation, padding, padding_out) Burn accepts with `padding_out` below
 /// `max(stride, dilation)`, for strides and dilations 1..=3 and paddings 0..=1.
@@ -85,20 +85,6 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Record {
     out
 }
 
-fn compare(got: &Record, want: &Record, what: &str) {
-    assert_eq!(got.len(), want.len());
-    for ((name, g), (_, w)) in got.iter().zip(want) {
-        assert_eq!(g.len(), w.len(), "{what}: {name}: shape");
-        let scale = w.iter().fold(1f32, |m, v| m.max(v.abs()));
-        for (i, (a, b)) in g.iter().zip(w).enumerate() {
-            assert!(
-                (a - b).abs() <= 1e-5 * scale,
-                "{what}: {name}[{i}]: {a} vs {b}"
-            );
-        }
-    }
-}
-
 #[test]
 fn transposed_convolutions_match_burn_over_the_whole_grid() {
     let fp32 = || Multiplier::parse("fp32").unwrap();
@@ -107,6 +93,7 @@ fn transposed_convolutions_match_burn_over_the_whole_grid() {
     compare(
         &run::<Autodiff<ApproxMul<NdArray>>>(&device),
         &plain,
+        1e-5,
         "ndarray fp32",
     );
     cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
@@ -114,6 +101,7 @@ fn transposed_convolutions_match_burn_over_the_whole_grid() {
     compare(
         &run::<Autodiff<ApproxMul<Wgpu>>>(&device),
         &plain,
+        1e-5,
         "wgpu fp32",
     );
 }

@@ -94,12 +94,6 @@ const PLOT_SIZE: (u32, u32) = (720, 640);
 /// into a new PNG file at `path`, written atomically and never over an existing file.
 pub fn plot(spec: &str, path: &Path) -> Result<()> {
     let lut = table(spec)?;
-    if path.exists() {
-        return Err(EmberError::Invalid(format!(
-            "{} already exists: choose another --plot path",
-            path.display()
-        )));
-    }
     crate::report::png(path, PLOT_SIZE, false, |root| draw_heat_map(&lut, root))
 }
 

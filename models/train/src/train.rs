@@ -794,21 +794,30 @@ pub struct EvalOptions {
     pub batch_size: usize,
 }
 
-/// The model file and the manifest (if any) that `path` designates.
-fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
+/// The model file that `path` designates, the manifest of its run (if any), and the checksum
+/// that manifest recorded for the file (if any).
+fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
     let bad = |reason: String| EmberError::BadCheckpoint {
         path: path.to_path_buf(),
         reason,
+    };
+    let with_checksum = |file: PathBuf, dir: &Path, manifest: Option<Manifest>| {
+        let checksum = manifest.as_ref().and_then(|m| m.checksum(dir, &file));
+        (file, manifest, checksum)
     };
     if path.is_dir() {
         let manifest = Manifest::read_if_present(path)?;
         let model = path.join(format!("{}.mpk", run::MODEL_FILE));
         if model.is_file() {
-            return Ok((model, manifest));
+            return Ok(with_checksum(model, path, manifest));
         }
         let last = run::checkpoint_epochs(path).last().copied();
         return match last {
-            Some(e) => Ok((path.join(format!("checkpoint/model-{e}.mpk")), manifest)),
+            Some(e) => Ok(with_checksum(
+                path.join(format!("checkpoint/model-{e}.mpk")),
+                path,
+                manifest,
+            )),
             None => Err(bad(
                 "no model.mpk and no checkpoint/model-<epoch>.mpk in it".into(),
             )),
@@ -818,11 +827,10 @@ fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>)> {
         return Err(bad("no such file or directory".into()));
     }
     // model.mpk sits in the run directory, checkpoint/model-<e>.mpk one level deeper.
-    let manifest = match manifest_dir(path) {
-        Some(dir) => Some(Manifest::read(&dir)?),
-        None => None,
-    };
-    Ok((path.to_path_buf(), manifest))
+    Ok(match manifest_dir(path) {
+        Some(dir) => with_checksum(path.to_path_buf(), &dir, Some(Manifest::read(&dir)?)),
+        None => (path.to_path_buf(), None, None),
+    })
 }
 
 /// Evaluates a saved model on the test split.
@@ -833,7 +841,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         ));
     }
     opts.backend.check_available()?;
-    let (file, manifest) = resolve_checkpoint(&opts.checkpoint)?;
+    let (file, manifest, checksum) = resolve_checkpoint(&opts.checkpoint)?;
     let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
         (Some(asked), Some(trained)) if asked != trained => {
             return Err(EmberError::BadCheckpoint {
@@ -858,14 +866,6 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .accepts(source.spec())
         .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
     let test = Splits::load(&source, false, None, None)?;
-    let checksum = manifest.as_ref().and_then(|m| {
-        let dir = if opts.checkpoint.is_dir() {
-            Some(opts.checkpoint.clone())
-        } else {
-            manifest_dir(&file)
-        };
-        m.checksum(&dir?, &file)
-    });
     opts.backend.dispatch(
         opts.multiplier,
         Policy::default(),
