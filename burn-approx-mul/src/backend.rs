@@ -1,12 +1,26 @@
 //! The `ApproxMul` decorator: which ops it overrides and how.
+//!
+//! **Which multiplier a contraction uses.** Every tensor carries a [`Multiplier`]: the device's,
+//! or, for a weight a per-layer policy tagged, its layer's. A contraction multiplies with its
+//! **weight's** multiplier: `linear`, `conv*` and `conv_transpose*` in the forward pass and in
+//! both gradients (each of those ops is handed the weight), except `linear_weight_backward`,
+//! which Autodiff hands only the layer's input and output gradient: there the input decides, and
+//! a layer view above autodiff (`SparseAct`) gives the input its weight's multiplier first.
+//! `float_matmul` has no weight: the operand a policy tagged decides (the right one if both),
+//! else the left one. Results carry the activation side's multiplier (the input's in the
+//! forward pass, the output gradient's for an input gradient) and a weight gradient its
+//! weight's, so a layer's multiplier never leaks into the next layer's activations.
 
 use crate::multiplier::Multiplier;
 use crate::ops::{conv, matmul};
-use burn_backend::TensorMetadata;
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
+use burn_backend::{Shape, TensorMetadata};
+use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{
-    Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, MultiplyStrategy, Wrapped,
+    Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
+    MultiplyStrategy, Wrapped,
 };
 
 /// The decoration: its configuration is the device's [`Multiplier`].
@@ -23,6 +37,20 @@ impl Decoration for Approx {
             own => own.clone(),
         }
     }
+
+    fn multiply_name(config: &Multiplier) -> Option<String> {
+        config.approx().map(|_| config.name().to_string())
+    }
+
+    /// A policy's [`Multiplier`] entry for the layer, if it set one, else `config`; either
+    /// way naming the layer.
+    fn for_layer(config: &Multiplier, layer: &LayerSettings) -> Multiplier {
+        layer
+            .get::<Multiplier>()
+            .unwrap_or(config)
+            .clone()
+            .at_layer(layer.shared_path())
+    }
 }
 
 /// `B` with every contraction's multiplies simulated by the device's [`Multiplier`].
@@ -33,40 +61,98 @@ pub type ApproxDevice<B> = DecoratedDevice<B, Multiplier>;
 
 type T<B> = FloatTensor<ApproxMul<B>>;
 
-/// Evaluates `$native` when the multiplier is [`Multiplier::native`], `$approx` (with `$mul`
-/// bound to the kernels' multiply) otherwise, and wraps the result with the multiplier.
+/// How a contraction with multiplier `cfg` runs on `B`, in words (the effects report's route).
+fn route<B: KernelBackend>(cfg: &Multiplier) -> String {
+    let Some(mul) = cfg.approx() else {
+        return "native: the inner backend's own op".into();
+    };
+    let Some(runtime) = B::cube_runtime() else {
+        return "host reference: this backend has no CubeCL kernels".into();
+    };
+    let runtime = runtime.rsplit("::").next().unwrap_or(runtime);
+    let how = match mul {
+        ApproxMultiply::Lut(t) if t.bits() > MAX_SHARED_BITS => "table in global memory",
+        ApproxMultiply::Lut(_) => "table in shared memory",
+        ApproxMultiply::Plain => "IEEE products",
+        ApproxMultiply::Mitchell | ApproxMultiply::Mbm => "multiply computed in the kernel",
+    };
+    format!("CubeCL kernel on {runtime}, {how}")
+}
+
+/// Widest table the GEMM kernel stages in shared memory (`cubecl_kernels::approx::gemm`).
+const MAX_SHARED_BITS: u32 = 7;
+
+/// Records a contraction of `multiplies` products under `cfg` (when this thread records).
+fn record<B: KernelBackend>(cfg: &Multiplier, pass: Pass, multiplies: usize) {
+    if effects::recording() {
+        let approximate = !matches!(cfg.approx(), None | Some(ApproxMultiply::Plain));
+        let route = route::<B>(cfg);
+        effects::record_contraction(
+            cfg.layer(),
+            pass,
+            cfg.name(),
+            approximate,
+            multiplies as u64,
+            &route,
+        );
+    }
+}
+
+/// Products of a convolution-like op: `side` elements (the output of a convolution, the input
+/// of a transposed one), each a dot product of `weight.numel / weight.dims[0]` terms; every
+/// gradient of a convolution has the forward's products.
+fn conv_products(side: &Shape, weight: &Shape) -> usize {
+    side.num_elements() * weight.num_elements() / weight[0].max(1)
+}
+
+/// Runs a contraction under `$decide`'s multiplier: `$native` for [`Multiplier::native`],
+/// `$approx` (with `$mul` bound to the kernels' multiply) otherwise. Records it as `$pass` with
+/// the products `$count` gives for the result's shape, and gives the result `$carry`'s
+/// configuration.
 macro_rules! dispatch {
-    ($cfg:expr, $native:expr, |$mul:ident| $approx:expr $(,)?) => {{
-        let cfg: Multiplier = $cfg;
+    ($decide:expr, $carry:expr, $pass:expr, |$shape:ident| $count:expr,
+     $native:expr, |$mul:ident| $approx:expr $(,)?) => {{
+        let cfg: Multiplier = $decide;
+        let carry: Multiplier = $carry;
         let out = match cfg.approx() {
             None => $native,
             Some($mul) => $approx,
         };
-        Wrapped::new(out, cfg)
+        let $shape = out.shape();
+        record::<B>(&cfg, $pass, $count);
+        Wrapped::new(out, carry)
     }};
 }
 
 macro_rules! conv_ops {
     ($n:literal, $conv:ident, $x_bw:ident, $w_bw:ident, $tr:ident, $tr_x_bw:ident, $tr_w_bw:ident) => {
         fn $conv(x: T<B>, weight: T<B>, bias: Option<T<B>>, options: ConvOptions<$n>) -> T<B> {
-            let cfg = x.config;
+            let w_shape = weight.inner.shape();
             let bias = bias.map(|b| b.inner);
-            dispatch!(cfg, B::$conv(x.inner, weight.inner, bias, options), |mul| {
-                conv::forward::<B>(
+            dispatch!(
+                weight.config,
+                x.config,
+                Pass::Forward,
+                |y| conv_products(&y, &w_shape),
+                B::$conv(x.inner, weight.inner, bias, options),
+                |mul| conv::forward::<B>(
                     x.inner,
                     weight.inner,
                     bias,
                     &conv::Geometry::conv(&options),
-                    mul,
-                )
-            },)
+                    mul
+                ),
+            )
         }
 
         fn $x_bw(x: T<B>, weight: T<B>, output_grad: T<B>, options: ConvOptions<$n>) -> T<B> {
-            let cfg = x.config;
             let size = x.inner.shape()[2..].to_vec();
+            let (w_shape, y_shape) = (weight.inner.shape(), output_grad.inner.shape());
             dispatch!(
-                cfg,
+                weight.config,
+                output_grad.config,
+                Pass::InputGrad,
+                |_dx| conv_products(&y_shape, &w_shape),
                 B::$x_bw(x.inner, weight.inner, output_grad.inner, options),
                 |mul| conv::input_grad::<B>(
                     output_grad.inner,
@@ -79,10 +165,13 @@ macro_rules! conv_ops {
         }
 
         fn $w_bw(x: T<B>, weight: T<B>, output_grad: T<B>, options: ConvOptions<$n>) -> T<B> {
-            let cfg = x.config;
             let shape = weight.inner.shape();
+            let y_shape = output_grad.inner.shape();
             dispatch!(
-                cfg,
+                weight.config.clone(),
+                weight.config,
+                Pass::WeightGrad,
+                |_dw| conv_products(&y_shape, &shape),
                 B::$w_bw(x.inner, weight.inner, output_grad.inner, options),
                 |mul| conv::weight_grad::<B>(
                     x.inner,
@@ -100,17 +189,25 @@ macro_rules! conv_ops {
             bias: Option<T<B>>,
             options: ConvTransposeOptions<$n>,
         ) -> T<B> {
-            let cfg = x.config;
+            let products = conv_products(&x.inner.shape(), &weight.inner.shape());
             let bias = bias.map(|b| b.inner);
-            dispatch!(cfg, B::$tr(x.inner, weight.inner, bias, options), |mul| {
-                conv::transpose::<B, $n>(x.inner, weight.inner, bias, &options, mul)
-            },)
+            dispatch!(
+                weight.config,
+                x.config,
+                Pass::Forward,
+                |_y| products,
+                B::$tr(x.inner, weight.inner, bias, options),
+                |mul| conv::transpose::<B, $n>(x.inner, weight.inner, bias, &options, mul),
+            )
         }
 
         fn $tr_x_bw(weight: T<B>, output_grad: T<B>, options: ConvTransposeOptions<$n>) -> T<B> {
-            let cfg = weight.config;
+            let w_shape = weight.inner.shape();
             dispatch!(
-                cfg,
+                weight.config,
+                output_grad.config,
+                Pass::InputGrad,
+                |dx| conv_products(&dx, &w_shape),
                 B::$tr_x_bw(weight.inner, output_grad.inner, options),
                 |mul| conv::transpose_input_grad::<B, $n>(
                     weight.inner,
@@ -127,10 +224,13 @@ macro_rules! conv_ops {
             output_grad: T<B>,
             options: ConvTransposeOptions<$n>,
         ) -> T<B> {
-            let cfg = x.config;
             let shape = weight.inner.shape();
+            let products = conv_products(&x.inner.shape(), &shape);
             dispatch!(
-                cfg,
+                weight.config.clone(),
+                weight.config,
+                Pass::WeightGrad,
+                |_dw| products,
                 B::$tr_w_bw(x.inner, weight.inner, output_grad.inner, options),
                 |mul| conv::transpose_weight_grad::<B, $n>(
                     x.inner,
@@ -146,33 +246,59 @@ macro_rules! conv_ops {
 
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
     fn float_matmul(lhs: T<B>, rhs: T<B>) -> T<B> {
-        let cfg = lhs.config;
-        dispatch!(cfg, B::float_matmul(lhs.inner, rhs.inner), |mul| {
-            matmul::matmul::<B>(lhs.inner, rhs.inner, mul)
-        },)
+        // The operand a policy tagged decides (the right one first: `x · W`); the result
+        // carries the other's configuration.
+        let (decide, carry) = match (lhs.config.layer(), rhs.config.layer()) {
+            (_, Some(_)) => (rhs.config.clone(), lhs.config.clone()),
+            (Some(_), None) => (lhs.config.clone(), rhs.config.clone()),
+            (None, None) => (lhs.config.clone(), lhs.config.clone()),
+        };
+        let ls = lhs.inner.shape();
+        let k = ls[ls.num_dims() - 1];
+        dispatch!(
+            decide,
+            carry,
+            Pass::Matmul,
+            |out| out.num_elements() * k,
+            B::float_matmul(lhs.inner, rhs.inner),
+            |mul| matmul::matmul::<B>(lhs.inner, rhs.inner, mul),
+        )
     }
 
     fn linear(x: T<B>, weight: T<B>, bias: Option<T<B>>) -> T<B> {
-        let cfg = x.config;
         let bias = bias.map(|b| b.inner);
-        dispatch!(cfg, B::linear(x.inner, weight.inner, bias), |mul| {
-            matmul::linear::<B>(x.inner, weight.inner, bias, mul)
-        },)
+        let d_in = weight.inner.shape()[0];
+        dispatch!(
+            weight.config,
+            x.config,
+            Pass::Forward,
+            |y| y.num_elements() * d_in,
+            B::linear(x.inner, weight.inner, bias),
+            |mul| matmul::linear::<B>(x.inner, weight.inner, bias, mul),
+        )
     }
 
     fn linear_x_backward(weight: T<B>, output_grad: T<B>) -> T<B> {
-        let cfg = weight.config;
+        let d_out = weight.inner.shape()[1];
         dispatch!(
-            cfg,
+            weight.config,
+            output_grad.config,
+            Pass::InputGrad,
+            |dx| dx.num_elements() * d_out,
             B::linear_x_backward(weight.inner, output_grad.inner),
             |mul| matmul::linear_x_backward::<B>(weight.inner, output_grad.inner, mul),
         )
     }
 
     fn linear_weight_backward(x: T<B>, output_grad: T<B>) -> T<B> {
-        let cfg = x.config;
+        // Autodiff hands over no weight here: the input decides. Under a layer view
+        // (`SparseAct`) the input already carries its weight's configuration.
+        let rows = x.inner.shape().num_elements();
         dispatch!(
-            cfg,
+            x.config.clone(),
+            x.config,
+            Pass::WeightGrad,
+            |dw| rows * dw[1],
             B::linear_weight_backward(x.inner, output_grad.inner),
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),
         )

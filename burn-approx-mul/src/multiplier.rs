@@ -104,11 +104,16 @@ impl Family {
 /// The multiplier of an [`ApproxMul`](crate::ApproxMul) device: a name and how the kernels
 /// multiply. `Default` is [`Multiplier::native`], under which the decorator is the inner backend.
 /// Its `Debug` form is its name (devices are printed in logs; tables are not).
+///
+/// A multiplier a per-layer policy gave a layer's weight also names that layer
+/// ([`Multiplier::layer`]): the contractions report what they ran under that path
+/// (`cubecl_kernels::decorator::effects`).
 #[derive(Clone, PartialEq)]
 pub struct Multiplier {
     name: Arc<str>,
     strategy: MultiplyStrategy,
     lut: Option<Arc<Lut>>,
+    layer: Option<Arc<str>>,
 }
 
 impl Default for Multiplier {
@@ -119,7 +124,10 @@ impl Default for Multiplier {
 
 impl std::fmt::Debug for Multiplier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Multiplier({})", self.name)
+        match &self.layer {
+            None => write!(f, "Multiplier({})", self.name),
+            Some(layer) => write!(f, "Multiplier({} at {layer})", self.name),
+        }
     }
 }
 
@@ -136,6 +144,7 @@ impl Multiplier {
             name: "native".into(),
             strategy: MultiplyStrategy::Exact,
             lut: None,
+            layer: None,
         }
     }
 
@@ -149,6 +158,7 @@ impl Multiplier {
             name: name.into(),
             strategy: MultiplyStrategy::Approx(mul),
             lut: None,
+            layer: None,
         }
     }
 
@@ -184,6 +194,7 @@ impl Multiplier {
             name: format!("{}_{}", lut.name(), lut.bits()).into(),
             strategy: MultiplyStrategy::Approx(ApproxMultiply::Lut(table)),
             lut: Some(Arc::new(lut)),
+            layer: None,
         }
     }
 
@@ -255,6 +266,23 @@ impl Multiplier {
     /// The table, for LUT multipliers.
     pub fn lut(&self) -> Option<&Lut> {
         self.lut.as_deref()
+    }
+
+    /// The layer whose weight carries this multiplier (set by a per-layer policy).
+    pub fn layer(&self) -> Option<&str> {
+        self.layer.as_deref()
+    }
+
+    /// This multiplier, naming the layer `path`.
+    pub fn at_layer(mut self, path: Arc<str>) -> Self {
+        self.layer = Some(path);
+        self
+    }
+
+    /// This multiplier without a layer (what a device carries).
+    pub fn without_layer(mut self) -> Self {
+        self.layer = None;
+        self
     }
 
     /// `a · b` under this multiplier (scalar; the kernels compute the same products).

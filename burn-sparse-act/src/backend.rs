@@ -14,10 +14,12 @@ use burn_backend::Backend;
 use burn_backend::TensorMetadata;
 use burn_backend::ops::{FloatTensorOps, ModuleOps};
 use burn_backend::tensor::FloatTensor;
+use cubecl_kernels::decorator::effects;
 use cubecl_kernels::decorator::{
-    Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, Transparent,
-    TransparentDecoration, TransparentOps,
+    Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
+    Transparent, TransparentDecoration, TransparentOps,
 };
+use std::sync::Arc;
 
 /// The decoration under the autodiff layer that carries the [`Policy`] in the device and every
 /// tensor; every op forwards unchanged (`Autodiff<PolicyBackend<B>>` is `Autodiff<B>` bit for
@@ -28,9 +30,26 @@ pub struct Carry;
 impl Decoration for Carry {
     type Config = Policy;
     const NAME: &'static str = "policy";
+
+    /// The policy's [`LayerPruning`] entry for the layer replaces the default and the shape
+    /// overrides; either way the policy names the layer.
+    fn for_layer(config: &Policy, layer: &LayerSettings) -> Policy {
+        let mut policy = config.clone();
+        if let Some(LayerPruning(pruning)) = layer.get::<LayerPruning>() {
+            policy.default = *pruning;
+            policy.overrides = Default::default();
+        }
+        policy.layer = Some(layer.shared_path());
+        policy
+    }
 }
 
 impl<B: Backend> DecoratorOps<B> for Carry {}
+
+/// A per-layer policy's SparseAct entry for one layer ([`LayerSettings`]): its pruning, or
+/// `None` to keep its input dense.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerPruning(pub Option<Pruning>);
 
 /// `B` with a pruning [`Policy`] in its device and tensors (ops unchanged).
 pub type PolicyBackend<B> = Decorated<B, Carry>;
@@ -67,16 +86,30 @@ type Ad<B, C> = Autodiff<Inner<B>, C>;
 type T<B, C> = FloatTensor<Transparent<Ad<B, C>, Sparse>>;
 
 impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
+    /// The layer view: the weight's policy decides the pruning, and the input takes the
+    /// weight's configuration at every level of the stack for the layer's contractions (so an
+    /// ApproxMul underneath runs all three with the layer's multiplier, even the weight
+    /// gradient Autodiff computes from the input alone); the output returns to the input's.
     fn linear(x: T<B, C>, weight: T<B, C>, bias: Option<T<B, C>>) -> T<B, C> {
-        let policy = &x.primitive.config;
+        let policy = weight.primitive.config.clone();
         let dims = weight.primitive.shape().dims::<2>();
-        match policy.for_layer(dims[0], dims[1]) {
-            None => Ad::<B, C>::linear(x, weight, bias),
+        let incoming = x.primitive.clone();
+        let x = adopt::<B, C>(x, &weight.primitive);
+        let out = match policy.for_layer(dims[0], dims[1]) {
+            None => {
+                if weight.is_tracked() && effects::recording() {
+                    let bytes = (x.primitive.shape().num_elements() * 4) as u64;
+                    let layer = policy.layer.as_deref();
+                    effects::record_stored(layer, bytes, bytes, "dense: the layer is not pruned");
+                }
+                Ad::<B, C>::linear(x, weight, bias)
+            }
             Some(pruning) => {
                 let jitter = policy.stochastic;
-                sparse_linear::<B, C>(x, weight, bias, pruning, jitter)
+                sparse_linear::<B, C>(x, weight, bias, pruning, jitter, policy.layer.clone())
             }
-        }
+        };
+        adopt::<B, C>(out, &incoming)
     }
 
     fn float_mul(lhs: T<B, C>, rhs: T<B, C>) -> T<B, C> {
@@ -89,6 +122,15 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
             _ => Ad::<B, C>::float_mul(lhs, rhs),
         }
     }
+}
+
+/// `x` (same graph node, same values) with the configuration of `like` at every level.
+fn adopt<B: KernelBackend, C: CheckpointStrategy>(
+    mut x: T<B, C>,
+    like: &FloatTensor<Inner<B>>,
+) -> T<B, C> {
+    x.primitive = Inner::<B>::float_adopt(x.primitive, like);
+    x
 }
 
 /// `x ⊙ γ` with `γ` broadcast along every axis but the last (`[1, …, 1, d]`): ResMLP's Affine
@@ -183,6 +225,8 @@ struct LinearState<B: Backend> {
     x_shape: Shape,
     /// The weight, when the input needs a gradient.
     weight: Option<NodeId>,
+    /// The layer's path, when a policy named it.
+    layer: Option<Arc<str>>,
 }
 
 /// The backward step of a linear layer with `N` parents (input, weight[, bias]).
@@ -210,7 +254,8 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for SparseLinear<N> {
             let x = state
                 .x
                 .expect("the pruned input is kept whenever the weight is tracked");
-            grads.register::<B>(node.id, weight_grad(&x, &state.x_shape, grad.clone()));
+            let dw = weight_grad(&x, &state.x_shape, grad.clone(), state.layer.as_deref());
+            grads.register::<B>(node.id, dw);
         }
         if let Some(node) = node_b {
             grads.register::<B>(node.id, B::linear_bias_backward(grad));
@@ -243,13 +288,23 @@ fn sparse_linear<B: KernelBackend, C: CheckpointStrategy>(
     bias: Option<T<B, C>>,
     pruning: Pruning,
     jitter: Option<f64>,
+    layer: Option<Arc<str>>,
 ) -> T<B, C> {
     let (x_tracked, w_tracked) = (x.is_tracked(), weight.is_tracked());
     let x_shape = x.primitive.shape();
-    let state = |prep_weight: Option<NodeId>, x: &FloatTensor<Inner<B>>| LinearState {
-        x: w_tracked.then(|| prune_linear_input::<Inner<B>>(x.clone(), pruning, jitter)),
-        x_shape: x_shape.clone(),
-        weight: prep_weight,
+    let state = |prep_weight: Option<NodeId>, x: &FloatTensor<Inner<B>>| {
+        let stored = w_tracked.then(|| prune_linear_input::<Inner<B>>(x.clone(), pruning, jitter));
+        if let Some(stored) = &stored {
+            let how = format!("block-sparse {pruning}");
+            let dense = (x_shape.num_elements() * 4) as u64;
+            effects::record_stored(layer.as_deref(), stored.bytes(), dense, &how);
+        }
+        LinearState {
+            x: stored,
+            x_shape: x_shape.clone(),
+            weight: prep_weight,
+            layer: layer.clone(),
+        }
     };
     match bias {
         Some(bias) => match SparseLinear::<3>

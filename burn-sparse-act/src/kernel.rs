@@ -14,6 +14,7 @@ use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{PrunedCube, launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
+use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy};
 
 /// A pruned activation as the backward pass keeps it.
@@ -35,6 +36,27 @@ pub enum Stored<B: Backend> {
         /// Block width.
         block: usize,
     },
+}
+
+impl<B: Backend> Stored<B> {
+    /// Bytes kept: the values (f32) and both index arrays (32-bit), as allocated.
+    pub fn bytes(&self) -> u64 {
+        let elements = match self {
+            Stored::Tensors(p) => {
+                p.values.shape().num_elements()
+                    + p.col.shape().num_elements()
+                    + p.crow.shape().num_elements()
+            }
+            Stored::Kernel {
+                values, col, crow, ..
+            } => {
+                values.shape().num_elements()
+                    + col.shape().num_elements()
+                    + crow.shape().num_elements()
+            }
+        };
+        (elements * 4) as u64
+    }
 }
 
 struct Norms {
@@ -155,10 +177,13 @@ impl<B: Backend> CubeVisitor<B> for WeightGrad {
 /// `dW = Xᵀ · G` of a linear layer from its stored input: the BSpMM kernel (with the multiply
 /// of the ApproxMul underneath, if any) for [`Stored::Kernel`]; for [`Stored::Tensors`], the
 /// masked input through `B`'s own weight-gradient op. `grad: [.., out]` of `x_shape[..−1]` rows.
+/// The multiply is the stored input's (its layer's); the kernel's products are reported under
+/// `layer` (`cubecl_kernels::decorator::effects`).
 pub fn weight_grad<B: KernelBackend>(
     x: &Stored<B>,
     x_shape: &burn::tensor::Shape,
     grad: FloatTensor<B>,
+    layer: Option<&str>,
 ) -> FloatTensor<B> {
     match x {
         Stored::Tensors(p) => {
@@ -179,10 +204,22 @@ pub fn weight_grad<B: KernelBackend>(
                 .expect("grad has an out axis");
             let rows: usize = grad.shape().num_elements() / out.max(1);
             let grad = B::float_reshape(grad, [rows, out].into());
-            let mul = match B::multiply_strategy(&B::float_device(&grad)) {
+            let device = B::float_device(values);
+            let mul = match B::multiply_strategy(&device) {
                 MultiplyStrategy::Exact => ApproxMultiply::Plain,
                 MultiplyStrategy::Approx(mul) => mul,
             };
+            if effects::recording() {
+                let approximate = !matches!(mul, ApproxMultiply::Plain);
+                effects::record_contraction(
+                    layer,
+                    Pass::WeightGrad,
+                    &B::multiply_name(&device),
+                    approximate,
+                    (values.shape().num_elements() * out) as u64,
+                    "block-sparse BSpMM kernel over the kept blocks",
+                );
+            }
             B::visit(
                 WeightGrad {
                     dims: *dims,

@@ -52,5 +52,7 @@ pub mod kernel;
 pub mod policy;
 pub mod prune;
 
-pub use backend::{Carry, PolicyBackend, Sparse, SparseAct, SparseBase, SparseDevice};
+pub use backend::{
+    Carry, LayerPruning, PolicyBackend, Sparse, SparseAct, SparseBase, SparseDevice,
+};
 pub use policy::{Policy, PolicyError, Pruning};

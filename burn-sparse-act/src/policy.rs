@@ -143,6 +143,10 @@ pub struct Policy {
     /// default pruning (the paper's outlook: "a block-sparse version of the affine scaling
     /// layer").
     pub scales: bool,
+    /// The layer whose weight carries this policy (a per-layer policy tags weights,
+    /// [`crate::LayerPruning`]); what the layer stores is reported under this path. Not part
+    /// of the written form.
+    pub layer: Option<Arc<str>>,
 }
 
 impl std::fmt::Display for Pruning {
@@ -203,6 +207,7 @@ impl TryFrom<PolicyFields> for Policy {
             overrides: Arc::new(BTreeMap::new()),
             stochastic: None,
             scales: f.scales,
+            layer: None,
         };
         for (layer, pruning) in f.overrides {
             policy.add_override(&format!("{layer}={pruning}"))?;

@@ -5,7 +5,7 @@
 //! tensor ops or run the host reference), and for every [`Decorated`] backend, which delegates to
 //! its inner backend and adds its own multiply strategy.
 
-use super::{Decorated, Decoration, DecoratorOps, Wrapped};
+use super::{Decorated, Decoration, DecoratorOps, LayerSettings, Wrapped};
 use burn_backend::Backend;
 use burn_backend::tensor::FloatTensor;
 use burn_cubecl::tensor::CubeTensor;
@@ -54,6 +54,13 @@ pub trait KernelBackend: Backend {
         MultiplyStrategy::Exact
     }
 
+    /// The name of the multiply of [`KernelBackend::multiply_strategy`] (`native` for the
+    /// inner backend's own).
+    fn multiply_name(device: &Self::Device) -> String {
+        let _ = device;
+        "native".into()
+    }
+
     /// Hands `inputs` to `visitor`, as CubeCL tensors when the backend has them.
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output;
 
@@ -63,6 +70,21 @@ pub trait KernelBackend: Backend {
     fn memory_in_use(device: &Self::Device) -> Option<u64> {
         let _ = device;
         None
+    }
+
+    /// `tensor` with the configuration every decorator of the stack gives a weight of the
+    /// layer `layer` ([`Decoration::for_layer`]); the values are untouched. Undecorated
+    /// backends return it as it is.
+    fn float_for_layer(tensor: FloatTensor<Self>, layer: &LayerSettings) -> FloatTensor<Self> {
+        let _ = layer;
+        tensor
+    }
+
+    /// `tensor` with the configuration of `like` at every level of the stack (values
+    /// untouched): how a layer's input takes its weight's configuration.
+    fn float_adopt(tensor: FloatTensor<Self>, like: &FloatTensor<Self>) -> FloatTensor<Self> {
+        let _ = like;
+        tensor
     }
 }
 
@@ -147,6 +169,22 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn memory_in_use(device: &Self::Device) -> Option<u64> {
         B::memory_in_use(&device.inner)
+    }
+
+    fn multiply_name(device: &Self::Device) -> String {
+        D::multiply_name(&device.config).unwrap_or_else(|| B::multiply_name(&device.inner))
+    }
+
+    fn float_for_layer(tensor: FloatTensor<Self>, layer: &LayerSettings) -> FloatTensor<Self> {
+        let config = D::for_layer(&tensor.config, layer);
+        Wrapped::new(B::float_for_layer(tensor.inner, layer), config)
+    }
+
+    fn float_adopt(tensor: FloatTensor<Self>, like: &FloatTensor<Self>) -> FloatTensor<Self> {
+        Wrapped::new(
+            B::float_adopt(tensor.inner, &like.inner),
+            like.config.clone(),
+        )
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {

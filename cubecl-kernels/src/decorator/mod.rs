@@ -29,13 +29,16 @@
 #[rustfmt::skip]
 #[path = "generated/forward.rs"]
 mod forward;
+pub mod effects;
 mod kernel;
+mod layer;
 #[rustfmt::skip]
 #[path = "generated/transparent.rs"]
 mod transparent;
 
 pub use forward::DecoratorOps;
 pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy};
+pub use layer::LayerSettings;
 pub use transparent::TransparentOps;
 
 use burn_backend::backend::{
@@ -67,6 +70,19 @@ pub trait Decoration: Clone + Copy + Default + Debug + Send + Sync + 'static {
     fn multiply_strategy(config: &Self::Config, inner: MultiplyStrategy) -> MultiplyStrategy {
         let _ = config;
         inner
+    }
+
+    /// The multiplier's name this decorator imposes (`None`: it leaves the inner backend's).
+    fn multiply_name(config: &Self::Config) -> Option<String> {
+        let _ = config;
+        None
+    }
+
+    /// The configuration a weight of the layer `layer` gets from a per-layer policy, given the
+    /// one it has (`config`). By default the decorator has no per-layer settings: unchanged.
+    fn for_layer(config: &Self::Config, layer: &LayerSettings) -> Self::Config {
+        let _ = layer;
+        config.clone()
     }
 }
 
@@ -119,6 +135,12 @@ impl<T: QTensorPrimitive, C> QTensorPrimitive for Wrapped<T, C> {
 
 /// The device of a decorated backend: the inner device and the decorator's configuration.
 ///
+/// Two devices are **equal when their inner devices are**: the configuration is what tensors
+/// created on the device carry, not a place. A per-layer policy gives each weight its layer's
+/// configuration ([`KernelBackend::float_for_layer`]), and Burn checks that the operands of an
+/// element-wise op share a device, so a weight and an activation with different
+/// configurations must still be on one device. (Device ids still tell configurations apart.)
+///
 /// Burn rebuilds devices from a [`DeviceId`] (`{type_id: u16, index_id: u32}`). The inner
 /// `index_id` is a `u16`: the inner device's own ids (`index_id < 2^15`) map to the inner
 /// device with the identity configuration; any other (device, configuration) pair is interned in
@@ -163,8 +185,15 @@ impl<B: Backend, C: Default> Default for DecoratedDevice<B, C> {
         }
     }
 }
-impl<B: Backend, C: PartialEq> PartialEq for DecoratedDevice<B, C> {
+impl<B: Backend, C> PartialEq for DecoratedDevice<B, C> {
     fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+}
+
+impl<B: Backend, C: PartialEq> DecoratedDevice<B, C> {
+    /// The same inner device and the same configuration (what a device id stands for).
+    pub fn same(&self, other: &Self) -> bool {
         self.inner == other.inner && self.config == other.config
     }
 }
@@ -200,7 +229,7 @@ impl<B: Backend, C: DecoratorConfig> burn_backend::backend::Device for Decorated
         let list = table.entry(TypeId::of::<Self>()).or_default();
         let pos = list
             .iter()
-            .position(|e| e.downcast_ref::<Self>() == Some(self));
+            .position(|e| e.downcast_ref::<Self>().is_some_and(|d| d.same(self)));
         let ticket = pos.unwrap_or_else(|| {
             list.push(Box::new(self.clone()));
             list.len() - 1
@@ -464,13 +493,18 @@ mod tests {
             identity.to_id().index_id < TICKET_BASE,
             "identity keeps the inner id"
         );
-        assert_eq!(D::from_id(identity.to_id()), identity);
+        assert!(D::from_id(identity.to_id()).same(&identity));
         for config in [7, 9, 7] {
             let d = D::new(Default::default(), config);
             let id = d.to_id();
             assert!(id.index_id >= TICKET_BASE);
-            assert_eq!(D::from_id(id), d);
+            assert!(D::from_id(id).same(&d));
         }
+        assert_eq!(
+            D::new(Default::default(), 7),
+            D::new(Default::default(), 9),
+            "configurations belong to tensors: one place"
+        );
         assert_eq!(
             D::new(Default::default(), 7).to_id(),
             D::new(Default::default(), 7).to_id(),

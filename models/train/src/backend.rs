@@ -5,6 +5,7 @@ use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_sparse_act::{Policy, SparseAct, SparseDevice};
+use cubecl_kernels::decorator::KernelBackend;
 
 /// A Burn backend selectable at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -42,12 +43,17 @@ pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     SparseDevice::new(ApproxDevice::new(Default::default(), multiplier), policy)
 }
 
+/// An autodiff backend whose inner backend tells Ember's code what it sits on (every
+/// [`Stack`] is one): what a job needs to tag a model's layers with a per-layer policy.
+pub trait TrainBackend: AutodiffBackend<InnerBackend: KernelBackend> {}
+impl<B: AutodiffBackend<InnerBackend: KernelBackend>> TrainBackend for B {}
+
 /// A job generic over the training backend.
 pub trait BackendJob {
     /// What the job returns.
     type Output;
     /// Runs the job on backend `B` and its default device.
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<Self::Output>;
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<Self::Output>;
 }
 
 impl BackendKind {

@@ -86,6 +86,14 @@ pub enum EmberError {
     /// An invalid option value.
     #[error("invalid option: {0}")]
     Invalid(String),
+    /// A per-layer policy that cannot apply (bad file, unknown path, multiplier or `S:B`).
+    #[error("--policy {origin}: {reason}")]
+    Policy {
+        /// The file or preset.
+        origin: String,
+        /// What is wrong, with what would be accepted.
+        reason: String,
+    },
     /// A multiplier or lookup-table problem.
     #[error(transparent)]
     Approx(#[from] burn_approx_mul::ApproxError),

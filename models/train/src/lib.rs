@@ -29,6 +29,9 @@
 //!     backend: BackendKind::Ndarray,
 //!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
 //!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),
+//!     // the first and the last layer exact (or LayerPolicy::from_arg("policy.toml")?)
+//!     policy: Some(ember_train::policy::LayerPolicy::FirstLastExact),
+//!     energy: None,
 //!     epochs: 2,
 //!     batch_size: 64,
 //!     lr: 1e-3,
@@ -57,6 +60,7 @@
 pub mod atomic;
 pub mod backend;
 pub mod compare;
+pub mod effects;
 pub mod error;
 pub mod lut;
 pub mod memory;

@@ -12,13 +12,12 @@
 //! (Adam's state after one step, measured on the first configuration only: it does not depend
 //! on the pruning policy).
 
-use crate::backend::{BackendJob, BackendKind};
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, Pruning};
 use ember_models::resmlp::{ResMlp, ResMlpConfig};
@@ -501,7 +500,7 @@ impl<B: Backend> ModuleVisitor<B> for Touch {
 impl BackendJob for MemoryJob {
     type Output = MemoryRow;
 
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<MemoryRow> {
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<MemoryRow> {
         let probe = &self.probe;
         let sync = || B::sync(&device).map_err(|e| EmberError::Backend(format!("{e:?}")));
         B::seed(&device, 1);

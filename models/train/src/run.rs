@@ -63,6 +63,10 @@ pub struct Manifest {
     /// Only the first N test images (version 3; `None` in older manifests).
     #[serde(default)]
     pub test_limit: Option<usize>,
+    /// The per-layer policy (`--policy`) as it resolved, one `path: settings` line per layer;
+    /// `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Vec<String>>,
     /// Epochs completed so far: `checkpoint/*-<completed_epochs>.mpk` hold the state to resume
     /// from. Written after every epoch.
     pub completed_epochs: usize,

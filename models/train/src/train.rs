@@ -2,8 +2,10 @@
 //! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
 //! evaluation of saved models.
 
-use crate::backend::{BackendJob, BackendKind};
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
 use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
 use crate::progress::{Progress, Running};
 use crate::record;
 use crate::report;
@@ -12,10 +14,10 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
 use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
-use burn::tensor::backend::AutodiffBackend;
 use burn::train::ClassificationOutput;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::{self, CifarBatcher};
 use ember_models::data::mnist::{self, MnistBatcher};
@@ -52,6 +54,11 @@ pub struct TrainOptions {
     /// SparseAct pruning of the inputs linear layers keep for backward (`Policy::default()`:
     /// off).
     pub sparse_act: Policy,
+    /// Per-layer multipliers and pruning by module path (`--policy`); layers it does not set
+    /// run `multiplier` and `sparse_act`.
+    pub policy: Option<LayerPolicy>,
+    /// Energy figures for the effects report (`--energy`).
+    pub energy: Option<PathBuf>,
     /// Total number of epochs.
     pub epochs: usize,
     /// Batch size.
@@ -205,7 +212,7 @@ struct TrainJob {
 
 impl BackendJob for TrainJob {
     type Output = TrainReport;
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<TrainReport> {
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<TrainReport> {
         // Seeded before the model is built: the seed fixes its initialisation.
         B::seed(&device, self.opts.seed);
         let (kind, spec) = (self.opts.model, self.opts.data.spec());
@@ -214,12 +221,12 @@ impl BackendJob for TrainJob {
 }
 
 /// Trains the model [`ModelKind::build`] made.
-struct TrainVisit<B: AutodiffBackend> {
+struct TrainVisit<B: TrainBackend> {
     job: TrainJob,
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> ModelVisitor<B> for TrainVisit<B> {
+impl<B: TrainBackend> ModelVisitor<B> for TrainVisit<B> {
     type Output = Result<TrainReport>;
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<TrainReport> {
         train_on::<B, M>(self.job, self.device, model)
@@ -233,7 +240,7 @@ struct Batchers<T, V> {
     valid: V,
 }
 
-fn train_on<B: AutodiffBackend, M: TrainableClassifier<B>>(
+fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     job: TrainJob,
     device: B::Device,
     model: M,
@@ -276,7 +283,7 @@ fn train_model<B, M, I, T, V>(
     batchers: Batchers<T, V>,
 ) -> Result<TrainReport>
 where
-    B: AutodiffBackend,
+    B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + core::fmt::Debug + 'static,
     T: Batcher<B, I, ImageBatch<B>>,
@@ -297,13 +304,21 @@ where
     {
         eprintln!("warning: --sparse-act: {warning}");
     }
+    let (choices, energy) = layer_setup(
+        &model,
+        opts.policy.as_ref(),
+        &opts.multiplier,
+        opts.energy.as_deref(),
+    )?;
     let out = opts.out.clone();
     let existed = out.exists();
     let previous = run::prepare(&out, opts.model, opts.on_existing)?;
     let fresh = previous.is_none();
     let result = (|| {
-        let mut manifest = start_manifest(&opts, previous)?;
+        let mut manifest = start_manifest(&opts, &choices, previous)?;
         let (model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
+        // A loaded record brings untagged weights: tag after restoring.
+        let model = tag_layers::<B, M>(model, &choices);
         manifest.write(&out)?;
         fit(
             &opts,
@@ -315,6 +330,10 @@ where
                 train: &train_split,
                 test: &test_split,
                 batchers: &batchers,
+            },
+            &Layers {
+                choices: &choices,
+                energy: energy.as_ref(),
             },
         )
         .map(|test| (manifest, test))
@@ -350,7 +369,11 @@ where
 /// The manifest of this attempt: a new one, or the previous one checked against the options
 /// (every setting that shapes training must be the one the run was started with; only
 /// `--epochs` may grow).
-fn start_manifest(opts: &TrainOptions, previous: Option<Manifest>) -> Result<Manifest> {
+fn start_manifest(
+    opts: &TrainOptions,
+    choices: &[LayerChoice],
+    previous: Option<Manifest>,
+) -> Result<Manifest> {
     let dataset = opts.data.kind();
     let Some(prev) = previous else {
         return Ok(Manifest {
@@ -367,6 +390,7 @@ fn start_manifest(opts: &TrainOptions, previous: Option<Manifest>) -> Result<Man
             data: opts.data.to_string(),
             train_limit: opts.train_limit,
             test_limit: opts.test_limit,
+            policy: policy_lines(choices, opts.policy.is_some()),
             completed_epochs: 0,
             epoch_seconds: Vec::new(),
             history: Vec::new(),
@@ -428,6 +452,19 @@ fn start_manifest(opts: &TrainOptions, previous: Option<Manifest>) -> Result<Man
             limit(opts.test_limit),
         ));
     }
+    let policy = policy_lines(choices, opts.policy.is_some());
+    if prev.policy != policy {
+        let show = |p: &Option<Vec<String>>| match p {
+            None => "no --policy".to_string(),
+            Some(lines) => format!("--policy [{}]", lines.join("; ")),
+        };
+        checks.push(Some(refuse(format!(
+            "it was started with {}, not {} (a resumed run keeps every setting; only --epochs \
+             may grow)",
+            show(&prev.policy),
+            show(&policy)
+        ))));
+    }
     if let Some(refusal) = checks.into_iter().flatten().next() {
         return Err(refusal);
     }
@@ -446,9 +483,51 @@ fn start_manifest(opts: &TrainOptions, previous: Option<Manifest>) -> Result<Man
     })
 }
 
+/// What a manifest records of a resolved policy: one line per layer, `None` without `--policy`.
+fn policy_lines(choices: &[LayerChoice], given: bool) -> Option<Vec<String>> {
+    given.then(|| choices.iter().map(|c| c.to_string()).collect())
+}
+
+/// The resolved per-layer choices of `model` under `policy` (every layer with the run's own
+/// settings without one), and the energy table when `energy` names a file: both checked
+/// before anything runs.
+fn layer_setup<B: Backend, M: Module<B>>(
+    model: &M,
+    policy: Option<&LayerPolicy>,
+    multiplier: &Multiplier,
+    energy: Option<&Path>,
+) -> Result<(Vec<LayerChoice>, Option<EnergyTable>)> {
+    let layers = contraction_layers(&ember_models::params::float_shapes(model));
+    let choices = match policy {
+        None => crate::policy::uniform(&layers),
+        Some(p) => p.resolve(&layers)?,
+    };
+    let energy = energy
+        .map(|path| {
+            let mut needed: Vec<String> = choices
+                .iter()
+                .filter_map(|c| c.multiplier.as_ref().map(|m| m.name().to_string()))
+                .collect();
+            needed.push(multiplier.name().to_string());
+            needed.sort();
+            EnergyTable::read(path, &needed)
+        })
+        .transpose()?;
+    Ok((choices, energy))
+}
+
+/// Prints the effects table and, with `dir`, writes `effects.json` / `effects.md` there.
+fn report_effects(report: &EffectsReport, dir: Option<&Path>) -> Result<()> {
+    eprintln!("\nWhat each layer ran:\n{}", report.markdown());
+    match dir {
+        Some(dir) => report.write(dir),
+        None => Ok(()),
+    }
+}
+
 /// The model and optimizer to train: fresh, or loaded from the checkpoint of the last
 /// completed epoch (checked before anything in the run changes).
-fn restore<B: AutodiffBackend, M: TrainableClassifier<B>>(
+fn restore<B: TrainBackend, M: TrainableClassifier<B>>(
     out: &Path,
     manifest: &Manifest,
     model: M,
@@ -530,7 +609,7 @@ fn load_checked<B: Backend, M: Module<B>>(
 type Optim<B, M> = burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, B>;
 
 /// What [`fit`] trains, and on what.
-struct Fit<'a, B: AutodiffBackend, M: TrainableClassifier<B>, I, T, V> {
+struct Fit<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T, V> {
     model: M,
     optim: Optim<B, M>,
     train: &'a InMemDataset<I>,
@@ -546,9 +625,10 @@ fn fit<B, M, I, T, V>(
     manifest: &mut Manifest,
     device: &B::Device,
     fit: Fit<'_, B, M, I, T, V>,
+    layers: &Layers<'_>,
 ) -> Result<EvalReport>
 where
-    B: AutodiffBackend,
+    B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + 'static,
     T: Batcher<B, I, ImageBatch<B>>,
@@ -584,6 +664,7 @@ where
         ),
     };
     let mut last_test = None;
+    let mut recorded = None;
     for epoch in first..=opts.epochs {
         let clock = std::time::Instant::now();
         // The backend's RNG (SparseAct's stochastic variant draws from it) restarts from the
@@ -594,6 +675,7 @@ where
         let batches = order.len().div_ceil(opts.batch_size);
         progress.start(epoch, batches);
         let mut sums = Sums::default();
+        effects::start();
         for (b, chunk) in order.chunks(opts.batch_size).enumerate() {
             if opts.interrupted() {
                 progress.finish();
@@ -620,6 +702,7 @@ where
             model = optim.step(opts.lr, model, step.grads);
             progress.batch(b + 1, &sums);
         }
+        recorded = Some((effects::finish(), batches as u64, epoch));
         let valid = evaluate_items::<B::InnerBackend, _, I, V>(
             &model.valid(),
             test,
@@ -675,7 +758,25 @@ where
     manifest.test_loss = Some(test.loss);
     manifest.tested_epoch = Some(opts.epochs);
     manifest.write(out)?;
+    if let Some((seen, steps, epoch)) = recorded {
+        let step = format!("training step of epoch {epoch}");
+        let name = energy_name(opts.energy.as_deref());
+        let energy = layers.energy.map(|e| (name.as_str(), e));
+        let default = opts.multiplier.name();
+        let report = effects_report(&seen, steps, &step, layers.choices, default, energy);
+        report_effects(&report, Some(out))?;
+    }
     Ok(test)
+}
+
+/// The per-layer choices of a run and its energy table.
+struct Layers<'a> {
+    choices: &'a [LayerChoice],
+    energy: Option<&'a EnergyTable>,
+}
+
+fn energy_name(path: Option<&Path>) -> String {
+    path.map_or(String::new(), |p| p.display().to_string())
 }
 
 /// `metrics.csv` and `curves.png` of the epochs completed so far.
@@ -792,6 +893,11 @@ pub struct EvalOptions {
     pub data_dir: Option<PathBuf>,
     /// Batch size.
     pub batch_size: usize,
+    /// Per-layer multipliers by module path (`--policy`; its SparseAct settings have no
+    /// effect on evaluation).
+    pub policy: Option<LayerPolicy>,
+    /// Energy figures for the effects report (`--energy`).
+    pub energy: Option<PathBuf>,
 }
 
 /// The model file that `path` designates, the manifest of its run (if any), and the checksum
@@ -867,7 +973,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
     let test = Splits::load(&source, false, None, None)?;
     opts.backend.dispatch(
-        opts.multiplier,
+        opts.multiplier.clone(),
         Policy::default(),
         EvalJob {
             file,
@@ -876,6 +982,9 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             spec: source.spec(),
             test,
             batch_size: opts.batch_size,
+            multiplier: opts.multiplier,
+            policy: opts.policy,
+            energy: opts.energy,
         },
     )
 }
@@ -887,11 +996,14 @@ struct EvalJob {
     spec: ImageSpec,
     test: Splits,
     batch_size: usize,
+    multiplier: Multiplier,
+    policy: Option<LayerPolicy>,
+    energy: Option<PathBuf>,
 }
 
 impl BackendJob for EvalJob {
     type Output = EvalReport;
-    fn run<B: AutodiffBackend>(self, device: B::Device) -> Result<EvalReport> {
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<EvalReport> {
         let (kind, spec) = (self.model, self.spec);
         kind.build::<B, _>(spec, &device.clone(), EvalVisit { job: self, device })?
     }
@@ -899,18 +1011,26 @@ impl BackendJob for EvalJob {
 
 /// Loads the checkpoint into the inference form of the model [`ModelKind::build`] made, and
 /// evaluates it.
-struct EvalVisit<B: AutodiffBackend> {
+struct EvalVisit<B: TrainBackend> {
     job: EvalJob,
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> ModelVisitor<B> for EvalVisit<B> {
+impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
     type Output = Result<EvalReport>;
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<EvalReport> {
         let job = self.job;
+        let (choices, energy) = layer_setup(
+            &model,
+            job.policy.as_ref(),
+            &job.multiplier,
+            job.energy.as_deref(),
+        )?;
+        let model = load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
+        let model = tag_layers::<B, M>(model, &choices).valid();
         let device: burn::tensor::Device<B::InnerBackend> = self.device;
-        let model = load_checked(&job.file, job.checksum, model.valid(), job.model, &device)?;
-        Ok(match job.test {
+        effects::start();
+        let report = match job.test {
             Splits::Mnist(_, test) => evaluate_items(
                 &model,
                 &test.dataset(),
@@ -925,6 +1045,17 @@ impl<B: AutodiffBackend> ModelVisitor<B> for EvalVisit<B> {
                 job.batch_size,
                 &device,
             ),
-        })
+        };
+        let seen = effects::finish();
+        let batches = report.images.div_ceil(job.batch_size) as u64;
+        let name = energy_name(job.energy.as_deref());
+        let energy = energy.as_ref().map(|e| (name.as_str(), e));
+        let step = "evaluation batch";
+        let default = job.multiplier.name();
+        report_effects(
+            &effects_report(&seen, batches, step, &choices, default, energy),
+            None,
+        )?;
+        Ok(report)
     }
 }

@@ -36,10 +36,13 @@ pub struct EvalArgs {
     /// Batch size.
     #[arg(long, default_value_t = 256)]
     batch_size: usize,
+    #[command(flatten)]
+    layers: super::LayerArgs,
 }
 
 /// Runs `ember eval`.
 pub fn run(args: EvalArgs) -> Result<(), EmberError> {
+    let (policy, energy) = args.layers.parse()?;
     let report = train::eval(EvalOptions {
         checkpoint: args.checkpoint,
         model: args.model,
@@ -48,6 +51,8 @@ pub fn run(args: EvalArgs) -> Result<(), EmberError> {
         dataset: args.dataset,
         data_dir: args.data_dir,
         batch_size: args.batch_size,
+        policy,
+        energy,
     })?;
     println!(
         "test accuracy {:.2}% (loss {:.4}, {} images)",

@@ -25,3 +25,37 @@ pub fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
 pub fn parse_pruning(spec: &str) -> Result<Pruning, String> {
     Pruning::parse(spec).map_err(|e| e.to_string())
 }
+
+/// `--policy` and `--energy`, shared by `ember train` and `ember eval`.
+#[derive(clap::Args)]
+pub struct LayerArgs {
+    /// Per-layer policy: a TOML file mapping module paths (globs allowed; see `ember policy
+    /// show`) to a multiplier and/or a SparseAct S:B, or the preset first-last-exact (the first
+    /// and the last layer exact). Layers it does not set run --multiplier and --sparse-act.
+    #[arg(long, value_name = "FILE|PRESET")]
+    policy: Option<String>,
+    /// Energy figures (TOML: pJ per multiply of each multiplier, pJ per byte of activation
+    /// memory) for an energy column in the effects report; example:
+    /// docs/examples/energy-45nm.toml.
+    #[arg(long, value_name = "FILE")]
+    energy: Option<std::path::PathBuf>,
+}
+
+impl LayerArgs {
+    /// The policy, read and checked, and the energy file.
+    pub fn parse(
+        self,
+    ) -> Result<
+        (
+            Option<ember_train::policy::LayerPolicy>,
+            Option<std::path::PathBuf>,
+        ),
+        ember_train::EmberError,
+    > {
+        let policy = self
+            .policy
+            .map(|arg| ember_train::policy::LayerPolicy::from_arg(&arg))
+            .transpose()?;
+        Ok((policy, self.energy))
+    }
+}

@@ -29,6 +29,8 @@ pub struct TrainArgs {
     multiplier: Multiplier,
     #[command(flatten)]
     sparse_act: SparseActArgs,
+    #[command(flatten)]
+    layers: super::LayerArgs,
     /// Total number of epochs.
     #[arg(long, default_value_t = 3)]
     epochs: usize,
@@ -138,11 +140,14 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         (_, true) => OnExisting::Overwrite,
         _ => OnExisting::Refuse,
     };
+    let (policy, energy) = args.layers.parse()?;
     let report = train::train(TrainOptions {
         model: args.model,
         backend: args.backend,
         multiplier: args.multiplier,
         sparse_act: args.sparse_act.policy()?,
+        policy,
+        energy,
         epochs: args.epochs,
         batch_size: args.batch_size,
         lr: args.lr,
@@ -157,7 +162,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         interrupt: interrupt_flag(),
     })?;
     println!(
-        "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, model.mpk)",
+        "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, effects.md, model.mpk)",
         report.test.accuracy,
         report.test.loss,
         report.test.images,

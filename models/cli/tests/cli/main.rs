@@ -7,4 +7,5 @@ mod common;
 mod compare_cli;
 mod faults;
 mod lut_cli;
+mod policy_cli;
 mod sparse_act_cli;

@@ -21,6 +21,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
             data: "test".into(),
             train_limit: None,
             test_limit: None,
+            policy: None,
             completed_epochs: 1,
             epoch_seconds: vec![1.0],
             history: Vec::new(),

@@ -4,5 +4,6 @@
 
 mod compare;
 mod memory;
+mod policy;
 mod report;
 mod run;

@@ -22,6 +22,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         data: "x".into(),
         train_limit: None,
         test_limit: None,
+        policy: None,
         completed_epochs: completed,
         epoch_seconds: vec![],
         history: vec![],

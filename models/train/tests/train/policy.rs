@@ -1,0 +1,223 @@
+//! Per-layer policies in the library: two `Linear`s of one unmodified model run two different
+//! multipliers in the forward pass and in both gradients, and the effects the ops recorded say
+//! so, row by row.
+
+use burn::backend::NdArray;
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Tensor, TensorData};
+use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects::{self, Pass};
+use ember_train::backend::{NdarrayStack, stack_device};
+use ember_train::policy::{LayerPolicy, contraction_layers, tag_layers};
+
+#[derive(Module, Debug)]
+struct TwoLayers<B: burn::tensor::backend::Backend> {
+    fc1: Linear<B>,
+    fc2: Linear<B>,
+}
+
+type S = NdarrayStack;
+type A = ApproxMul<NdArray>;
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 1000) as f32 / 997.0 - 0.45)
+        .collect()
+}
+
+fn values<B: burn::tensor::backend::Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().to_vec::<f32>().unwrap()
+}
+
+/// Output, dx, dW1, dW2 of `sum(fc2(fc1(x)))` under the policy's model.
+fn under_policy(policy: &str) -> ([Vec<f32>; 4], effects::Effects) {
+    let device = stack_device::<NdArray>(Multiplier::native(), Policy::default());
+    let model = TwoLayers::<S> {
+        fc1: LinearConfig::new(6, 5).with_bias(false).init(&device),
+        fc2: LinearConfig::new(5, 3).with_bias(false).init(&device),
+    };
+    let model = model.load_record(TwoLayersRecord {
+        fc1: burn::nn::LinearRecord {
+            weight: burn::module::Param::from_data(TensorData::new(data(30, 1), [6, 5]), &device),
+            bias: None,
+        },
+        fc2: burn::nn::LinearRecord {
+            weight: burn::module::Param::from_data(TensorData::new(data(15, 2), [5, 3]), &device),
+            bias: None,
+        },
+    });
+    let layers = contraction_layers(&ember_models::params::float_shapes(&model));
+    assert_eq!(layers, ["fc1", "fc2"]);
+    let choices = LayerPolicy::from_toml("test", policy)
+        .unwrap()
+        .resolve(&layers)
+        .unwrap();
+    let model = tag_layers::<S, _>(model, &choices);
+    let x = Tensor::<S, 2>::from_data(TensorData::new(data(24, 3), [4, 6]), &device).require_grad();
+    effects::start();
+    let y = model.fc2.forward(model.fc1.forward(x.clone()));
+    let grads = y.clone().sum().backward();
+    let seen = effects::finish();
+    (
+        [
+            values(y),
+            values(x.grad(&grads).unwrap()),
+            values(model.fc1.weight.val().grad(&grads).unwrap()),
+            values(model.fc2.weight.val().grad(&grads).unwrap()),
+        ],
+        seen,
+    )
+}
+
+/// The same four by hand: every product of fc1's contractions under `m1`, of fc2's under `m2`.
+fn by_hand(m1: &str, m2: &str) -> [Vec<f32>; 4] {
+    let on =
+        |m: &str| ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse(m).unwrap());
+    let (d1, d2) = (on(m1), on(m2));
+    let t = |v: Vec<f32>, shape: [usize; 2], d: &ApproxDevice<NdArray>| {
+        Tensor::<A, 2>::from_data(TensorData::new(v, shape), d)
+    };
+    let x = data(24, 3);
+    let (w1, w2) = (data(30, 1), data(15, 2));
+    let h = values(t(x.clone(), [4, 6], &d1).matmul(t(w1.clone(), [6, 5], &d1)));
+    let y = values(t(h.clone(), [4, 5], &d2).matmul(t(w2.clone(), [5, 3], &d2)));
+    let ones = vec![1.0; 12];
+    let dw2 = values(
+        t(h, [4, 5], &d2)
+            .transpose()
+            .matmul(t(ones.clone(), [4, 3], &d2)),
+    );
+    let dh = values(t(ones, [4, 3], &d2).matmul(t(w2, [5, 3], &d2).transpose()));
+    let dw1 = values(
+        t(x, [4, 6], &d1)
+            .transpose()
+            .matmul(t(dh.clone(), [4, 5], &d1)),
+    );
+    let dx = values(t(dh, [4, 5], &d1).matmul(t(w1, [6, 5], &d1).transpose()));
+    [y, dx, dw1, dw2]
+}
+
+#[test]
+fn two_linears_run_two_multipliers_forward_and_in_both_gradients() {
+    let policy = r#"
+        [[layer]]
+        path = "fc1"
+        multiplier = "mitchell7"
+        [[layer]]
+        path = "fc2"
+        multiplier = "bf16"
+    "#;
+    let (got, seen) = under_policy(policy);
+    let names = ["output", "dx", "dW1", "dW2"];
+    let want = by_hand("mitchell7", "bf16");
+    for i in 0..4 {
+        assert_eq!(got[i], want[i], "{} under the policy", names[i]);
+    }
+    // and it is not what one multiplier everywhere gives
+    for uniform in [by_hand("mitchell7", "mitchell7"), by_hand("bf16", "bf16")] {
+        assert!(
+            (0..4).any(|i| got[i] != uniform[i]),
+            "the two layers must differ"
+        );
+    }
+    // the recorded effects: every pass of every layer, from the ops that ran
+    for (layer, mul, products) in [("fc1", "mitchell7", 4 * 6 * 5), ("fc2", "bf16", 4 * 5 * 3)] {
+        let l = &seen.layers[layer];
+        for pass in [Pass::Forward, Pass::InputGrad, Pass::WeightGrad] {
+            let ran = &l.passes[pass.index()];
+            assert_eq!(ran.len(), 1, "{layer} {pass:?}: {ran:?}");
+            assert_eq!(ran[0].multiplier, mul, "{layer} {pass:?}");
+            assert_eq!(ran[0].multiplies, products as u64, "{layer} {pass:?}");
+            assert!(ran[0].approximate);
+            assert!(
+                ran[0].route.starts_with("host reference"),
+                "{}",
+                ran[0].route
+            );
+        }
+        assert_eq!(l.stored.len(), 1, "{layer}: {:?}", l.stored);
+        assert_eq!(l.stored[0].how, "dense: the layer is not pruned");
+    }
+    assert!(
+        !seen.layers.contains_key(""),
+        "nothing ran outside the layers"
+    );
+}
+
+#[test]
+fn a_pruned_layer_reports_the_bytes_it_kept_and_a_report_has_a_row_per_layer() {
+    let policy = r#"
+        [default]
+        multiplier = "bf16"
+        [[layer]]
+        path = "fc2"
+        multiplier = "native"
+        sparse-act = "0.6:1"
+    "#;
+    let (got, seen) = under_policy(policy);
+    // fc2's input [4, 5] keeps 2 of 5 blocks of width 1 per sample
+    let fc2 = &seen.layers["fc2"];
+    assert_eq!(fc2.stored[0].how, "block-sparse 0.6:1");
+    assert_eq!(fc2.stored[0].dense_bytes, 4 * 5 * 4);
+    // values [4, 2, 1], col [4, 2], crow [4, 5 + 1], 32-bit each: on a 5-wide input the block
+    // indices cost more than the pruning saves, which is what the report is there to show
+    assert_eq!(fc2.stored[0].kept_bytes, (8 + 8 + 24) * 4);
+    assert_eq!(fc2.passes[Pass::Forward.index()][0].multiplier, "native");
+    assert!(!fc2.passes[Pass::Forward.index()][0].approximate);
+    let choices = LayerPolicy::from_toml("test", policy)
+        .unwrap()
+        .resolve(&["fc1".into(), "fc2".into()])
+        .unwrap();
+    let report = ember_train::effects::report(&seen, 1, "step", &choices, "native", None);
+    let rows: Vec<(&str, &str, &str)> = report
+        .layers
+        .iter()
+        .map(|r| (r.layer.as_str(), r.asked.as_str(), r.forward.as_str()))
+        .collect();
+    assert_eq!(rows, [("fc1", "bf16", "bf16"), ("fc2", "native", "native")]);
+    assert_eq!(report.layers[0].approx_multiplies, 3 * 4 * 6 * 5);
+    assert_eq!(report.layers[1].approx_multiplies, 0);
+    assert!(got[0].iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn the_shipped_policy_and_energy_examples_apply_to_lenet5() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples");
+    let policy =
+        LayerPolicy::from_arg(examples.join("lenet5-policy.toml").to_str().unwrap()).unwrap();
+    let layers = ["conv1", "conv2", "fc1", "fc2", "fc3"].map(String::from);
+    let lines: Vec<String> = policy
+        .resolve(&layers)
+        .unwrap()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "conv1: multiplier native",
+            "conv2: multiplier afm16",
+            "fc1: multiplier afm16, sparse-act 0.5:4",
+            "fc2: multiplier afm16, sparse-act 0.5:4",
+            "fc3: multiplier native, sparse-act off",
+        ]
+    );
+    let needed = ["afm16", "native", "bf16", "mbm7"].map(String::from);
+    let energy =
+        ember_train::effects::EnergyTable::read(&examples.join("energy-45nm.toml"), &needed)
+            .unwrap();
+    assert_eq!(energy.per_multiply("native"), Some(3.7));
+    assert_eq!(energy.per_multiply("afm16"), Some(0.074));
+    let err = ember_train::effects::EnergyTable::read(
+        &examples.join("energy-45nm.toml"),
+        &["mitchell7".to_string()],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no [multiply] figure for mitchell7"),
+        "{err}"
+    );
+}
