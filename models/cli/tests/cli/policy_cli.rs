@@ -217,3 +217,52 @@ fn a_resumed_run_refuses_a_policy_that_contradicts_its_own() {
     fails_with(&ember(&args), "cannot resume");
     assert_eq!(std::fs::read(out.join("ember-run.json")).unwrap(), before);
 }
+
+#[test]
+fn the_preset_keeps_the_first_and_last_layer_of_every_model_exact() {
+    let dir = scratch("policy-models");
+    for (model, first, last) in [
+        ("lenet5", "conv1", "fc3"),
+        ("lenet300", "fc1", "fc3"),
+        ("resmlp-small", "embed", "head"),
+    ] {
+        let out = dir.join(model);
+        let args = [
+            "train",
+            "--model",
+            model,
+            "--epochs",
+            "1",
+            "--train-limit",
+            "64",
+            "--test-limit",
+            "32",
+            "--batch-size",
+            "32",
+            "--plain",
+            "--out",
+            s(&out),
+            "--policy",
+            "first-last-exact",
+            "--multiplier",
+            "bf16",
+        ];
+        ok(&ember(&args));
+        let effects: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("effects.json")).unwrap()).unwrap();
+        let rows = effects["layers"].as_array().unwrap();
+        let n = rows.len();
+        assert!(n >= 3, "{model}: {rows:?}");
+        for (i, row) in rows.iter().enumerate() {
+            let want = if i == 0 || i == n - 1 {
+                "native"
+            } else {
+                "bf16"
+            };
+            assert_eq!(row["forward"], want, "{model}: {row}");
+            assert_eq!(row["asked"], want, "{model}: {row}");
+        }
+        assert_eq!(rows[0]["layer"], first, "{model}");
+        assert_eq!(rows[n - 1]["layer"], last, "{model}");
+    }
+}
