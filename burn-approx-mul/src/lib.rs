@@ -28,6 +28,10 @@
 //!   `conv_transpose1d/2d/3d` with their input and weight gradients, so that
 //!   `Autodiff<ApproxMul<B>>` approximates the forward pass and both gradient contractions of
 //!   stock `burn::nn` models. With [`Multiplier::native`] it forwards every op to `B` unchanged.
+//!   A weight may carry its own multiplier (a per-layer policy tags it, naming the layer,
+//!   [`Multiplier::layer`]): each contraction multiplies with its **weight's** multiplier, in the
+//!   forward pass and both gradients (the linear weight gradient through a layer view above
+//!   autodiff, `SparseAct`), and reports what it ran to `cubecl_kernels::decorator::effects`.
 //! - [`ops`]: the contractions, on the `cubecl-kernels` LUT GEMM kernel when `B` is a CubeCL
 //!   backend and on its multi-threaded host reference otherwise.
 //!

@@ -38,6 +38,9 @@ pub struct LayerRow {
     pub stored_bytes: Option<(u64, u64)>,
     /// How the activation was kept.
     pub stored: String,
+    /// How each pass ran (`pass: route`), e.g. `weight grad: block-sparse BSpMM kernel over the
+    /// kept blocks`.
+    pub routes: Vec<String>,
     /// Where the layer did not run as asked, or ran on a slow path, and why.
     pub fallbacks: Vec<String>,
     /// Estimated energy per step in picojoules (`--energy`), and the same work with FP32
@@ -261,9 +264,18 @@ fn row(
             (dense_products + byte * dense as f64) / steps,
         )
     });
+    let routes = Pass::ALL
+        .iter()
+        .flat_map(|p| {
+            l.passes[p.index()]
+                .iter()
+                .map(move |c| format!("{}: {}", p.label(), c.route))
+        })
+        .collect();
     LayerRow {
         layer,
         asked,
+        routes,
         forward: pass_text(l, Pass::Forward) + &matmul_suffix(l),
         input_grad: pass_text(l, Pass::InputGrad),
         weight_grad: pass_text(l, Pass::WeightGrad),

@@ -80,6 +80,10 @@ fn a_mixed_policy_trains_evaluates_and_reports_every_layer() {
     assert_eq!(fc1["weight_grad"], "native");
     assert_eq!(fc1["approx_multiplies"], 0);
     assert_eq!(fc1["stored"], "block-sparse 0.5:4");
+    assert_eq!(
+        fc1["routes"][0], "forward: native: the inner backend's own op",
+        "{fc1}"
+    );
     let [kept, dense] = [0, 1].map(|i| fc1["stored_bytes"][i].as_u64().unwrap());
     assert_eq!(dense, 50 * 784 * 4, "one batch of 50 images of 784 floats");
     assert!(kept < dense, "{kept} of {dense}");
