@@ -317,7 +317,8 @@ where
     let result = (|| {
         let mut manifest = start_manifest(&opts, &choices, previous)?;
         let (model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
-        // A loaded record brings untagged weights: tag after restoring.
+        // A loaded record brings untagged weights: tag after restoring. Tagging also
+        // initialises Burn's lazy parameters, from the seed the model was built under.
         let model = tag_layers::<B, M>(model, &choices);
         manifest.write(&out)?;
         fit(
