@@ -1,13 +1,39 @@
 //! # burn-hinm
 //!
 //! **Hinm** (Gyro-Permutation, `shared/papers/hinm_gyro-permutation.md`): hierarchical N:M
-//! weight sparsity (column-vector pruning, then 2:4), with output-channel permutations found by
-//! balanced k-means and assignment and tile-wise input permutations, fused into the sparse
-//! kernel's loads and stores so the permutation costs nothing at run time.
+//! weight sparsity (column-vector pruning per tile of `V` output rows, then 2:4), with
+//! output-channel permutations found by balanced k-means and linear assignment and tile-wise
+//! input permutations.
 //!
-//! Status: this crate is empty until the Hinm issue lands.
+//! ```
+//! use burn_hinm::gyro::{search, Method};
+//! use burn_hinm::mask::{Saliency, Scores};
+//! // a Linear weight [d_in = 16, d_out = 8] as Burn stores it
+//! let w: Vec<f32> = (0..128).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+//! let scores = Scores::linear(&w, 16, 8, Saliency::Magnitude).unwrap();
+//! let (none, kept_none) = search(&scores, 4, 0.5, Method::None, 1).unwrap();
+//! let (gyro, kept_gyro) = search(&scores, 4, 0.5, Method::Gyro, 1).unwrap();
+//! assert!(kept_gyro.nm >= kept_none.nm);
+//! // 75 % of the weights pruned: 8 of 16 columns per tile, then 2 of every 4
+//! assert_eq!(gyro.dense().iter().filter(|&&k| k).count(), 8 * 16 / 4);
+//! # let _ = none;
+//! ```
+//!
+//! - [`mask`]: GEMM views of Burn's Linear and convolution weights, saliency scores, `nnz_vec`,
+//!   the stable top-k masks and the saliency they keep at each stage.
+//! - [`gyro`]: the permutation search (none / OVW / Gyro) from one seeded RNG, on the
+//!   reference's algorithm minus its bugs (listed there).
+//!
+//! Status: masks and the permutation search (host). Packed weights, the decorator, the sparse
+//! kernel and the CLI follow (`docs/hinm.md` when they land).
 //!
 //! # Feature flags
 //!
 //! None yet.
 #![warn(missing_docs)]
+
+pub mod error;
+pub mod gyro;
+pub mod mask;
+
+pub use error::HinmError;
