@@ -52,6 +52,24 @@ pub const INPUT_PATIENCE: usize = 3;
 const KMEANS_ITERATIONS: usize = 20;
 const KMEANS_TOLERANCE: f64 = 1e-4;
 
+/// `f(i)` for every `i < n`, in order, computed on the available threads (`f` is pure, so the
+/// result does not depend on their number).
+fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let per = n.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..n)
+            .step_by(per)
+            .map(|start| s.spawn(move || (start..(start + per).min(n)).map(f).collect::<Vec<T>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a search thread does not panic"))
+            .collect()
+    })
+}
+
 /// The optimal assignment of a square `n × n` cost matrix (row-major): `assign[i]` is row `i`'s
 /// column, with the total cost. Costs must be finite.
 pub fn assign(cost: &[f64], n: usize) -> Result<(Vec<usize>, f64), HinmError> {
@@ -100,15 +118,21 @@ pub fn balanced_kmeans(
         .collect();
     let mut clusters = vec![0; n];
     for _ in 0..KMEANS_ITERATIONS {
+        let distances = par_map(n, |i| {
+            (0..k)
+                .map(|c| {
+                    point(i)
+                        .iter()
+                        .zip(&centroids[c * dim..(c + 1) * dim])
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>()
+                        .sqrt()
+                })
+                .collect::<Vec<f64>>()
+        });
         let mut cost = vec![0.0; n * n];
-        for i in 0..n {
-            for c in 0..k {
-                let d = point(i)
-                    .iter()
-                    .zip(&centroids[c * dim..(c + 1) * dim])
-                    .map(|(a, b)| (a - b) * (a - b))
-                    .sum::<f64>()
-                    .sqrt();
+        for (i, d) in distances.iter().enumerate() {
+            for (c, &d) in d.iter().enumerate() {
                 cost[i * n + c * size..i * n + (c + 1) * size].fill(d);
             }
         }
@@ -188,16 +212,18 @@ pub fn output_permutation(
                     sums[t].iter().zip(gone).map(|(a, b)| a - b).collect()
                 })
                 .collect();
-            let mut cost = vec![0.0; tiles * tiles];
-            let mut buf = vec![0.0; k];
-            for i in 0..tiles {
-                for j in 0..tiles {
-                    for ((b, r), c) in buf.iter_mut().zip(&remaining[i]).zip(&cluster_sums[j]) {
-                        *b = r + c;
-                    }
-                    cost[i * tiles + j] = smallest_sum(&mut buf, k - nnz);
-                }
-            }
+            let cost: Vec<f64> = par_map(tiles, |i| {
+                let mut buf = vec![0.0; k];
+                (0..tiles)
+                    .map(|j| {
+                        for ((b, r), c) in buf.iter_mut().zip(&remaining[i]).zip(&cluster_sums[j]) {
+                            *b = r + c;
+                        }
+                        smallest_sum(&mut buf, k - nnz)
+                    })
+                    .collect::<Vec<f64>>()
+            })
+            .concat();
             let (to, new_total) = assign(&cost, tiles)?;
             if new_total >= total {
                 break;
