@@ -7,6 +7,9 @@
 //! - [`lenet`]: LeNet-300-100 and LeNet-5 written with stock `burn::nn` layers only, so every
 //!   Ember backend decorator applies to them unchanged.
 //! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
+//! - [`resnet`]: ResNet-18/34/50 with the ImageNet or the CIFAR stem and a width knob;
+//!   [`deit`]: DeiT-Ti/S/B. Their trainable parameter counts are the published ones (tested).
+//!   They are library models for now: the CLI's [`classifier::ModelKind`] does not list them yet.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
 //! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
@@ -45,9 +48,11 @@
 pub mod choice;
 pub mod classifier;
 pub mod data;
+pub mod deit;
 pub mod error;
 pub mod lenet;
 pub mod params;
 pub mod resmlp;
+pub mod resnet;
 
 pub use error::{Error, Result};
