@@ -85,7 +85,7 @@ const MAX_SHARED_BITS: u32 = 7;
 /// Records a contraction of `multiplies` products under `cfg` (when this thread records).
 fn record<B: KernelBackend>(cfg: &Multiplier, pass: Pass, multiplies: usize) {
     if effects::recording() {
-        let approximate = !matches!(cfg.approx(), None | Some(ApproxMultiply::Plain));
+        let approximate = cfg.approx().is_some_and(ApproxMultiply::is_approximate);
         let route = route::<B>(cfg);
         effects::record_contraction(
             cfg.layer(),

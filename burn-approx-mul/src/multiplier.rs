@@ -279,12 +279,6 @@ impl Multiplier {
         self
     }
 
-    /// This multiplier without a layer (what a device carries).
-    pub fn without_layer(mut self) -> Self {
-        self.layer = None;
-        self
-    }
-
     /// `a · b` under this multiplier (scalar; the kernels compute the same products).
     pub fn multiply(&self, a: f32, b: f32) -> f32 {
         match self.approx() {

@@ -210,12 +210,11 @@ pub fn weight_grad<B: KernelBackend>(
                 MultiplyStrategy::Approx(mul) => mul,
             };
             if effects::recording() {
-                let approximate = !matches!(mul, ApproxMultiply::Plain);
                 effects::record_contraction(
                     layer,
                     Pass::WeightGrad,
                     &B::multiply_name(&device),
-                    approximate,
+                    mul.is_approximate(),
                     (values.shape().num_elements() * out) as u64,
                     "block-sparse BSpMM kernel over the kept blocks",
                 );

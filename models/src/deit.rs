@@ -157,7 +157,7 @@ impl<B: Backend> Deit<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resnet::trainable_params;
+    use crate::params::trainable_params;
     type B = burn::backend::NdArray;
 
     #[test]

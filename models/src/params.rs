@@ -30,6 +30,16 @@ pub fn float_shapes<B: Backend, M: Module<B>>(module: &M) -> Vec<(String, Vec<us
     shapes.found
 }
 
+/// Trainable parameters of `module`: its float parameters without batch norm's running
+/// statistics (which `Module::num_params` counts).
+pub fn trainable_params<B: Backend, M: Module<B>>(module: &M) -> usize {
+    float_shapes(module)
+        .into_iter()
+        .filter(|(path, _)| !path.ends_with("running_mean") && !path.ends_with("running_var"))
+        .map(|(_, shape)| shape.iter().product::<usize>())
+        .sum()
+}
+
 /// The `(IN, OUT)` weight shapes of the linear layers (2-D parameters named `weight`), in
 /// visiting order: the layers a SparseAct policy prunes and names.
 pub fn linear_layers<B: Backend, M: Module<B>>(module: &M) -> Vec<(usize, usize)> {

@@ -220,19 +220,10 @@ impl<B: Backend> ResNet<B> {
     }
 }
 
-/// Trainable parameters of `module`: its float parameters without batch norm's running
-/// statistics (which `Module::num_params` counts).
-pub fn trainable_params<B: Backend, M: Module<B>>(module: &M) -> usize {
-    crate::params::float_shapes(module)
-        .into_iter()
-        .filter(|(path, _)| !path.ends_with("running_mean") && !path.ends_with("running_var"))
-        .map(|(_, shape)| shape.iter().product::<usize>())
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::trainable_params;
     type B = burn::backend::NdArray;
 
     #[test]

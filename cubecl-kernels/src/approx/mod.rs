@@ -162,6 +162,12 @@ pub enum ApproxMultiply {
 }
 
 impl ApproxMultiply {
+    /// Whether products go through a simulated approximate multiplier (everything but
+    /// [`ApproxMultiply::Plain`], IEEE products inside the kernels).
+    pub fn is_approximate(&self) -> bool {
+        !matches!(self, Self::Plain)
+    }
+
     /// The comptime shape of this multiply.
     pub fn kind(&self) -> MulKind {
         match self {
