@@ -229,3 +229,44 @@ fn the_shipped_policy_and_energy_examples_apply_to_lenet5() {
         "{err}"
     );
 }
+
+#[test]
+fn bad_energy_files_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("ember-energy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text, needle) in [
+        (
+            "syntax.toml",
+            "[multiply\nfp32 = 1",
+            "not an energy file: line 1",
+        ),
+        (
+            "field.toml",
+            "[multiply]\nfp32 = 1.0\n[memory]\nbyte = 1.0\nwatts = 2",
+            "unknown field `watts`",
+        ),
+        (
+            "negative.toml",
+            "[multiply]\nfp32 = -1.0\n[memory]\nbyte = 1.0",
+            "fp32 = -1 is not a finite energy",
+        ),
+        (
+            "nan.toml",
+            "[multiply]\nfp32 = 1.0\n[memory]\nbyte = nan",
+            "memory.byte = NaN is not a finite energy",
+        ),
+        (
+            "nofp32.toml",
+            "[multiply]\nbf16 = 1.0\n[memory]\nbyte = 1.0",
+            "no [multiply] figure for fp32",
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let err = ember_train::effects::EnergyTable::read(&path, &[]).unwrap_err();
+        assert!(err.to_string().contains(needle), "{name}: {err}");
+    }
+    let missing = ember_train::effects::EnergyTable::read(&dir.join("none.toml"), &[]).unwrap_err();
+    assert!(missing.to_string().contains("cannot read it"), "{missing}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
