@@ -244,6 +244,8 @@ macro_rules! conv_ops {
     };
 }
 
+impl cubecl_kernels::decorator::PlainFloat for Approx {}
+
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
     fn float_matmul(lhs: T<B>, rhs: T<B>) -> T<B> {
         // The operand a policy tagged decides (the right one first: `x · W`); the result

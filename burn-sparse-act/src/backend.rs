@@ -45,6 +45,7 @@ impl Decoration for Carry {
 }
 
 impl<B: Backend> DecoratorOps<B> for Carry {}
+impl cubecl_kernels::decorator::PlainFloat for Carry {}
 
 /// A per-layer policy's SparseAct entry for one layer ([`LayerSettings`]): its pruning, or
 /// `None` to keep its input dense.

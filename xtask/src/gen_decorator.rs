@@ -162,7 +162,7 @@ pub fn generate(root: &Path, mode: Mode) -> Result<String> {
         }
     } else {
         quote! {
-            use super::{Decorated, Decoration, DecoratedDevice, Wrapped};
+            use super::{Decorated, Decoration, DecoratedDevice, FloatPrimitive, Wrapped};
             use burn_backend::ops::*;
             use burn_backend::tensor::*;
             use burn_backend::tensor::Device;
@@ -174,8 +174,9 @@ pub fn generate(root: &Path, mode: Mode) -> Result<String> {
 
             /// Every op of Burn's backend traits as an overridable hook. The default bodies forward
             /// to the inner backend `B`, unwrapping the decorator's primitives and re-wrapping the
-            /// results with the configuration of the first decorated argument.
-            pub trait DecoratorOps<B: Backend>: Decoration {
+            /// results with the configuration of the first decorated argument. Float tensors pass
+            /// through the decorator's own float primitive ([`FloatPrimitive`]).
+            pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
                 #(#hooks)*
             }
 
@@ -254,6 +255,20 @@ fn is_tensor(ty: &Type) -> bool {
     TENSORS.iter().any(|t| ty_str(ty) == format!("{t}<B>"))
 }
 
+fn is_float(ty: &Type) -> bool {
+    ty_str(ty) == "FloatTensor<B>"
+}
+
+/// The inner backend's primitive of a decorated tensor `t` (floats through the decorator's
+/// own float primitive, [`DecoratorOps::float_inner`]).
+fn unwrap_expr(t: TokenStream, float: bool) -> TokenStream {
+    if float {
+        quote!(Self::float_inner(#t.inner))
+    } else {
+        quote!(#t.inner)
+    }
+}
+
 fn is_device(ty: &Type) -> bool {
     let s = ty_str(ty);
     s == "Device<B>" || s == "B::Device"
@@ -273,38 +288,45 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
     }
     if is_tensor(ty) || is_device(ty) {
         return Ok(Param {
-            arg: quote!(#n.inner),
+            arg: unwrap_expr(n.clone(), is_float(ty)),
             cfg: Some((quote!(#n.config.clone()), true)),
         });
     }
     if let Type::Reference(r) = ty
         && (is_tensor(&r.elem) || is_device(&r.elem))
     {
+        let arg = if is_float(&r.elem) {
+            quote!(Self::float_peek(&#n.inner))
+        } else {
+            quote!(&#n.inner)
+        };
         return Ok(Param {
-            arg: quote!(&#n.inner),
+            arg,
             cfg: Some((quote!(#n.config.clone()), true)),
         });
     }
     if let Some(inner) = generic_arg(ty, "Option")
         && is_tensor(inner)
     {
+        let t = unwrap_expr(quote!(t), is_float(inner));
         return Ok(Param {
-            arg: quote!(#n.map(|t| t.inner)),
+            arg: quote!(#n.map(|t| #t)),
             cfg: Some((quote!(#n.as_ref().map(|t| t.config.clone())), false)),
         });
     }
     if let Some(inner) = generic_arg(ty, "Vec")
         && is_tensor(inner)
     {
+        let t = unwrap_expr(quote!(t), is_float(inner));
         return Ok(Param {
-            arg: quote!(#n.into_iter().map(|t| t.inner).collect()),
+            arg: quote!(#n.into_iter().map(|t| #t).collect()),
             cfg: Some((quote!(#n.first().map(|t| t.config.clone())), false)),
         });
     }
     match ty_str(ty).as_str() {
         "TensorPrimitive<B>" => Ok(Param {
             arg: quote!(match #n {
-                TensorPrimitive::Float(t) => TensorPrimitive::Float(t.inner),
+                TensorPrimitive::Float(t) => TensorPrimitive::Float(Self::float_inner(t.inner)),
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             }),
             cfg: Some((
@@ -316,12 +338,14 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
             )),
         }),
         "QuantizationParametersPrimitive<B>" => Ok(Param {
-            arg: quote!(QuantizationParametersPrimitive { scales: #n.scales.inner }),
+            arg: quote!(QuantizationParametersPrimitive {
+                scales: Self::float_inner(#n.scales.inner)
+            }),
             cfg: Some((quote!(#n.scales.config.clone()), true)),
         }),
         "TransactionPrimitive<B>" => Ok(Param {
             arg: quote!(TransactionPrimitive::<B>::new(
-                #n.read_floats.into_iter().map(|t| t.inner).collect(),
+                #n.read_floats.into_iter().map(|t| Self::float_inner(t.inner)).collect(),
                 #n.read_qfloats.into_iter().map(|t| t.inner).collect(),
                 #n.read_ints.into_iter().map(|t| t.inner).collect(),
                 #n.read_bools.into_iter().map(|t| t.inner).collect(),
@@ -368,9 +392,14 @@ fn wrap(ty: &Type, expr: TokenStream, mode: Mode) -> Result<Option<TokenStream>>
         Mode::Wrap => quote!(Wrapped::new(#e, __cfg.clone())),
         Mode::Transparent => e,
     };
+    let new_float = |e: TokenStream| match mode {
+        Mode::Wrap => quote!(Wrapped::new(Self::float_from_inner(#e), __cfg.clone())),
+        Mode::Transparent => e,
+    };
     if is_tensor(ty) || is_device(ty) {
         return Ok(match mode {
             Mode::Transparent => None,
+            Mode::Wrap if is_float(ty) => Some(new_float(expr)),
             Mode::Wrap if is_tensor(ty) => Some(new(expr)),
             Mode::Wrap => Some(quote!(DecoratedDevice::new(#expr, __cfg.clone()))),
         });
@@ -427,7 +456,7 @@ fn wrap(ty: &Type, expr: TokenStream, mode: Mode) -> Result<Option<TokenStream>>
     }
     let s = ty_str(ty);
     if s == "TensorPrimitive<B>" {
-        let (f, q) = (new(quote!(t)), new(quote!(t)));
+        let (f, q) = (new_float(quote!(t)), new(quote!(t)));
         return Ok(Some(quote!(match #expr {
             TensorPrimitive::Float(t) => TensorPrimitive::Float(#f),
             TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(#q),
@@ -438,11 +467,13 @@ fn wrap(ty: &Type, expr: TokenStream, mode: Mode) -> Result<Option<TokenStream>>
             let ident = format_ident!("{}", name);
             let inits = fields.iter().map(|(f, kind)| {
                 let f = format_ident!("{}", f);
+                let float = kind.contains("FloatTensor");
+                let wrap_one = |e: TokenStream| if float { new_float(e) } else { new(e) };
                 if kind.starts_with("Option") {
-                    let w = new(quote!(t));
+                    let w = wrap_one(quote!(t));
                     quote!(#f: __r.#f.map(|t| #w))
                 } else {
-                    let w = new(quote!(__r.#f));
+                    let w = wrap_one(quote!(__r.#f));
                     quote!(#f: #w)
                 }
             });

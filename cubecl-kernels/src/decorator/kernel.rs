@@ -143,8 +143,9 @@ where
         rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
     ) -> Self::Output {
         let config = self.config;
-        self.visitor
-            .cube::<R>(inputs, &|t| Wrapped::new(rewrap(t), config.clone()))
+        self.visitor.cube::<R>(inputs, &|t| {
+            Wrapped::new(D::float_from_inner(rewrap(t)), config.clone())
+        })
     }
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
@@ -152,7 +153,7 @@ where
         self.visitor.host(
             inputs
                 .into_iter()
-                .map(|t| Wrapped::new(t, config.clone()))
+                .map(|t| Wrapped::new(D::float_from_inner(t), config.clone()))
                 .collect(),
         )
     }
@@ -177,19 +178,23 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn float_for_layer(tensor: FloatTensor<Self>, layer: &LayerSettings) -> FloatTensor<Self> {
         let config = D::for_layer(&tensor.config, layer);
-        Wrapped::new(B::float_for_layer(tensor.inner, layer), config)
+        Wrapped::new(
+            D::float_map(tensor.inner, &|t| B::float_for_layer(t, layer)),
+            config,
+        )
     }
 
     fn float_adopt(tensor: FloatTensor<Self>, like: &FloatTensor<Self>) -> FloatTensor<Self> {
+        let like_inner = D::float_peek(&like.inner);
         Wrapped::new(
-            B::float_adopt(tensor.inner, &like.inner),
+            D::float_map(tensor.inner, &|t| B::float_adopt(t, like_inner)),
             like.config.clone(),
         )
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
         let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
-        let inner = inputs.into_iter().map(|t| t.inner).collect();
+        let inner = inputs.into_iter().map(|t| D::float_inner(t.inner)).collect();
         B::visit::<Through<V, D>>(
             Through {
                 visitor,

@@ -37,6 +37,7 @@ mod layer;
 mod transparent;
 
 pub use forward::DecoratorOps;
+
 pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy};
 pub use layer::LayerSettings;
 pub use transparent::TransparentOps;
@@ -83,6 +84,52 @@ pub trait Decoration: Clone + Copy + Default + Debug + Send + Sync + 'static {
     fn for_layer(config: &Self::Config, layer: &LayerSettings) -> Self::Config {
         let _ = layer;
         config.clone()
+    }
+}
+
+/// The float primitive a decorator keeps in place of its inner backend's.
+///
+/// Most decorators keep the inner primitive itself ([`PlainFloat`]). A weight-sparsity
+/// decorator keeps its own kind (HiNM: a dense inner tensor *or* a packed weight): the
+/// generated forwarding turns it into the inner primitive (`float_inner`, which densifies a
+/// packed weight) before calling any op the decorator does not override, and wraps every float
+/// result back (`float_from_inner`), so ops it does not know stay correct.
+pub trait FloatPrimitive<B: Backend>: Decoration {
+    /// The decorator's float primitive.
+    type Float: TensorMetadata + Clone + Debug + Send + Sync + 'static;
+    /// The inner backend's primitive with the same values (a packed weight densifies).
+    fn float_inner(tensor: Self::Float) -> B::FloatTensorPrimitive;
+    /// A float primitive holding the inner backend's `tensor`.
+    fn float_from_inner(tensor: B::FloatTensorPrimitive) -> Self::Float;
+    /// An inner primitive on the same device as `tensor` (for device queries only).
+    fn float_peek(tensor: &Self::Float) -> &B::FloatTensorPrimitive;
+    /// `tensor` with `f` applied to the inner primitive(s) it holds, its kind unchanged (how a
+    /// per-layer configuration reaches the levels underneath a packed weight).
+    fn float_map(
+        tensor: Self::Float,
+        f: &dyn Fn(B::FloatTensorPrimitive) -> B::FloatTensorPrimitive,
+    ) -> Self::Float;
+}
+
+/// A decorator whose float primitive is the inner backend's own.
+pub trait PlainFloat: Decoration {}
+
+impl<B: Backend, D: PlainFloat> FloatPrimitive<B> for D {
+    type Float = B::FloatTensorPrimitive;
+    fn float_inner(tensor: Self::Float) -> B::FloatTensorPrimitive {
+        tensor
+    }
+    fn float_from_inner(tensor: B::FloatTensorPrimitive) -> Self::Float {
+        tensor
+    }
+    fn float_peek(tensor: &Self::Float) -> &B::FloatTensorPrimitive {
+        tensor
+    }
+    fn float_map(
+        tensor: Self::Float,
+        f: &dyn Fn(B::FloatTensorPrimitive) -> B::FloatTensorPrimitive,
+    ) -> Self::Float {
+        f(tensor)
     }
 }
 
@@ -248,9 +295,9 @@ impl<B: Backend, C: DecoratorConfig> burn_backend::backend::Device for Decorated
 
 impl<B: Backend, C: DecoratorConfig> DeviceOps for DecoratedDevice<B, C> {}
 
-impl<B: Backend, D: Decoration> BackendTypes for Decorated<B, D> {
+impl<B: Backend, D: FloatPrimitive<B>> BackendTypes for Decorated<B, D> {
     type Device = DecoratedDevice<B, D::Config>;
-    type FloatTensorPrimitive = Wrapped<B::FloatTensorPrimitive, D::Config>;
+    type FloatTensorPrimitive = Wrapped<D::Float, D::Config>;
     type FloatElem = B::FloatElem;
     type IntTensorPrimitive = Wrapped<B::IntTensorPrimitive, D::Config>;
     type IntElem = B::IntElem;
@@ -468,6 +515,7 @@ impl Decoration for Identity {
     type Config = ();
     const NAME: &'static str = "identity";
 }
+impl PlainFloat for Identity {}
 
 impl<B: Backend> DecoratorOps<B> for Identity {}
 
@@ -483,6 +531,7 @@ mod tests {
         type Config = u32;
         const NAME: &'static str = "tagged";
     }
+    impl PlainFloat for Tagged {}
     impl<B: Backend> DecoratorOps<B> for Tagged {}
 
     #[test]

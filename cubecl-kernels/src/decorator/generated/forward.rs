@@ -2,7 +2,7 @@
 // Do not edit: change the generator (xtask/src/gen_decorator.rs) and run it again.
 #![allow(clippy::all, unused_imports, unused_variables, unused_mut)]
 
-use super::{Decorated, Decoration, DecoratedDevice, Wrapped};
+use super::{Decorated, Decoration, DecoratedDevice, FloatPrimitive, Wrapped};
 use burn_backend::ops::*;
 use burn_backend::tensor::*;
 use burn_backend::tensor::Device;
@@ -13,8 +13,9 @@ use core::future::Future;
 use core::ops::Range;
 /// Every op of Burn's backend traits as an overridable hook. The default bodies forward
 /// to the inner backend `B`, unwrapping the decorator's primitives and re-wrapping the
-/// results with the configuration of the first decorated argument.
-pub trait DecoratorOps<B: Backend>: Decoration {
+/// results with the configuration of the first decorated argument. Float tensors pass
+/// through the decorator's own float primitive ([`FloatPrimitive`]).
+pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     /// Hook of [`FloatTensorOps::float_from_data`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn float_from_data(
@@ -23,7 +24,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_from_data(data, &device.inner);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_random`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -35,7 +36,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_random(shape, distribution, &device.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_zeros`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -46,7 +47,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_zeros(shape, &device.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_ones`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -57,7 +58,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_ones(shape, &device.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_full`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -69,14 +70,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_full(shape, fill_value, &device.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_into_data`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn float_into_data(
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-        B::float_into_data(tensor.inner)
+        B::float_into_data(Self::float_inner(tensor.inner))
     }
     /// Hook of [`FloatTensorOps::float_device`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -84,7 +85,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: &FloatTensor<Decorated<B, Self>>,
     ) -> Device<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_device(&tensor.inner);
+        let __out = B::float_device(Self::float_peek(&tensor.inner));
         DecoratedDevice::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_to_device`]; by default the inner backend's op on the unwrapped primitives.
@@ -94,8 +95,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         device: &Device<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_to_device(tensor.inner, &device.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_to_device(Self::float_inner(tensor.inner), &device.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_into_int`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -104,7 +105,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_into_int(tensor.inner, out_dtype);
+        let __out = B::float_into_int(Self::float_inner(tensor.inner), out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_empty`]; by default the inner backend's op on the unwrapped primitives.
@@ -116,7 +117,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = device.config.clone();
         let __out = B::float_empty(shape, &device.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_repeat_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -126,8 +127,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         times: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_repeat_dim(tensor.inner, dim, times);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_repeat_dim(Self::float_inner(tensor.inner), dim, times);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_add`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -136,8 +137,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_add(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_add(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_add_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -146,8 +150,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_add_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_add_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp_min`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -156,8 +160,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         min: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp_min(tensor.inner, min);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_clamp_min(Self::float_inner(tensor.inner), min);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp_max`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -166,8 +170,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         max: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp_max(tensor.inner, max);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_clamp_max(Self::float_inner(tensor.inner), max);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -177,8 +181,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         max: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp(tensor.inner, min, max);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_clamp(Self::float_inner(tensor.inner), min, max);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sub`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -187,8 +191,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_sub(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sub(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sub_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -197,8 +204,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_sub_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sub_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mul`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -207,8 +214,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_mul(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mul(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mul_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -217,8 +227,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_mul_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mul_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_div`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -227,8 +237,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_div(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_div(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_div_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -237,8 +250,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_div_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_div_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_remainder`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -247,8 +260,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_remainder(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_remainder(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_remainder_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -257,8 +273,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_remainder_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_remainder_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_matmul`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -267,8 +283,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_matmul(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_matmul(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cross`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -278,8 +297,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_cross(lhs.inner, rhs.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cross(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            dim,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_neg`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -287,8 +310,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_neg(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_neg(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_recip`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -296,8 +319,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_recip(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_recip(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_transpose`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -305,8 +328,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_transpose(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_transpose(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_swap_dims`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -316,8 +339,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim2: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_swap_dims(tensor.inner, dim1, dim2);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_swap_dims(Self::float_inner(tensor.inner), dim1, dim2);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_permute`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -326,8 +349,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         axes: &[usize],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_permute(tensor.inner, axes);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_permute(Self::float_inner(tensor.inner), axes);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_flip`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -336,8 +359,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         axes: &[usize],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_flip(tensor.inner, axes);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_flip(Self::float_inner(tensor.inner), axes);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_reshape`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -346,8 +369,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         shape: Shape,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_reshape(tensor.inner, shape);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_reshape(Self::float_inner(tensor.inner), shape);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_gather`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -357,8 +380,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_gather(dim, tensor.inner, indices.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_gather(dim, Self::float_inner(tensor.inner), indices.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_scatter_add`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -369,8 +392,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_scatter_add(dim, tensor.inner, indices.inner, value.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_scatter_add(
+            dim,
+            Self::float_inner(tensor.inner),
+            indices.inner,
+            Self::float_inner(value.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_scatter_nd`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -382,12 +410,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _data.config.clone();
         let __out = B::float_scatter_nd(
-            _data.inner,
+            Self::float_inner(_data.inner),
             _indices.inner,
-            _values.inner,
+            Self::float_inner(_values.inner),
             _reduction,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_gather_nd`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -396,8 +424,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         _indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _data.config.clone();
-        let __out = B::float_gather_nd(_data.inner, _indices.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_gather_nd(Self::float_inner(_data.inner), _indices.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_select`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -407,8 +435,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_select(tensor.inner, dim, indices.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_select(Self::float_inner(tensor.inner), dim, indices.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_select_add`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -419,8 +447,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_select_add(tensor.inner, dim, indices.inner, value.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_select_add(
+            Self::float_inner(tensor.inner),
+            dim,
+            indices.inner,
+            Self::float_inner(value.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_slice`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -429,8 +462,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         slices: &[Slice],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_slice(tensor.inner, slices);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_slice(Self::float_inner(tensor.inner), slices);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_slice_assign`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -440,8 +473,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_slice_assign(tensor.inner, slices, value.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_slice_assign(
+            Self::float_inner(tensor.inner),
+            slices,
+            Self::float_inner(value.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mask_where`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -451,8 +488,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mask_where(tensor.inner, mask.inner, value.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mask_where(
+            Self::float_inner(tensor.inner),
+            mask.inner,
+            Self::float_inner(value.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mask_fill`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -462,8 +503,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mask_fill(tensor.inner, mask.inner, value);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mask_fill(
+            Self::float_inner(tensor.inner),
+            mask.inner,
+            value,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_equal`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -473,7 +518,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_equal(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_equal(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_not_equal`]; by default the inner backend's op on the unwrapped primitives.
@@ -484,7 +533,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_not_equal(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_not_equal(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_equal_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -495,7 +548,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_equal_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_equal_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_not_equal_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -506,7 +559,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_not_equal_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_not_equal_elem(
+            Self::float_inner(lhs.inner),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_greater`]; by default the inner backend's op on the unwrapped primitives.
@@ -517,7 +574,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_greater(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_greater(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_greater_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -528,7 +589,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_greater_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_greater_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_greater_equal`]; by default the inner backend's op on the unwrapped primitives.
@@ -539,7 +600,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_greater_equal(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_greater_equal(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_greater_equal_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -550,7 +615,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_greater_equal_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_greater_equal_elem(
+            Self::float_inner(lhs.inner),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_lower`]; by default the inner backend's op on the unwrapped primitives.
@@ -561,7 +630,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_lower(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_lower(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_lower_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -572,7 +645,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_lower_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_lower_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_lower_equal`]; by default the inner backend's op on the unwrapped primitives.
@@ -583,7 +656,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_lower_equal(lhs.inner, rhs.inner, out_dtype);
+        let __out = B::float_lower_equal(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_lower_equal_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -594,7 +671,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_lower_equal_elem(lhs.inner, rhs, out_dtype);
+        let __out = B::float_lower_equal_elem(
+            Self::float_inner(lhs.inner),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_detach`]; by default the inner backend's op on the unwrapped primitives.
@@ -603,8 +684,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_detach(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_detach(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_set_require_grad`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -613,13 +694,16 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         _require_grad: bool,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_set_require_grad(tensor.inner, _require_grad);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_set_require_grad(
+            Self::float_inner(tensor.inner),
+            _require_grad,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_is_require_grad`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn float_is_require_grad(_tensor: &FloatTensor<Decorated<B, Self>>) -> bool {
-        B::float_is_require_grad(&_tensor.inner)
+        B::float_is_require_grad(Self::float_peek(&_tensor.inner))
     }
     /// Hook of [`FloatTensorOps::float_sum`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -627,8 +711,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sum(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sum(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sum_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -637,8 +721,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sum_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sum_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_prod`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -646,8 +730,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_prod(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_prod(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_prod_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -656,8 +740,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_prod_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_prod_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mean`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -665,8 +749,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mean(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mean(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mean_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -675,8 +759,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mean_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_mean_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cumsum`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -685,8 +769,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cumsum(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cumsum(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cumprod`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -695,8 +779,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cumprod(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cumprod(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cummin`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -705,8 +789,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cummin(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cummin(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cummax`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -715,8 +799,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cummax(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cummax(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cast`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -725,8 +809,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dtype: FloatDType,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cast(tensor.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cast(Self::float_inner(tensor.inner), dtype);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_exp`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -734,8 +818,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_exp(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_exp(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_log`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -743,8 +827,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_log(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_log(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_log1p`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -752,8 +836,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_log1p(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_log1p(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -762,8 +846,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powf(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powf(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powi`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -772,8 +859,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powi(Self::float_inner(lhs.inner), rhs.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powi_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -782,8 +869,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi_scalar(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powi_scalar(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powi_scalar_impl`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -792,8 +879,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi_scalar_impl(lhs.inner, rhs);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powi_scalar_impl(Self::float_inner(lhs.inner), rhs);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf_scalar`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -802,8 +889,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_powf_scalar(tensor.inner, value);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powf_scalar(Self::float_inner(tensor.inner), value);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf_scalar_impl`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -812,8 +899,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         value: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_powf_scalar_impl(tensor.inner, value);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_powf_scalar_impl(Self::float_inner(tensor.inner), value);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sqrt`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -821,8 +908,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sqrt(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sqrt(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_abs`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -830,8 +917,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_abs(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_abs(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cos`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -839,8 +926,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cos(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cos(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sin`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -848,8 +935,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sin(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sin(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_tan`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -857,8 +944,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_tan(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_tan(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cosh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -866,8 +953,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cosh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cosh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sinh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -875,8 +962,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sinh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sinh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_tanh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -884,8 +971,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_tanh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_tanh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_acos`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -893,8 +980,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_acos(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_acos(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_acosh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -902,8 +989,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_acosh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_acosh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_asin`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -911,8 +998,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_asin(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_asin(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_asinh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -920,8 +1007,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_asinh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_asinh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atan`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -929,8 +1016,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_atan(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_atan(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atanh`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -938,8 +1025,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_atanh(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_atanh(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atan2`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -948,8 +1035,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         rhs: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_atan2(lhs.inner, rhs.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_atan2(
+            Self::float_inner(lhs.inner),
+            Self::float_inner(rhs.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_round`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -957,8 +1047,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_round(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_round(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_floor`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -966,8 +1056,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_floor(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_floor(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_ceil`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -975,8 +1065,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_ceil(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_ceil(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_trunc`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -984,8 +1074,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_trunc(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_trunc(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_erf`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -993,8 +1083,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_erf(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_erf(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cat`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1005,8 +1095,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __cfg: Self::Config = None
             .or_else(|| tensors.first().map(|t| t.config.clone()))
             .unwrap_or_default();
-        let __out = B::float_cat(tensors.into_iter().map(|t| t.inner).collect(), dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_cat(
+            tensors.into_iter().map(|t| Self::float_inner(t.inner)).collect(),
+            dim,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_argmax`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1016,7 +1109,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argmax(tensor.inner, dim, out_dtype);
+        let __out = B::float_argmax(Self::float_inner(tensor.inner), dim, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_argtopk`]; by default the inner backend's op on the unwrapped primitives.
@@ -1028,7 +1121,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argtopk(tensor.inner, dim, k, out_dtype);
+        let __out = B::float_argtopk(Self::float_inner(tensor.inner), dim, k, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_topk`]; by default the inner backend's op on the unwrapped primitives.
@@ -1039,8 +1132,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         k: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_topk(tensor.inner, dim, k);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_topk(Self::float_inner(tensor.inner), dim, k);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_argmin`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1050,7 +1143,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argmin(tensor.inner, dim, out_dtype);
+        let __out = B::float_argmin(Self::float_inner(tensor.inner), dim, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max`]; by default the inner backend's op on the unwrapped primitives.
@@ -1059,8 +1152,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_max(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1069,8 +1162,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_max_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_dim_with_indices`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1080,10 +1173,17 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         indices_dtype: IntDType,
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_dim_with_indices(tensor.inner, dim, indices_dtype);
+        let __out = B::float_max_dim_with_indices(
+            Self::float_inner(tensor.inner),
+            dim,
+            indices_dtype,
+        );
         {
             let (__t0, __t1) = __out;
-            (Wrapped::new(__t0, __cfg.clone()), Wrapped::new(__t1, __cfg.clone()))
+            (
+                Wrapped::new(Self::float_from_inner(__t0), __cfg.clone()),
+                Wrapped::new(__t1, __cfg.clone()),
+            )
         }
     }
     /// Hook of [`FloatTensorOps::float_min`]; by default the inner backend's op on the unwrapped primitives.
@@ -1092,8 +1192,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_min(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_min(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_min_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1102,8 +1202,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_min_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_min_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_min_dim_with_indices`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1113,10 +1213,17 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         indices_dtype: IntDType,
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_min_dim_with_indices(tensor.inner, dim, indices_dtype);
+        let __out = B::float_min_dim_with_indices(
+            Self::float_inner(tensor.inner),
+            dim,
+            indices_dtype,
+        );
         {
             let (__t0, __t1) = __out;
-            (Wrapped::new(__t0, __cfg.clone()), Wrapped::new(__t1, __cfg.clone()))
+            (
+                Wrapped::new(Self::float_from_inner(__t0), __cfg.clone()),
+                Wrapped::new(__t1, __cfg.clone()),
+            )
         }
     }
     /// Hook of [`FloatTensorOps::float_max_abs`]; by default the inner backend's op on the unwrapped primitives.
@@ -1125,8 +1232,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_abs(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_max_abs(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_abs_dim`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1135,8 +1242,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_abs_dim(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_max_abs_dim(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_any`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1145,7 +1252,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_any(tensor.inner, out_dtype);
+        let __out = B::float_any(Self::float_inner(tensor.inner), out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_any_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1156,7 +1263,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_any_dim(tensor.inner, dim, out_dtype);
+        let __out = B::float_any_dim(Self::float_inner(tensor.inner), dim, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_all`]; by default the inner backend's op on the unwrapped primitives.
@@ -1166,7 +1273,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_all(tensor.inner, out_dtype);
+        let __out = B::float_all(Self::float_inner(tensor.inner), out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_all_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1177,7 +1284,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_all_dim(tensor.inner, dim, out_dtype);
+        let __out = B::float_all_dim(Self::float_inner(tensor.inner), dim, out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sign`]; by default the inner backend's op on the unwrapped primitives.
@@ -1186,8 +1293,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sign(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sign(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_expand`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1196,8 +1303,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         shape: Shape,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_expand(tensor.inner, shape);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_expand(Self::float_inner(tensor.inner), shape);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sort`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1207,8 +1314,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         descending: bool,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sort(tensor.inner, dim, descending);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_sort(Self::float_inner(tensor.inner), dim, descending);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sort_with_indices`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1220,14 +1327,17 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_sort_with_indices(
-            tensor.inner,
+            Self::float_inner(tensor.inner),
             dim,
             descending,
             indices_dtype,
         );
         {
             let (__t0, __t1) = __out;
-            (Wrapped::new(__t0, __cfg.clone()), Wrapped::new(__t1, __cfg.clone()))
+            (
+                Wrapped::new(Self::float_from_inner(__t0), __cfg.clone()),
+                Wrapped::new(__t1, __cfg.clone()),
+            )
         }
     }
     /// Hook of [`FloatTensorOps::float_argsort`]; by default the inner backend's op on the unwrapped primitives.
@@ -1239,7 +1349,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argsort(tensor.inner, dim, descending, out_dtype);
+        let __out = B::float_argsort(
+            Self::float_inner(tensor.inner),
+            dim,
+            descending,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_grid_sample_2d`]; by default the inner backend's op on the unwrapped primitives.
@@ -1250,8 +1365,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: GridSampleOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_grid_sample_2d(tensor.inner, grid.inner, options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_grid_sample_2d(
+            Self::float_inner(tensor.inner),
+            Self::float_inner(grid.inner),
+            options,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_unfold`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1262,8 +1381,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         step: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_unfold(tensor.inner, dim, size, step);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::float_unfold(Self::float_inner(tensor.inner), dim, size, step);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_is_nan`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -1272,7 +1391,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_is_nan(tensor.inner, out_dtype);
+        let __out = B::float_is_nan(Self::float_inner(tensor.inner), out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_is_inf`]; by default the inner backend's op on the unwrapped primitives.
@@ -1282,7 +1401,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_is_inf(tensor.inner, out_dtype);
+        let __out = B::float_is_inf(Self::float_inner(tensor.inner), out_dtype);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`IntTensorOps::int_empty`]; by default the inner backend's op on the unwrapped primitives.
@@ -1369,7 +1488,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::int_into_float(tensor.inner, out_dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`IntTensorOps::int_mask_where`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -2421,7 +2540,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::bool_into_float(tensor.inner, out_dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`BoolTensorOps::bool_device`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -2775,10 +2894,10 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> QuantizedTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::quantize(
-            tensor.inner,
+            Self::float_inner(tensor.inner),
             scheme,
             QuantizationParametersPrimitive {
-                scales: qparams.scales.inner,
+                scales: Self::float_inner(qparams.scales.inner),
             },
         );
         Wrapped::new(__out, __cfg.clone())
@@ -2790,7 +2909,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         scheme: &QuantScheme,
     ) -> QuantizedTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::quantize_dynamic(tensor.inner, scheme);
+        let __out = B::quantize_dynamic(Self::float_inner(tensor.inner), scheme);
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`QTensorOps::dequantize`]; by default the inner backend's op on the unwrapped primitives.
@@ -2801,7 +2920,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::dequantize(tensor.inner, dtype);
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`QTensorOps::q_device`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -2966,7 +3085,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_add(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -2983,7 +3104,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_add_scalar(lhs.inner, rhs);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3000,7 +3123,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_clamp_min(tensor.inner, min);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3017,7 +3142,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_clamp_max(tensor.inner, max);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3035,7 +3162,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_clamp(tensor.inner, min, max);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3052,7 +3181,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sub(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3069,7 +3200,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sub_scalar(lhs.inner, rhs);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3086,7 +3219,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_mul(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3103,7 +3238,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_mul_scalar(lhs.inner, rhs);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3120,7 +3257,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_div(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3137,7 +3276,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_div_scalar(lhs.inner, rhs);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3156,17 +3297,23 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         };
         let __out = B::q_matmul(
             match lhs {
-                TensorPrimitive::Float(t) => TensorPrimitive::Float(t.inner),
+                TensorPrimitive::Float(t) => {
+                    TensorPrimitive::Float(Self::float_inner(t.inner))
+                }
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             },
             match rhs {
-                TensorPrimitive::Float(t) => TensorPrimitive::Float(t.inner),
+                TensorPrimitive::Float(t) => {
+                    TensorPrimitive::Float(Self::float_inner(t.inner))
+                }
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             },
         );
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3182,7 +3329,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_neg(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3198,7 +3347,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_recip(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3214,7 +3365,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sum(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3231,7 +3384,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sum_dim(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3247,7 +3402,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_prod(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3264,7 +3421,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_prod_dim(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3280,7 +3439,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_mean(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3297,7 +3458,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_mean_dim(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3314,7 +3477,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cumsum(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3331,7 +3496,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cumprod(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3348,7 +3515,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cummin(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3365,7 +3534,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cummax(tensor.inner, dim);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3381,7 +3552,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_exp(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3397,7 +3570,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_log(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3413,7 +3588,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_log1p(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3430,7 +3607,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_powf(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3447,7 +3626,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_powi(lhs.inner, rhs.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3464,7 +3645,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_powi_scalar(lhs.inner, rhs);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3481,7 +3664,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_powf_scalar(tensor.inner, value);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3497,7 +3682,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sqrt(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3522,7 +3709,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cos(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3538,7 +3727,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sin(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3554,7 +3745,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_tan(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3570,7 +3763,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_cosh(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3586,7 +3781,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_sinh(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3602,7 +3799,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_tanh(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3618,7 +3817,9 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         let __out = B::q_erf(tensor.inner);
         match __out {
             TensorPrimitive::Float(t) => {
-                TensorPrimitive::Float(Wrapped::new(t, __cfg.clone()))
+                TensorPrimitive::Float(
+                    Wrapped::new(Self::float_from_inner(t), __cfg.clone()),
+                )
             }
             TensorPrimitive::QFloat(t) => {
                 TensorPrimitive::QFloat(Wrapped::new(t, __cfg.clone()))
@@ -3854,8 +4055,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weights.config.clone();
-        let __out = B::embedding(weights.inner, indices.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::embedding(Self::float_inner(weights.inner), indices.inner);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::embedding_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3866,11 +4067,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weights.config.clone();
         let __out = B::embedding_backward(
-            weights.inner,
-            output_grad.inner,
+            Self::float_inner(weights.inner),
+            Self::float_inner(output_grad.inner),
             indices.inner,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::linear`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3880,8 +4081,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         bias: Option<FloatTensor<Decorated<B, Self>>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::linear(x.inner, weight.inner, bias.map(|t| t.inner));
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::linear(
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::linear_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3890,8 +4095,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
-        let __out = B::linear_x_backward(weight.inner, output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::linear_x_backward(
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::linear_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3900,8 +4108,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::linear_weight_backward(x.inner, output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::linear_weight_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(output_grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::linear_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3909,8 +4120,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output_grad.config.clone();
-        let __out = B::linear_bias_backward(output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::linear_bias_backward(Self::float_inner(output_grad.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv1d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3921,8 +4132,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: ConvOptions<1>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv1d(x.inner, weight.inner, bias.map(|t| t.inner), options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv1d(
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
+            options,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv1d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3934,12 +4150,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d_x_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv1d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3951,12 +4167,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv1d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3966,8 +4182,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv1d_bias_backward(x.inner, bias.inner, output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv1d_bias_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv2d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3978,8 +4198,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: ConvOptions<2>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv2d(x.inner, weight.inner, bias.map(|t| t.inner), options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv2d(
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
+            options,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv2d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -3991,12 +4216,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d_x_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv2d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4008,12 +4233,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv2d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4023,8 +4248,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv2d_bias_backward(x.inner, bias.inner, output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv2d_bias_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::deform_conv2d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4038,14 +4267,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::deform_conv2d(
-            x.inner,
-            offset.inner,
-            weight.inner,
-            mask.map(|t| t.inner),
-            bias.map(|t| t.inner),
+            Self::float_inner(x.inner),
+            Self::float_inner(offset.inner),
+            Self::float_inner(weight.inner),
+            mask.map(|t| Self::float_inner(t.inner)),
+            bias.map(|t| Self::float_inner(t.inner)),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::deform_conv2d_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4060,22 +4289,32 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> DeformConv2dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::deform_conv2d_backward(
-            x.inner,
-            offset.inner,
-            weight.inner,
-            mask.map(|t| t.inner),
-            bias.map(|t| t.inner),
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(offset.inner),
+            Self::float_inner(weight.inner),
+            mask.map(|t| Self::float_inner(t.inner)),
+            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(output_grad.inner),
             options,
         );
         {
             let __r = __out;
             DeformConv2dBackward {
-                x_grad: Wrapped::new(__r.x_grad, __cfg.clone()),
-                offset_grad: Wrapped::new(__r.offset_grad, __cfg.clone()),
-                weight_grad: Wrapped::new(__r.weight_grad, __cfg.clone()),
-                mask_grad: __r.mask_grad.map(|t| Wrapped::new(t, __cfg.clone())),
-                bias_grad: __r.bias_grad.map(|t| Wrapped::new(t, __cfg.clone())),
+                x_grad: Wrapped::new(Self::float_from_inner(__r.x_grad), __cfg.clone()),
+                offset_grad: Wrapped::new(
+                    Self::float_from_inner(__r.offset_grad),
+                    __cfg.clone(),
+                ),
+                weight_grad: Wrapped::new(
+                    Self::float_from_inner(__r.weight_grad),
+                    __cfg.clone(),
+                ),
+                mask_grad: __r
+                    .mask_grad
+                    .map(|t| Wrapped::new(Self::float_from_inner(t), __cfg.clone())),
+                bias_grad: __r
+                    .bias_grad
+                    .map(|t| Wrapped::new(Self::float_from_inner(t), __cfg.clone())),
             }
         }
     }
@@ -4088,8 +4327,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: ConvOptions<3>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv3d(x.inner, weight.inner, bias.map(|t| t.inner), options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv3d(
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
+            options,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv3d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4101,12 +4345,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d_x_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv3d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4118,12 +4362,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv3d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4133,8 +4377,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::conv3d_bias_backward(x.inner, bias.inner, output_grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::conv3d_bias_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose1d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4146,12 +4394,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d(
-            x.inner,
-            weight.inner,
-            bias.map(|t| t.inner),
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose1d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4162,11 +4410,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose1d_x_backward(
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose1d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4178,12 +4426,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose1d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4194,11 +4442,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d_bias_backward(
-            x.inner,
-            bias.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose2d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4210,12 +4458,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d(
-            x.inner,
-            weight.inner,
-            bias.map(|t| t.inner),
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose2d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4226,11 +4474,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose2d_x_backward(
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose2d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4242,12 +4490,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose2d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4258,11 +4506,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d_bias_backward(
-            x.inner,
-            bias.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose3d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4274,12 +4522,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d(
-            x.inner,
-            weight.inner,
-            bias.map(|t| t.inner),
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            bias.map(|t| Self::float_inner(t.inner)),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose3d_x_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4290,11 +4538,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose3d_x_backward(
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose3d_weight_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4306,12 +4554,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d_weight_backward(
-            x.inner,
-            weight.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(weight.inner),
+            Self::float_inner(output_grad.inner),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv_transpose3d_bias_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4322,11 +4570,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d_bias_backward(
-            x.inner,
-            bias.inner,
-            output_grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(bias.inner),
+            Self::float_inner(output_grad.inner),
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::unfold4d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4336,8 +4584,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: UnfoldOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::unfold4d(x.inner, kernel_size, options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::unfold4d(Self::float_inner(x.inner), kernel_size, options);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::avg_pool1d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4351,14 +4599,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool1d(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             count_include_pad,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::avg_pool1d_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4373,15 +4621,15 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool1d_backward(
-            x.inner,
-            grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
             kernel_size,
             stride,
             padding,
             count_include_pad,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::avg_pool2d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4395,14 +4643,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool2d(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             count_include_pad,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::avg_pool2d_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4417,15 +4665,15 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool2d_backward(
-            x.inner,
-            grad.inner,
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
             kernel_size,
             stride,
             padding,
             count_include_pad,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool2d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4434,8 +4682,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_size: [usize; 2],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool2d(x.inner, output_size);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::adaptive_avg_pool2d(Self::float_inner(x.inner), output_size);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool2d_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4444,8 +4692,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool2d_backward(x.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::adaptive_avg_pool2d_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool1d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4454,8 +4705,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         output_size: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool1d(x.inner, output_size);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::adaptive_avg_pool1d(Self::float_inner(x.inner), output_size);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool1d_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4464,8 +4715,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool1d_backward(x.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::adaptive_avg_pool1d_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::max_pool1d`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4479,14 +4733,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::max_pool1d_with_indices`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4500,7 +4754,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> MaxPool1dWithIndices<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d_with_indices(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
@@ -4510,7 +4764,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         {
             let __r = __out;
             MaxPool1dWithIndices {
-                output: Wrapped::new(__r.output, __cfg.clone()),
+                output: Wrapped::new(Self::float_from_inner(__r.output), __cfg.clone()),
                 indices: Wrapped::new(__r.indices, __cfg.clone()),
             }
         }
@@ -4529,19 +4783,19 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> MaxPool1dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d_with_indices_backward(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
-            output_grad.inner,
+            Self::float_inner(output_grad.inner),
             indices.inner,
         );
         {
             let __r = __out;
             MaxPool1dBackward {
-                x_grad: Wrapped::new(__r.x_grad, __cfg.clone()),
+                x_grad: Wrapped::new(Self::float_from_inner(__r.x_grad), __cfg.clone()),
             }
         }
     }
@@ -4557,14 +4811,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::max_pool2d_with_indices`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4578,7 +4832,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> MaxPool2dWithIndices<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d_with_indices(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
@@ -4588,7 +4842,7 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         {
             let __r = __out;
             MaxPool2dWithIndices {
-                output: Wrapped::new(__r.output, __cfg.clone()),
+                output: Wrapped::new(Self::float_from_inner(__r.output), __cfg.clone()),
                 indices: Wrapped::new(__r.indices, __cfg.clone()),
             }
         }
@@ -4607,19 +4861,19 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> MaxPool2dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d_with_indices_backward(
-            x.inner,
+            Self::float_inner(x.inner),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
-            output_grad.inner,
+            Self::float_inner(output_grad.inner),
             indices.inner,
         );
         {
             let __r = __out;
             MaxPool2dBackward {
-                x_grad: Wrapped::new(__r.x_grad, __cfg.clone()),
+                x_grad: Wrapped::new(Self::float_from_inner(__r.x_grad), __cfg.clone()),
             }
         }
     }
@@ -4631,8 +4885,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: InterpolateOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::interpolate(x.inner, output_size, options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::interpolate(Self::float_inner(x.inner), output_size, options);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::interpolate_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4643,8 +4897,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         options: InterpolateOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::interpolate_backward(x.inner, grad.inner, output_size, options);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::interpolate_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
+            output_size,
+            options,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::attention`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4658,14 +4917,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = query.config.clone();
         let __out = B::attention(
-            query.inner,
-            key.inner,
-            value.inner,
+            Self::float_inner(query.inner),
+            Self::float_inner(key.inner),
+            Self::float_inner(value.inner),
             mask.map(|t| t.inner),
-            attn_bias.map(|t| t.inner),
+            attn_bias.map(|t| Self::float_inner(t.inner)),
             options,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::layer_norm`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4677,12 +4936,12 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::layer_norm(
-            tensor.inner,
-            gamma.inner,
-            beta.map(|t| t.inner),
+            Self::float_inner(tensor.inner),
+            Self::float_inner(gamma.inner),
+            beta.map(|t| Self::float_inner(t.inner)),
             epsilon,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::ctc_loss`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4695,13 +4954,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = log_probs.config.clone();
         let __out = B::ctc_loss(
-            log_probs.inner,
+            Self::float_inner(log_probs.inner),
             targets.inner,
             input_lengths.inner,
             target_lengths.inner,
             blank,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::has_ctc_loss_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4720,14 +4979,14 @@ pub trait DecoratorOps<B: Backend>: Decoration {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _log_probs.config.clone();
         let __out = B::ctc_loss_backward(
-            _log_probs.inner,
+            Self::float_inner(_log_probs.inner),
             _targets.inner,
             _input_lengths.inner,
             _target_lengths.inner,
-            _grad_loss.inner,
+            Self::float_inner(_grad_loss.inner),
             _blank,
         );
-        Wrapped::new(__out, __cfg.clone())
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::rfft`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4737,10 +4996,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         n: Option<usize>,
     ) -> (FloatTensor<Decorated<B, Self>>, FloatTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = signal.config.clone();
-        let __out = B::rfft(signal.inner, dim, n);
+        let __out = B::rfft(Self::float_inner(signal.inner), dim, n);
         {
             let (__t0, __t1) = __out;
-            (Wrapped::new(__t0, __cfg.clone()), Wrapped::new(__t1, __cfg.clone()))
+            (
+                Wrapped::new(Self::float_from_inner(__t0), __cfg.clone()),
+                Wrapped::new(Self::float_from_inner(__t1), __cfg.clone()),
+            )
         }
     }
     /// Hook of [`ModuleOps::irfft`]; by default the inner backend's op on the unwrapped primitives.
@@ -4752,8 +5014,13 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         n: Option<usize>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = spectrum_re.config.clone();
-        let __out = B::irfft(spectrum_re.inner, spectrum_im.inner, dim, n);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::irfft(
+            Self::float_inner(spectrum_re.inner),
+            Self::float_inner(spectrum_im.inner),
+            dim,
+            n,
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::leaky_relu`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4762,15 +5029,15 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         negative_slope: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::leaky_relu(tensor.inner, negative_slope);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::leaky_relu(Self::float_inner(tensor.inner), negative_slope);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::relu`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn relu(tensor: FloatTensor<Decorated<B, Self>>) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::relu(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::relu(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::relu_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4779,15 +5046,18 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output.config.clone();
-        let __out = B::relu_backward(output.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::relu_backward(
+            Self::float_inner(output.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::gelu`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn gelu(tensor: FloatTensor<Decorated<B, Self>>) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::gelu(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::gelu(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::prelu`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4796,8 +5066,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         alpha: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::prelu(tensor.inner, alpha.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::prelu(
+            Self::float_inner(tensor.inner),
+            Self::float_inner(alpha.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::gelu_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4806,8 +5079,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::gelu_backward(x.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::gelu_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::sigmoid`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4815,8 +5091,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::sigmoid(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::sigmoid(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::sigmoid_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4825,8 +5101,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output.config.clone();
-        let __out = B::sigmoid_backward(output.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::sigmoid_backward(
+            Self::float_inner(output.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::hard_sigmoid`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4836,8 +5115,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         beta: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::hard_sigmoid(tensor.inner, alpha, beta);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::hard_sigmoid(Self::float_inner(tensor.inner), alpha, beta);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_sigmoid`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4845,8 +5124,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::log_sigmoid(tensor.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::log_sigmoid(Self::float_inner(tensor.inner));
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::softmax`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4855,8 +5134,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::softmax(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::softmax(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_softmax`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4865,8 +5144,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::log_softmax(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::log_softmax(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::softmin`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4875,8 +5154,8 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::softmin(tensor.inner, dim);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::softmin(Self::float_inner(tensor.inner), dim);
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_sigmoid_backward`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4885,8 +5164,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
         grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::log_sigmoid_backward(x.inner, grad.inner);
-        Wrapped::new(__out, __cfg.clone())
+        let __out = B::log_sigmoid_backward(
+            Self::float_inner(x.inner),
+            Self::float_inner(grad.inner),
+        );
+        Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`TransactionOps::tr_execute`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -4897,7 +5179,11 @@ pub trait DecoratorOps<B: Backend>: Decoration {
             TransactionPrimitive::<
                 B,
             >::new(
-                transaction.read_floats.into_iter().map(|t| t.inner).collect(),
+                transaction
+                    .read_floats
+                    .into_iter()
+                    .map(|t| Self::float_inner(t.inner))
+                    .collect(),
                 transaction.read_qfloats.into_iter().map(|t| t.inner).collect(),
                 transaction.read_ints.into_iter().map(|t| t.inner).collect(),
                 transaction.read_bools.into_iter().map(|t| t.inner).collect(),
