@@ -48,6 +48,7 @@
 pub mod approx;
 pub mod bsr;
 pub mod decorator;
+pub mod hinm;
 pub mod runtime;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

@@ -194,7 +194,10 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
         let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
-        let inner = inputs.into_iter().map(|t| D::float_inner(t.inner)).collect();
+        let inner = inputs
+            .into_iter()
+            .map(|t| D::float_inner(t.inner))
+            .collect();
         B::visit::<Through<V, D>>(
             Through {
                 visitor,

@@ -4,6 +4,7 @@
 
 mod approx_gemm;
 mod bsr;
+mod hinm;
 mod identity;
 mod identity_lenet;
 mod im2col;

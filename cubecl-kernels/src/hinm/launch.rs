@@ -1,0 +1,104 @@
+//! Launch of the HiNM sparse-product kernel.
+
+use super::kernel::spmm_kernel;
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_std::{DType, Shape};
+use cubecl::prelude::*;
+
+/// A packed weight's arrays on the device (see [`Packed`](super::Packed)).
+#[derive(Clone, Debug)]
+pub struct PackedCube<R: CubeRuntime> {
+    /// `[out, nnz / 2]` f32.
+    pub values: CubeTensor<R>,
+    /// `[out, meta_words]` u32.
+    pub meta: CubeTensor<R>,
+    /// `[tiles, nnz]` u32.
+    pub cols: CubeTensor<R>,
+    /// `[out]` u32.
+    pub out_perm: CubeTensor<R>,
+    /// Rows, columns, tile height and kept columns per tile of the view.
+    pub dims: [usize; 4],
+}
+
+const UNITS_X: u32 = 16;
+const UNITS_Y: u32 = 16;
+
+/// Launches [`spmm_kernel`]: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
+///
+/// # Panics
+/// If `x` is not f32 or its columns are not the weight's.
+pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &PackedCube<R>) -> CubeTensor<R> {
+    let [m, k] = x.meta.shape().dims::<2>();
+    let [out, wk, v, nnz] = w.dims;
+    assert_eq!(k, wk, "HiNM spmm: x has {k} columns, the weight {wk}");
+    assert_eq!(x.dtype, DType::F32, "HiNM spmm works on f32 tensors");
+    let client = x.client.clone();
+    let y = empty_device_dtype(
+        client.clone(),
+        x.device.clone(),
+        Shape::new([m, out]),
+        DType::F32,
+    );
+    if m * out == 0 {
+        return y;
+    }
+    let count = CubeCount::Static(
+        (out as u32).div_ceil(UNITS_X),
+        (m as u32).div_ceil(UNITS_Y),
+        1,
+    );
+    spmm_kernel::launch::<R>(
+        &client,
+        count,
+        CubeDim::new_2d(UNITS_X, UNITS_Y),
+        x.clone().into_tensor_arg(),
+        w.values.clone().into_array_arg(),
+        w.meta.clone().into_array_arg(),
+        w.cols.clone().into_array_arg(),
+        w.out_perm.clone().into_array_arg(),
+        y.clone().into_array_arg(),
+        m as u32,
+        out as u32,
+        v as u32,
+        nnz as u32,
+    );
+    y
+}
+
+impl<R: CubeRuntime> PackedCube<R> {
+    /// Copies a (validated) packed weight to `device`.
+    pub fn upload(w: &super::Packed, device: &R::Device) -> Self {
+        let client = R::client(device);
+        let tensor = |bytes: &[u8], shape: Vec<usize>, dtype: DType| {
+            CubeTensor::new_contiguous(
+                client.clone(),
+                device.clone(),
+                Shape::from(shape),
+                client.create_from_slice(bytes),
+                dtype,
+            )
+        };
+        let words = super::meta_words(w.groups());
+        Self {
+            values: tensor(
+                bytemuck::cast_slice(&w.values),
+                vec![w.out, w.nnz / 2],
+                DType::F32,
+            ),
+            meta: tensor(
+                bytemuck::cast_slice(&w.meta),
+                vec![w.out, words],
+                DType::U32,
+            ),
+            cols: tensor(
+                bytemuck::cast_slice(&w.cols),
+                vec![w.out / w.v, w.nnz],
+                DType::U32,
+            ),
+            out_perm: tensor(bytemuck::cast_slice(&w.out_perm), vec![w.out], DType::U32),
+            dims: [w.out, w.k, w.v, w.nnz],
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! HiNM's sparse-product kernel against its host implementation on wgpu (lavapipe where there
+//! is no GPU), bit for bit: tile heights below and above a cube, row counts that do not fill a
+//! cube, strided activations, a single group per row.
+
+use burn::backend::Wgpu;
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::wgpu::WgpuRuntime;
+use cubecl_kernels::hinm::{PackedCube, launch_spmm, reference};
+use cubecl_kernels::testing::{random_packed as packed, uniform};
+
+type Cube = CubeTensor<WgpuRuntime>;
+
+fn cube(values: &[f32], shape: [usize; 2]) -> Cube {
+    Tensor::<Wgpu, 2>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
+        .into_primitive()
+        .tensor()
+}
+
+fn floats(t: Cube) -> Vec<f32> {
+    Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec()
+        .unwrap()
+}
+
+#[test]
+fn the_kernel_equals_the_host_implementation_bit_for_bit() {
+    let device = Default::default();
+    for (m, out, k, v, nnz) in [
+        (5, 16, 24, 8, 12),
+        (33, 64, 72, 64, 36),    // V = 64: four cubes of rows per tile
+        (17, 12, 8, 4, 4),       // one group per row, rows not a multiple of 16
+        (40, 128, 200, 32, 100), // 25 groups: four metadata words per row
+    ] {
+        let w = packed(out, k, v, nnz, (m * out) as u64);
+        let x = uniform(m * k, 3);
+        let got = floats(launch_spmm(
+            &cube(&x, [m, k]),
+            &PackedCube::upload(&w, &device),
+        ));
+        assert_eq!(
+            got,
+            reference::spmm(&x, m, &w),
+            "m={m} {out}x{k} V={v} nnz={nnz}"
+        );
+    }
+}
+
+#[test]
+fn strided_activations_are_read_through_their_strides() {
+    let (m, out, k) = (9, 16, 32);
+    let w = packed(out, k, 16, 16, 5);
+    let x = uniform(m * k, 8);
+    // x stored transposed: [k, m] then viewed as [m, k]
+    let xt: Vec<f32> = (0..k * m).map(|j| x[(j % m) * k + j / m]).collect();
+    let t = Tensor::<Wgpu, 2>::from_data(TensorData::new(xt, [k, m]), &Default::default())
+        .transpose()
+        .into_primitive()
+        .tensor();
+    let got = floats(launch_spmm(
+        &t,
+        &PackedCube::upload(&w, &Default::default()),
+    ));
+    assert_eq!(got, reference::spmm(&x, m, &w));
+}
