@@ -32,8 +32,14 @@
 //! None yet.
 #![warn(missing_docs)]
 
+#[cfg(feature = "backend")]
+pub mod backend;
 pub mod error;
 pub mod gyro;
 pub mod mask;
+#[cfg(feature = "backend")]
+pub mod module;
+#[cfg(feature = "backend")]
+pub mod pack;
 
 pub use error::HinmError;

@@ -261,9 +261,9 @@ fn is_float(ty: &Type) -> bool {
 
 /// The inner backend's primitive of a decorated tensor `t` (floats through the decorator's
 /// own float primitive, [`DecoratorOps::float_inner`]).
-fn unwrap_expr(t: TokenStream, float: bool) -> TokenStream {
+fn unwrap_expr(t: TokenStream, float: bool, op: &str) -> TokenStream {
     if float {
-        quote!(Self::float_inner(#t.inner))
+        quote!(Self::float_inner(#t.inner, #op))
     } else {
         quote!(#t.inner)
     }
@@ -281,14 +281,14 @@ struct Param {
     cfg: Option<(TokenStream, bool)>,
 }
 
-fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
+fn param(name: &syn::Ident, ty: &Type, mode: Mode, op: &str) -> Result<Param> {
     let n = quote!(#name);
     if mode == Mode::Transparent {
         return transparent_param(n, ty);
     }
     if is_tensor(ty) || is_device(ty) {
         return Ok(Param {
-            arg: unwrap_expr(n.clone(), is_float(ty)),
+            arg: unwrap_expr(n.clone(), is_float(ty), op),
             cfg: Some((quote!(#n.config.clone()), true)),
         });
     }
@@ -308,7 +308,7 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
     if let Some(inner) = generic_arg(ty, "Option")
         && is_tensor(inner)
     {
-        let t = unwrap_expr(quote!(t), is_float(inner));
+        let t = unwrap_expr(quote!(t), is_float(inner), op);
         return Ok(Param {
             arg: quote!(#n.map(|t| #t)),
             cfg: Some((quote!(#n.as_ref().map(|t| t.config.clone())), false)),
@@ -317,7 +317,7 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
     if let Some(inner) = generic_arg(ty, "Vec")
         && is_tensor(inner)
     {
-        let t = unwrap_expr(quote!(t), is_float(inner));
+        let t = unwrap_expr(quote!(t), is_float(inner), op);
         return Ok(Param {
             arg: quote!(#n.into_iter().map(|t| #t).collect()),
             cfg: Some((quote!(#n.first().map(|t| t.config.clone())), false)),
@@ -326,7 +326,7 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
     match ty_str(ty).as_str() {
         "TensorPrimitive<B>" => Ok(Param {
             arg: quote!(match #n {
-                TensorPrimitive::Float(t) => TensorPrimitive::Float(Self::float_inner(t.inner)),
+                TensorPrimitive::Float(t) => TensorPrimitive::Float(Self::float_inner(t.inner, #op)),
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             }),
             cfg: Some((
@@ -339,13 +339,13 @@ fn param(name: &syn::Ident, ty: &Type, mode: Mode) -> Result<Param> {
         }),
         "QuantizationParametersPrimitive<B>" => Ok(Param {
             arg: quote!(QuantizationParametersPrimitive {
-                scales: Self::float_inner(#n.scales.inner)
+                scales: Self::float_inner(#n.scales.inner, #op)
             }),
             cfg: Some((quote!(#n.scales.config.clone()), true)),
         }),
         "TransactionPrimitive<B>" => Ok(Param {
             arg: quote!(TransactionPrimitive::<B>::new(
-                #n.read_floats.into_iter().map(|t| Self::float_inner(t.inner)).collect(),
+                #n.read_floats.into_iter().map(|t| Self::float_inner(t.inner, #op)).collect(),
                 #n.read_qfloats.into_iter().map(|t| t.inner).collect(),
                 #n.read_ints.into_iter().map(|t| t.inner).collect(),
                 #n.read_bools.into_iter().map(|t| t.inner).collect(),
@@ -511,7 +511,7 @@ fn method(
         let Pat::Ident(pi) = &*pt.pat else {
             bail!("pattern parameter")
         };
-        params.push(param(&pi.ident, &pt.ty, mode)?);
+        params.push(param(&pi.ident, &pt.ty, mode, &name.to_string())?);
         names.push(pi.ident.clone());
     }
     let ret_ty: Option<Type> = match &f.sig.output {

@@ -97,6 +97,8 @@ pub struct LayerEffects {
     pub passes: [Vec<Contraction>; 4],
     /// Per way of storing, what the layer kept for backward.
     pub stored: Vec<Stored>,
+    /// Ops that had to densify the layer's packed weight, with how often each did.
+    pub densified: BTreeMap<String, u64>,
 }
 
 /// What ran between [`start`] and [`finish`], by layer path (`""`: operands no policy tagged).
@@ -187,6 +189,13 @@ pub fn record_stored(layer: Option<&str>, kept_bytes: u64, dense_bytes: u64, how
     })
 }
 
+/// Records that `op` densified the packed weight of `layer` (when this thread records).
+pub fn record_densified(layer: Option<&str>, op: &str) {
+    with_layer(layer, |l| {
+        *l.densified.entry(op.to_string()).or_default() += 1
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +215,10 @@ mod tests {
         let a = &e.layers["a"].passes[Pass::WeightGrad.index()];
         assert_eq!(a.len(), 2);
         assert_eq!((a[0].multiplies, a[1].multiplies), (5, 7));
+        start();
+        record_densified(Some("a"), "float_add");
+        record_densified(Some("a"), "float_add");
+        assert_eq!(finish().layers["a"].densified["float_add"], 2);
         let s = &e.layers[""].stored[0];
         assert_eq!((s.kept_bytes, s.dense_bytes, s.calls), (20, 80, 2));
     }

@@ -178,10 +178,8 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn float_for_layer(tensor: FloatTensor<Self>, layer: &LayerSettings) -> FloatTensor<Self> {
         let config = D::for_layer(&tensor.config, layer);
-        Wrapped::new(
-            D::float_map(tensor.inner, &|t| B::float_for_layer(t, layer)),
-            config,
-        )
+        let inner = D::float_map(tensor.inner, &|t| B::float_for_layer(t, layer));
+        Wrapped::new(D::float_layer(inner, layer), config)
     }
 
     fn float_adopt(tensor: FloatTensor<Self>, like: &FloatTensor<Self>) -> FloatTensor<Self> {
@@ -196,7 +194,7 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
         let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
         let inner = inputs
             .into_iter()
-            .map(|t| D::float_inner(t.inner))
+            .map(|t| D::float_inner(t.inner, "kernel visit"))
             .collect();
         B::visit::<Through<V, D>>(
             Through {

@@ -97,8 +97,9 @@ pub trait Decoration: Clone + Copy + Default + Debug + Send + Sync + 'static {
 pub trait FloatPrimitive<B: Backend>: Decoration {
     /// The decorator's float primitive.
     type Float: TensorMetadata + Clone + Debug + Send + Sync + 'static;
-    /// The inner backend's primitive with the same values (a packed weight densifies).
-    fn float_inner(tensor: Self::Float) -> B::FloatTensorPrimitive;
+    /// The inner backend's primitive with the same values, for the op `op` (a packed weight
+    /// densifies, and may record that `op` made it).
+    fn float_inner(tensor: Self::Float, op: &'static str) -> B::FloatTensorPrimitive;
     /// A float primitive holding the inner backend's `tensor`.
     fn float_from_inner(tensor: B::FloatTensorPrimitive) -> Self::Float;
     /// An inner primitive on the same device as `tensor` (for device queries only).
@@ -109,6 +110,13 @@ pub trait FloatPrimitive<B: Backend>: Decoration {
         tensor: Self::Float,
         f: &dyn Fn(B::FloatTensorPrimitive) -> B::FloatTensorPrimitive,
     ) -> Self::Float;
+    /// `tensor` as a weight of the layer `layer` holds it (after the levels underneath took
+    /// their settings): by default unchanged; a weight-sparsity decorator packs it when the
+    /// settings carry its packed form.
+    fn float_layer(tensor: Self::Float, layer: &LayerSettings) -> Self::Float {
+        let _ = layer;
+        tensor
+    }
 }
 
 /// A decorator whose float primitive is the inner backend's own.
@@ -116,7 +124,7 @@ pub trait PlainFloat: Decoration {}
 
 impl<B: Backend, D: PlainFloat> FloatPrimitive<B> for D {
     type Float = B::FloatTensorPrimitive;
-    fn float_inner(tensor: Self::Float) -> B::FloatTensorPrimitive {
+    fn float_inner(tensor: Self::Float, _op: &'static str) -> B::FloatTensorPrimitive {
         tensor
     }
     fn float_from_inner(tensor: B::FloatTensorPrimitive) -> Self::Float {

@@ -71,6 +71,21 @@ impl<R: CubeRuntime> PackedCube<R> {
     /// Copies a (validated) packed weight to `device`.
     pub fn upload(w: &super::Packed, device: &R::Device) -> Self {
         let client = R::client(device);
+        let values = CubeTensor::new_contiguous(
+            client.clone(),
+            device.clone(),
+            Shape::new([w.out, w.nnz / 2]),
+            client.create_from_slice(bytemuck::cast_slice(&w.values)),
+            DType::F32,
+        );
+        Self::with_values(w, values)
+    }
+
+    /// A packed weight whose kept values `[out, nnz / 2]` are already on the device: copies
+    /// only its index arrays there.
+    pub fn with_values(w: &super::Packed, values: CubeTensor<R>) -> Self {
+        let device = values.device.clone();
+        let client = values.client.clone();
         let tensor = |bytes: &[u8], shape: Vec<usize>, dtype: DType| {
             CubeTensor::new_contiguous(
                 client.clone(),
@@ -82,11 +97,7 @@ impl<R: CubeRuntime> PackedCube<R> {
         };
         let words = super::meta_words(w.groups());
         Self {
-            values: tensor(
-                bytemuck::cast_slice(&w.values),
-                vec![w.out, w.nnz / 2],
-                DType::F32,
-            ),
+            values,
             meta: tensor(
                 bytemuck::cast_slice(&w.meta),
                 vec![w.out, words],

@@ -77,7 +77,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     fn float_into_data(
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-        B::float_into_data(Self::float_inner(tensor.inner))
+        B::float_into_data(Self::float_inner(tensor.inner, "float_into_data"))
     }
     /// Hook of [`FloatTensorOps::float_device`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
@@ -95,7 +95,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         device: &Device<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_to_device(Self::float_inner(tensor.inner), &device.inner);
+        let __out = B::float_to_device(
+            Self::float_inner(tensor.inner, "float_to_device"),
+            &device.inner,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_into_int`]; by default the inner backend's op on the unwrapped primitives.
@@ -105,7 +108,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_into_int(Self::float_inner(tensor.inner), out_dtype);
+        let __out = B::float_into_int(
+            Self::float_inner(tensor.inner, "float_into_int"),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_empty`]; by default the inner backend's op on the unwrapped primitives.
@@ -127,7 +133,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         times: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_repeat_dim(Self::float_inner(tensor.inner), dim, times);
+        let __out = B::float_repeat_dim(
+            Self::float_inner(tensor.inner, "float_repeat_dim"),
+            dim,
+            times,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_add`]; by default the inner backend's op on the unwrapped primitives.
@@ -138,8 +148,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_add(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_add"),
+            Self::float_inner(rhs.inner, "float_add"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -150,7 +160,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_add_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_add_scalar(
+            Self::float_inner(lhs.inner, "float_add_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp_min`]; by default the inner backend's op on the unwrapped primitives.
@@ -160,7 +173,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         min: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp_min(Self::float_inner(tensor.inner), min);
+        let __out = B::float_clamp_min(
+            Self::float_inner(tensor.inner, "float_clamp_min"),
+            min,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp_max`]; by default the inner backend's op on the unwrapped primitives.
@@ -170,7 +186,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         max: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp_max(Self::float_inner(tensor.inner), max);
+        let __out = B::float_clamp_max(
+            Self::float_inner(tensor.inner, "float_clamp_max"),
+            max,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_clamp`]; by default the inner backend's op on the unwrapped primitives.
@@ -181,7 +200,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         max: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_clamp(Self::float_inner(tensor.inner), min, max);
+        let __out = B::float_clamp(
+            Self::float_inner(tensor.inner, "float_clamp"),
+            min,
+            max,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sub`]; by default the inner backend's op on the unwrapped primitives.
@@ -192,8 +215,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_sub(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_sub"),
+            Self::float_inner(rhs.inner, "float_sub"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -204,7 +227,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_sub_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_sub_scalar(
+            Self::float_inner(lhs.inner, "float_sub_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mul`]; by default the inner backend's op on the unwrapped primitives.
@@ -215,8 +241,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_mul(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_mul"),
+            Self::float_inner(rhs.inner, "float_mul"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -227,7 +253,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_mul_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_mul_scalar(
+            Self::float_inner(lhs.inner, "float_mul_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_div`]; by default the inner backend's op on the unwrapped primitives.
@@ -238,8 +267,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_div(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_div"),
+            Self::float_inner(rhs.inner, "float_div"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -250,7 +279,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_div_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_div_scalar(
+            Self::float_inner(lhs.inner, "float_div_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_remainder`]; by default the inner backend's op on the unwrapped primitives.
@@ -261,8 +293,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_remainder(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_remainder"),
+            Self::float_inner(rhs.inner, "float_remainder"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -273,7 +305,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_remainder_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_remainder_scalar(
+            Self::float_inner(lhs.inner, "float_remainder_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_matmul`]; by default the inner backend's op on the unwrapped primitives.
@@ -284,8 +319,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_matmul(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_matmul"),
+            Self::float_inner(rhs.inner, "float_matmul"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -298,8 +333,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_cross(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_cross"),
+            Self::float_inner(rhs.inner, "float_cross"),
             dim,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -310,7 +345,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_neg(Self::float_inner(tensor.inner));
+        let __out = B::float_neg(Self::float_inner(tensor.inner, "float_neg"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_recip`]; by default the inner backend's op on the unwrapped primitives.
@@ -319,7 +354,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_recip(Self::float_inner(tensor.inner));
+        let __out = B::float_recip(Self::float_inner(tensor.inner, "float_recip"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_transpose`]; by default the inner backend's op on the unwrapped primitives.
@@ -328,7 +363,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_transpose(Self::float_inner(tensor.inner));
+        let __out = B::float_transpose(
+            Self::float_inner(tensor.inner, "float_transpose"),
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_swap_dims`]; by default the inner backend's op on the unwrapped primitives.
@@ -339,7 +376,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim2: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_swap_dims(Self::float_inner(tensor.inner), dim1, dim2);
+        let __out = B::float_swap_dims(
+            Self::float_inner(tensor.inner, "float_swap_dims"),
+            dim1,
+            dim2,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_permute`]; by default the inner backend's op on the unwrapped primitives.
@@ -349,7 +390,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         axes: &[usize],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_permute(Self::float_inner(tensor.inner), axes);
+        let __out = B::float_permute(
+            Self::float_inner(tensor.inner, "float_permute"),
+            axes,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_flip`]; by default the inner backend's op on the unwrapped primitives.
@@ -359,7 +403,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         axes: &[usize],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_flip(Self::float_inner(tensor.inner), axes);
+        let __out = B::float_flip(Self::float_inner(tensor.inner, "float_flip"), axes);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_reshape`]; by default the inner backend's op on the unwrapped primitives.
@@ -369,7 +413,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         shape: Shape,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_reshape(Self::float_inner(tensor.inner), shape);
+        let __out = B::float_reshape(
+            Self::float_inner(tensor.inner, "float_reshape"),
+            shape,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_gather`]; by default the inner backend's op on the unwrapped primitives.
@@ -380,7 +427,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_gather(dim, Self::float_inner(tensor.inner), indices.inner);
+        let __out = B::float_gather(
+            dim,
+            Self::float_inner(tensor.inner, "float_gather"),
+            indices.inner,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_scatter_add`]; by default the inner backend's op on the unwrapped primitives.
@@ -394,9 +445,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_scatter_add(
             dim,
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_scatter_add"),
             indices.inner,
-            Self::float_inner(value.inner),
+            Self::float_inner(value.inner, "float_scatter_add"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -410,9 +461,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _data.config.clone();
         let __out = B::float_scatter_nd(
-            Self::float_inner(_data.inner),
+            Self::float_inner(_data.inner, "float_scatter_nd"),
             _indices.inner,
-            Self::float_inner(_values.inner),
+            Self::float_inner(_values.inner, "float_scatter_nd"),
             _reduction,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -424,7 +475,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         _indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _data.config.clone();
-        let __out = B::float_gather_nd(Self::float_inner(_data.inner), _indices.inner);
+        let __out = B::float_gather_nd(
+            Self::float_inner(_data.inner, "float_gather_nd"),
+            _indices.inner,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_select`]; by default the inner backend's op on the unwrapped primitives.
@@ -435,7 +489,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_select(Self::float_inner(tensor.inner), dim, indices.inner);
+        let __out = B::float_select(
+            Self::float_inner(tensor.inner, "float_select"),
+            dim,
+            indices.inner,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_select_add`]; by default the inner backend's op on the unwrapped primitives.
@@ -448,10 +506,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_select_add(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_select_add"),
             dim,
             indices.inner,
-            Self::float_inner(value.inner),
+            Self::float_inner(value.inner, "float_select_add"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -462,7 +520,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         slices: &[Slice],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_slice(Self::float_inner(tensor.inner), slices);
+        let __out = B::float_slice(
+            Self::float_inner(tensor.inner, "float_slice"),
+            slices,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_slice_assign`]; by default the inner backend's op on the unwrapped primitives.
@@ -474,9 +535,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_slice_assign(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_slice_assign"),
             slices,
-            Self::float_inner(value.inner),
+            Self::float_inner(value.inner, "float_slice_assign"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -489,9 +550,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_mask_where(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_mask_where"),
             mask.inner,
-            Self::float_inner(value.inner),
+            Self::float_inner(value.inner, "float_mask_where"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -504,7 +565,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_mask_fill(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_mask_fill"),
             mask.inner,
             value,
         );
@@ -519,8 +580,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_equal(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_equal"),
+            Self::float_inner(rhs.inner, "float_equal"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -534,8 +595,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_not_equal(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_not_equal"),
+            Self::float_inner(rhs.inner, "float_not_equal"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -548,7 +609,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_equal_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
+        let __out = B::float_equal_elem(
+            Self::float_inner(lhs.inner, "float_equal_elem"),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_not_equal_elem`]; by default the inner backend's op on the unwrapped primitives.
@@ -560,7 +625,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_not_equal_elem(
-            Self::float_inner(lhs.inner),
+            Self::float_inner(lhs.inner, "float_not_equal_elem"),
             rhs,
             out_dtype,
         );
@@ -575,8 +640,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_greater(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_greater"),
+            Self::float_inner(rhs.inner, "float_greater"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -589,7 +654,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_greater_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
+        let __out = B::float_greater_elem(
+            Self::float_inner(lhs.inner, "float_greater_elem"),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_greater_equal`]; by default the inner backend's op on the unwrapped primitives.
@@ -601,8 +670,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_greater_equal(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_greater_equal"),
+            Self::float_inner(rhs.inner, "float_greater_equal"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -616,7 +685,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_greater_equal_elem(
-            Self::float_inner(lhs.inner),
+            Self::float_inner(lhs.inner, "float_greater_equal_elem"),
             rhs,
             out_dtype,
         );
@@ -631,8 +700,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_lower(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_lower"),
+            Self::float_inner(rhs.inner, "float_lower"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -645,7 +714,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_lower_elem(Self::float_inner(lhs.inner), rhs, out_dtype);
+        let __out = B::float_lower_elem(
+            Self::float_inner(lhs.inner, "float_lower_elem"),
+            rhs,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_lower_equal`]; by default the inner backend's op on the unwrapped primitives.
@@ -657,8 +730,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_lower_equal(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_lower_equal"),
+            Self::float_inner(rhs.inner, "float_lower_equal"),
             out_dtype,
         );
         Wrapped::new(__out, __cfg.clone())
@@ -672,7 +745,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_lower_equal_elem(
-            Self::float_inner(lhs.inner),
+            Self::float_inner(lhs.inner, "float_lower_equal_elem"),
             rhs,
             out_dtype,
         );
@@ -684,7 +757,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_detach(Self::float_inner(tensor.inner));
+        let __out = B::float_detach(Self::float_inner(tensor.inner, "float_detach"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_set_require_grad`]; by default the inner backend's op on the unwrapped primitives.
@@ -695,7 +768,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_set_require_grad(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_set_require_grad"),
             _require_grad,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -711,7 +784,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sum(Self::float_inner(tensor.inner));
+        let __out = B::float_sum(Self::float_inner(tensor.inner, "float_sum"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sum_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -721,7 +794,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sum_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_sum_dim(
+            Self::float_inner(tensor.inner, "float_sum_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_prod`]; by default the inner backend's op on the unwrapped primitives.
@@ -730,7 +806,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_prod(Self::float_inner(tensor.inner));
+        let __out = B::float_prod(Self::float_inner(tensor.inner, "float_prod"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_prod_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -740,7 +816,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_prod_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_prod_dim(
+            Self::float_inner(tensor.inner, "float_prod_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mean`]; by default the inner backend's op on the unwrapped primitives.
@@ -749,7 +828,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mean(Self::float_inner(tensor.inner));
+        let __out = B::float_mean(Self::float_inner(tensor.inner, "float_mean"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_mean_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -759,7 +838,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_mean_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_mean_dim(
+            Self::float_inner(tensor.inner, "float_mean_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cumsum`]; by default the inner backend's op on the unwrapped primitives.
@@ -769,7 +851,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cumsum(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_cumsum(
+            Self::float_inner(tensor.inner, "float_cumsum"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cumprod`]; by default the inner backend's op on the unwrapped primitives.
@@ -779,7 +864,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cumprod(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_cumprod(
+            Self::float_inner(tensor.inner, "float_cumprod"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cummin`]; by default the inner backend's op on the unwrapped primitives.
@@ -789,7 +877,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cummin(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_cummin(
+            Self::float_inner(tensor.inner, "float_cummin"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cummax`]; by default the inner backend's op on the unwrapped primitives.
@@ -799,7 +890,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cummax(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_cummax(
+            Self::float_inner(tensor.inner, "float_cummax"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cast`]; by default the inner backend's op on the unwrapped primitives.
@@ -809,7 +903,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dtype: FloatDType,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cast(Self::float_inner(tensor.inner), dtype);
+        let __out = B::float_cast(Self::float_inner(tensor.inner, "float_cast"), dtype);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_exp`]; by default the inner backend's op on the unwrapped primitives.
@@ -818,7 +912,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_exp(Self::float_inner(tensor.inner));
+        let __out = B::float_exp(Self::float_inner(tensor.inner, "float_exp"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_log`]; by default the inner backend's op on the unwrapped primitives.
@@ -827,7 +921,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_log(Self::float_inner(tensor.inner));
+        let __out = B::float_log(Self::float_inner(tensor.inner, "float_log"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_log1p`]; by default the inner backend's op on the unwrapped primitives.
@@ -836,7 +930,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_log1p(Self::float_inner(tensor.inner));
+        let __out = B::float_log1p(Self::float_inner(tensor.inner, "float_log1p"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf`]; by default the inner backend's op on the unwrapped primitives.
@@ -847,8 +941,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_powf(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_powf"),
+            Self::float_inner(rhs.inner, "float_powf"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -859,7 +953,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi(Self::float_inner(lhs.inner), rhs.inner);
+        let __out = B::float_powi(Self::float_inner(lhs.inner, "float_powi"), rhs.inner);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powi_scalar`]; by default the inner backend's op on the unwrapped primitives.
@@ -869,7 +963,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi_scalar(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_powi_scalar(
+            Self::float_inner(lhs.inner, "float_powi_scalar"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powi_scalar_impl`]; by default the inner backend's op on the unwrapped primitives.
@@ -879,7 +976,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         rhs: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
-        let __out = B::float_powi_scalar_impl(Self::float_inner(lhs.inner), rhs);
+        let __out = B::float_powi_scalar_impl(
+            Self::float_inner(lhs.inner, "float_powi_scalar_impl"),
+            rhs,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf_scalar`]; by default the inner backend's op on the unwrapped primitives.
@@ -889,7 +989,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         value: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_powf_scalar(Self::float_inner(tensor.inner), value);
+        let __out = B::float_powf_scalar(
+            Self::float_inner(tensor.inner, "float_powf_scalar"),
+            value,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_powf_scalar_impl`]; by default the inner backend's op on the unwrapped primitives.
@@ -899,7 +1002,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         value: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_powf_scalar_impl(Self::float_inner(tensor.inner), value);
+        let __out = B::float_powf_scalar_impl(
+            Self::float_inner(tensor.inner, "float_powf_scalar_impl"),
+            value,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sqrt`]; by default the inner backend's op on the unwrapped primitives.
@@ -908,7 +1014,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sqrt(Self::float_inner(tensor.inner));
+        let __out = B::float_sqrt(Self::float_inner(tensor.inner, "float_sqrt"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_abs`]; by default the inner backend's op on the unwrapped primitives.
@@ -917,7 +1023,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_abs(Self::float_inner(tensor.inner));
+        let __out = B::float_abs(Self::float_inner(tensor.inner, "float_abs"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cos`]; by default the inner backend's op on the unwrapped primitives.
@@ -926,7 +1032,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cos(Self::float_inner(tensor.inner));
+        let __out = B::float_cos(Self::float_inner(tensor.inner, "float_cos"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sin`]; by default the inner backend's op on the unwrapped primitives.
@@ -935,7 +1041,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sin(Self::float_inner(tensor.inner));
+        let __out = B::float_sin(Self::float_inner(tensor.inner, "float_sin"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_tan`]; by default the inner backend's op on the unwrapped primitives.
@@ -944,7 +1050,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_tan(Self::float_inner(tensor.inner));
+        let __out = B::float_tan(Self::float_inner(tensor.inner, "float_tan"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cosh`]; by default the inner backend's op on the unwrapped primitives.
@@ -953,7 +1059,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_cosh(Self::float_inner(tensor.inner));
+        let __out = B::float_cosh(Self::float_inner(tensor.inner, "float_cosh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sinh`]; by default the inner backend's op on the unwrapped primitives.
@@ -962,7 +1068,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sinh(Self::float_inner(tensor.inner));
+        let __out = B::float_sinh(Self::float_inner(tensor.inner, "float_sinh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_tanh`]; by default the inner backend's op on the unwrapped primitives.
@@ -971,7 +1077,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_tanh(Self::float_inner(tensor.inner));
+        let __out = B::float_tanh(Self::float_inner(tensor.inner, "float_tanh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_acos`]; by default the inner backend's op on the unwrapped primitives.
@@ -980,7 +1086,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_acos(Self::float_inner(tensor.inner));
+        let __out = B::float_acos(Self::float_inner(tensor.inner, "float_acos"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_acosh`]; by default the inner backend's op on the unwrapped primitives.
@@ -989,7 +1095,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_acosh(Self::float_inner(tensor.inner));
+        let __out = B::float_acosh(Self::float_inner(tensor.inner, "float_acosh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_asin`]; by default the inner backend's op on the unwrapped primitives.
@@ -998,7 +1104,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_asin(Self::float_inner(tensor.inner));
+        let __out = B::float_asin(Self::float_inner(tensor.inner, "float_asin"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_asinh`]; by default the inner backend's op on the unwrapped primitives.
@@ -1007,7 +1113,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_asinh(Self::float_inner(tensor.inner));
+        let __out = B::float_asinh(Self::float_inner(tensor.inner, "float_asinh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atan`]; by default the inner backend's op on the unwrapped primitives.
@@ -1016,7 +1122,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_atan(Self::float_inner(tensor.inner));
+        let __out = B::float_atan(Self::float_inner(tensor.inner, "float_atan"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atanh`]; by default the inner backend's op on the unwrapped primitives.
@@ -1025,7 +1131,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_atanh(Self::float_inner(tensor.inner));
+        let __out = B::float_atanh(Self::float_inner(tensor.inner, "float_atanh"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_atan2`]; by default the inner backend's op on the unwrapped primitives.
@@ -1036,8 +1142,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = lhs.config.clone();
         let __out = B::float_atan2(
-            Self::float_inner(lhs.inner),
-            Self::float_inner(rhs.inner),
+            Self::float_inner(lhs.inner, "float_atan2"),
+            Self::float_inner(rhs.inner, "float_atan2"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -1047,7 +1153,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_round(Self::float_inner(tensor.inner));
+        let __out = B::float_round(Self::float_inner(tensor.inner, "float_round"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_floor`]; by default the inner backend's op on the unwrapped primitives.
@@ -1056,7 +1162,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_floor(Self::float_inner(tensor.inner));
+        let __out = B::float_floor(Self::float_inner(tensor.inner, "float_floor"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_ceil`]; by default the inner backend's op on the unwrapped primitives.
@@ -1065,7 +1171,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_ceil(Self::float_inner(tensor.inner));
+        let __out = B::float_ceil(Self::float_inner(tensor.inner, "float_ceil"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_trunc`]; by default the inner backend's op on the unwrapped primitives.
@@ -1074,7 +1180,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_trunc(Self::float_inner(tensor.inner));
+        let __out = B::float_trunc(Self::float_inner(tensor.inner, "float_trunc"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_erf`]; by default the inner backend's op on the unwrapped primitives.
@@ -1083,7 +1189,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_erf(Self::float_inner(tensor.inner));
+        let __out = B::float_erf(Self::float_inner(tensor.inner, "float_erf"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_cat`]; by default the inner backend's op on the unwrapped primitives.
@@ -1096,7 +1202,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
             .or_else(|| tensors.first().map(|t| t.config.clone()))
             .unwrap_or_default();
         let __out = B::float_cat(
-            tensors.into_iter().map(|t| Self::float_inner(t.inner)).collect(),
+            tensors
+                .into_iter()
+                .map(|t| Self::float_inner(t.inner, "float_cat"))
+                .collect(),
             dim,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -1109,7 +1218,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argmax(Self::float_inner(tensor.inner), dim, out_dtype);
+        let __out = B::float_argmax(
+            Self::float_inner(tensor.inner, "float_argmax"),
+            dim,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_argtopk`]; by default the inner backend's op on the unwrapped primitives.
@@ -1121,7 +1234,12 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argtopk(Self::float_inner(tensor.inner), dim, k, out_dtype);
+        let __out = B::float_argtopk(
+            Self::float_inner(tensor.inner, "float_argtopk"),
+            dim,
+            k,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_topk`]; by default the inner backend's op on the unwrapped primitives.
@@ -1132,7 +1250,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         k: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_topk(Self::float_inner(tensor.inner), dim, k);
+        let __out = B::float_topk(Self::float_inner(tensor.inner, "float_topk"), dim, k);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_argmin`]; by default the inner backend's op on the unwrapped primitives.
@@ -1143,7 +1261,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: IntDType,
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_argmin(Self::float_inner(tensor.inner), dim, out_dtype);
+        let __out = B::float_argmin(
+            Self::float_inner(tensor.inner, "float_argmin"),
+            dim,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max`]; by default the inner backend's op on the unwrapped primitives.
@@ -1152,7 +1274,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max(Self::float_inner(tensor.inner));
+        let __out = B::float_max(Self::float_inner(tensor.inner, "float_max"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1162,7 +1284,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_max_dim(
+            Self::float_inner(tensor.inner, "float_max_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_dim_with_indices`]; by default the inner backend's op on the unwrapped primitives.
@@ -1174,7 +1299,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_max_dim_with_indices(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_max_dim_with_indices"),
             dim,
             indices_dtype,
         );
@@ -1192,7 +1317,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_min(Self::float_inner(tensor.inner));
+        let __out = B::float_min(Self::float_inner(tensor.inner, "float_min"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_min_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1202,7 +1327,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_min_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_min_dim(
+            Self::float_inner(tensor.inner, "float_min_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_min_dim_with_indices`]; by default the inner backend's op on the unwrapped primitives.
@@ -1214,7 +1342,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_min_dim_with_indices(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_min_dim_with_indices"),
             dim,
             indices_dtype,
         );
@@ -1232,7 +1360,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_abs(Self::float_inner(tensor.inner));
+        let __out = B::float_max_abs(Self::float_inner(tensor.inner, "float_max_abs"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_max_abs_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1242,7 +1370,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_max_abs_dim(Self::float_inner(tensor.inner), dim);
+        let __out = B::float_max_abs_dim(
+            Self::float_inner(tensor.inner, "float_max_abs_dim"),
+            dim,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_any`]; by default the inner backend's op on the unwrapped primitives.
@@ -1252,7 +1383,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_any(Self::float_inner(tensor.inner), out_dtype);
+        let __out = B::float_any(
+            Self::float_inner(tensor.inner, "float_any"),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_any_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1263,7 +1397,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_any_dim(Self::float_inner(tensor.inner), dim, out_dtype);
+        let __out = B::float_any_dim(
+            Self::float_inner(tensor.inner, "float_any_dim"),
+            dim,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_all`]; by default the inner backend's op on the unwrapped primitives.
@@ -1273,7 +1411,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_all(Self::float_inner(tensor.inner), out_dtype);
+        let __out = B::float_all(
+            Self::float_inner(tensor.inner, "float_all"),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_all_dim`]; by default the inner backend's op on the unwrapped primitives.
@@ -1284,7 +1425,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_all_dim(Self::float_inner(tensor.inner), dim, out_dtype);
+        let __out = B::float_all_dim(
+            Self::float_inner(tensor.inner, "float_all_dim"),
+            dim,
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sign`]; by default the inner backend's op on the unwrapped primitives.
@@ -1293,7 +1438,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sign(Self::float_inner(tensor.inner));
+        let __out = B::float_sign(Self::float_inner(tensor.inner, "float_sign"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_expand`]; by default the inner backend's op on the unwrapped primitives.
@@ -1303,7 +1448,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         shape: Shape,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_expand(Self::float_inner(tensor.inner), shape);
+        let __out = B::float_expand(
+            Self::float_inner(tensor.inner, "float_expand"),
+            shape,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sort`]; by default the inner backend's op on the unwrapped primitives.
@@ -1314,7 +1462,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         descending: bool,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_sort(Self::float_inner(tensor.inner), dim, descending);
+        let __out = B::float_sort(
+            Self::float_inner(tensor.inner, "float_sort"),
+            dim,
+            descending,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_sort_with_indices`]; by default the inner backend's op on the unwrapped primitives.
@@ -1327,7 +1479,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> (FloatTensor<Decorated<B, Self>>, IntTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_sort_with_indices(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_sort_with_indices"),
             dim,
             descending,
             indices_dtype,
@@ -1350,7 +1502,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> IntTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_argsort(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "float_argsort"),
             dim,
             descending,
             out_dtype,
@@ -1366,8 +1518,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::float_grid_sample_2d(
-            Self::float_inner(tensor.inner),
-            Self::float_inner(grid.inner),
+            Self::float_inner(tensor.inner, "float_grid_sample_2d"),
+            Self::float_inner(grid.inner, "float_grid_sample_2d"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -1381,7 +1533,12 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         step: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_unfold(Self::float_inner(tensor.inner), dim, size, step);
+        let __out = B::float_unfold(
+            Self::float_inner(tensor.inner, "float_unfold"),
+            dim,
+            size,
+            step,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_is_nan`]; by default the inner backend's op on the unwrapped primitives.
@@ -1391,7 +1548,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_is_nan(Self::float_inner(tensor.inner), out_dtype);
+        let __out = B::float_is_nan(
+            Self::float_inner(tensor.inner, "float_is_nan"),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`FloatTensorOps::float_is_inf`]; by default the inner backend's op on the unwrapped primitives.
@@ -1401,7 +1561,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         out_dtype: BoolDType,
     ) -> BoolTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::float_is_inf(Self::float_inner(tensor.inner), out_dtype);
+        let __out = B::float_is_inf(
+            Self::float_inner(tensor.inner, "float_is_inf"),
+            out_dtype,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`IntTensorOps::int_empty`]; by default the inner backend's op on the unwrapped primitives.
@@ -2894,10 +3057,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> QuantizedTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::quantize(
-            Self::float_inner(tensor.inner),
+            Self::float_inner(tensor.inner, "quantize"),
             scheme,
             QuantizationParametersPrimitive {
-                scales: Self::float_inner(qparams.scales.inner),
+                scales: Self::float_inner(qparams.scales.inner, "quantize"),
             },
         );
         Wrapped::new(__out, __cfg.clone())
@@ -2909,7 +3072,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         scheme: &QuantScheme,
     ) -> QuantizedTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::quantize_dynamic(Self::float_inner(tensor.inner), scheme);
+        let __out = B::quantize_dynamic(
+            Self::float_inner(tensor.inner, "quantize_dynamic"),
+            scheme,
+        );
         Wrapped::new(__out, __cfg.clone())
     }
     /// Hook of [`QTensorOps::dequantize`]; by default the inner backend's op on the unwrapped primitives.
@@ -3298,13 +3464,13 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         let __out = B::q_matmul(
             match lhs {
                 TensorPrimitive::Float(t) => {
-                    TensorPrimitive::Float(Self::float_inner(t.inner))
+                    TensorPrimitive::Float(Self::float_inner(t.inner, "q_matmul"))
                 }
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             },
             match rhs {
                 TensorPrimitive::Float(t) => {
-                    TensorPrimitive::Float(Self::float_inner(t.inner))
+                    TensorPrimitive::Float(Self::float_inner(t.inner, "q_matmul"))
                 }
                 TensorPrimitive::QFloat(t) => TensorPrimitive::QFloat(t.inner),
             },
@@ -4055,7 +4221,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         indices: IntTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weights.config.clone();
-        let __out = B::embedding(Self::float_inner(weights.inner), indices.inner);
+        let __out = B::embedding(
+            Self::float_inner(weights.inner, "embedding"),
+            indices.inner,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::embedding_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -4067,8 +4236,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weights.config.clone();
         let __out = B::embedding_backward(
-            Self::float_inner(weights.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(weights.inner, "embedding_backward"),
+            Self::float_inner(output_grad.inner, "embedding_backward"),
             indices.inner,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4082,9 +4251,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::linear(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "linear"),
+            Self::float_inner(weight.inner, "linear"),
+            bias.map(|t| Self::float_inner(t.inner, "linear")),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4096,8 +4265,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::linear_x_backward(
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(weight.inner, "linear_x_backward"),
+            Self::float_inner(output_grad.inner, "linear_x_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4109,8 +4278,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::linear_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "linear_weight_backward"),
+            Self::float_inner(output_grad.inner, "linear_weight_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4120,7 +4289,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         output_grad: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output_grad.config.clone();
-        let __out = B::linear_bias_backward(Self::float_inner(output_grad.inner));
+        let __out = B::linear_bias_backward(
+            Self::float_inner(output_grad.inner, "linear_bias_backward"),
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::conv1d`]; by default the inner backend's op on the unwrapped primitives.
@@ -4133,9 +4304,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv1d"),
+            Self::float_inner(weight.inner, "conv1d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv1d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4150,9 +4321,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d_x_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv1d_x_backward"),
+            Self::float_inner(weight.inner, "conv1d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv1d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4167,9 +4338,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv1d_weight_backward"),
+            Self::float_inner(weight.inner, "conv1d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv1d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4183,9 +4354,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv1d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv1d_bias_backward"),
+            Self::float_inner(bias.inner, "conv1d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv1d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4199,9 +4370,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv2d"),
+            Self::float_inner(weight.inner, "conv2d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv2d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4216,9 +4387,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d_x_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv2d_x_backward"),
+            Self::float_inner(weight.inner, "conv2d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv2d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4233,9 +4404,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv2d_weight_backward"),
+            Self::float_inner(weight.inner, "conv2d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv2d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4249,9 +4420,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv2d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv2d_bias_backward"),
+            Self::float_inner(bias.inner, "conv2d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv2d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4267,11 +4438,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::deform_conv2d(
-            Self::float_inner(x.inner),
-            Self::float_inner(offset.inner),
-            Self::float_inner(weight.inner),
-            mask.map(|t| Self::float_inner(t.inner)),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "deform_conv2d"),
+            Self::float_inner(offset.inner, "deform_conv2d"),
+            Self::float_inner(weight.inner, "deform_conv2d"),
+            mask.map(|t| Self::float_inner(t.inner, "deform_conv2d")),
+            bias.map(|t| Self::float_inner(t.inner, "deform_conv2d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4289,12 +4460,12 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> DeformConv2dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::deform_conv2d_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(offset.inner),
-            Self::float_inner(weight.inner),
-            mask.map(|t| Self::float_inner(t.inner)),
-            bias.map(|t| Self::float_inner(t.inner)),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "deform_conv2d_backward"),
+            Self::float_inner(offset.inner, "deform_conv2d_backward"),
+            Self::float_inner(weight.inner, "deform_conv2d_backward"),
+            mask.map(|t| Self::float_inner(t.inner, "deform_conv2d_backward")),
+            bias.map(|t| Self::float_inner(t.inner, "deform_conv2d_backward")),
+            Self::float_inner(output_grad.inner, "deform_conv2d_backward"),
             options,
         );
         {
@@ -4328,9 +4499,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv3d"),
+            Self::float_inner(weight.inner, "conv3d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv3d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4345,9 +4516,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d_x_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv3d_x_backward"),
+            Self::float_inner(weight.inner, "conv3d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv3d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4362,9 +4533,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv3d_weight_backward"),
+            Self::float_inner(weight.inner, "conv3d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv3d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4378,9 +4549,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv3d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv3d_bias_backward"),
+            Self::float_inner(bias.inner, "conv3d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv3d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4394,9 +4565,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv_transpose1d"),
+            Self::float_inner(weight.inner, "conv_transpose1d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv_transpose1d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4410,8 +4581,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose1d_x_backward(
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(weight.inner, "conv_transpose1d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose1d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4426,9 +4597,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose1d_weight_backward"),
+            Self::float_inner(weight.inner, "conv_transpose1d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose1d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4442,9 +4613,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose1d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose1d_bias_backward"),
+            Self::float_inner(bias.inner, "conv_transpose1d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose1d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4458,9 +4629,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv_transpose2d"),
+            Self::float_inner(weight.inner, "conv_transpose2d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv_transpose2d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4474,8 +4645,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose2d_x_backward(
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(weight.inner, "conv_transpose2d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose2d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4490,9 +4661,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose2d_weight_backward"),
+            Self::float_inner(weight.inner, "conv_transpose2d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose2d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4506,9 +4677,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose2d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose2d_bias_backward"),
+            Self::float_inner(bias.inner, "conv_transpose2d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose2d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4522,9 +4693,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            bias.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(x.inner, "conv_transpose3d"),
+            Self::float_inner(weight.inner, "conv_transpose3d"),
+            bias.map(|t| Self::float_inner(t.inner, "conv_transpose3d")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4538,8 +4709,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = weight.config.clone();
         let __out = B::conv_transpose3d_x_backward(
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(weight.inner, "conv_transpose3d_x_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose3d_x_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4554,9 +4725,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d_weight_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(weight.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose3d_weight_backward"),
+            Self::float_inner(weight.inner, "conv_transpose3d_weight_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose3d_weight_backward"),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4570,9 +4741,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::conv_transpose3d_bias_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(bias.inner),
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(x.inner, "conv_transpose3d_bias_backward"),
+            Self::float_inner(bias.inner, "conv_transpose3d_bias_backward"),
+            Self::float_inner(output_grad.inner, "conv_transpose3d_bias_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4584,7 +4755,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         options: UnfoldOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::unfold4d(Self::float_inner(x.inner), kernel_size, options);
+        let __out = B::unfold4d(
+            Self::float_inner(x.inner, "unfold4d"),
+            kernel_size,
+            options,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::avg_pool1d`]; by default the inner backend's op on the unwrapped primitives.
@@ -4599,7 +4774,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool1d(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "avg_pool1d"),
             kernel_size,
             stride,
             padding,
@@ -4621,8 +4796,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool1d_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "avg_pool1d_backward"),
+            Self::float_inner(grad.inner, "avg_pool1d_backward"),
             kernel_size,
             stride,
             padding,
@@ -4643,7 +4818,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool2d(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "avg_pool2d"),
             kernel_size,
             stride,
             padding,
@@ -4665,8 +4840,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::avg_pool2d_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "avg_pool2d_backward"),
+            Self::float_inner(grad.inner, "avg_pool2d_backward"),
             kernel_size,
             stride,
             padding,
@@ -4682,7 +4857,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         output_size: [usize; 2],
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool2d(Self::float_inner(x.inner), output_size);
+        let __out = B::adaptive_avg_pool2d(
+            Self::float_inner(x.inner, "adaptive_avg_pool2d"),
+            output_size,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool2d_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -4693,8 +4871,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::adaptive_avg_pool2d_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "adaptive_avg_pool2d_backward"),
+            Self::float_inner(grad.inner, "adaptive_avg_pool2d_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4705,7 +4883,10 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         output_size: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::adaptive_avg_pool1d(Self::float_inner(x.inner), output_size);
+        let __out = B::adaptive_avg_pool1d(
+            Self::float_inner(x.inner, "adaptive_avg_pool1d"),
+            output_size,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::adaptive_avg_pool1d_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -4716,8 +4897,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::adaptive_avg_pool1d_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "adaptive_avg_pool1d_backward"),
+            Self::float_inner(grad.inner, "adaptive_avg_pool1d_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -4733,7 +4914,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool1d"),
             kernel_size,
             stride,
             padding,
@@ -4754,7 +4935,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> MaxPool1dWithIndices<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d_with_indices(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool1d_with_indices"),
             kernel_size,
             stride,
             padding,
@@ -4783,13 +4964,13 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> MaxPool1dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool1d_with_indices_backward(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool1d_with_indices_backward"),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(output_grad.inner, "max_pool1d_with_indices_backward"),
             indices.inner,
         );
         {
@@ -4811,7 +4992,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool2d"),
             kernel_size,
             stride,
             padding,
@@ -4832,7 +5013,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> MaxPool2dWithIndices<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d_with_indices(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool2d_with_indices"),
             kernel_size,
             stride,
             padding,
@@ -4861,13 +5042,13 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> MaxPool2dBackward<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::max_pool2d_with_indices_backward(
-            Self::float_inner(x.inner),
+            Self::float_inner(x.inner, "max_pool2d_with_indices_backward"),
             kernel_size,
             stride,
             padding,
             dilation,
             ceil_mode,
-            Self::float_inner(output_grad.inner),
+            Self::float_inner(output_grad.inner, "max_pool2d_with_indices_backward"),
             indices.inner,
         );
         {
@@ -4885,7 +5066,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         options: InterpolateOptions,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
-        let __out = B::interpolate(Self::float_inner(x.inner), output_size, options);
+        let __out = B::interpolate(
+            Self::float_inner(x.inner, "interpolate"),
+            output_size,
+            options,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ModuleOps::interpolate_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -4898,8 +5083,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::interpolate_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "interpolate_backward"),
+            Self::float_inner(grad.inner, "interpolate_backward"),
             output_size,
             options,
         );
@@ -4917,11 +5102,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = query.config.clone();
         let __out = B::attention(
-            Self::float_inner(query.inner),
-            Self::float_inner(key.inner),
-            Self::float_inner(value.inner),
+            Self::float_inner(query.inner, "attention"),
+            Self::float_inner(key.inner, "attention"),
+            Self::float_inner(value.inner, "attention"),
             mask.map(|t| t.inner),
-            attn_bias.map(|t| Self::float_inner(t.inner)),
+            attn_bias.map(|t| Self::float_inner(t.inner, "attention")),
             options,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4936,9 +5121,9 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::layer_norm(
-            Self::float_inner(tensor.inner),
-            Self::float_inner(gamma.inner),
-            beta.map(|t| Self::float_inner(t.inner)),
+            Self::float_inner(tensor.inner, "layer_norm"),
+            Self::float_inner(gamma.inner, "layer_norm"),
+            beta.map(|t| Self::float_inner(t.inner, "layer_norm")),
             epsilon,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4954,7 +5139,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = log_probs.config.clone();
         let __out = B::ctc_loss(
-            Self::float_inner(log_probs.inner),
+            Self::float_inner(log_probs.inner, "ctc_loss"),
             targets.inner,
             input_lengths.inner,
             target_lengths.inner,
@@ -4979,11 +5164,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = _log_probs.config.clone();
         let __out = B::ctc_loss_backward(
-            Self::float_inner(_log_probs.inner),
+            Self::float_inner(_log_probs.inner, "ctc_loss_backward"),
             _targets.inner,
             _input_lengths.inner,
             _target_lengths.inner,
-            Self::float_inner(_grad_loss.inner),
+            Self::float_inner(_grad_loss.inner, "ctc_loss_backward"),
             _blank,
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
@@ -4996,7 +5181,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         n: Option<usize>,
     ) -> (FloatTensor<Decorated<B, Self>>, FloatTensor<Decorated<B, Self>>) {
         let __cfg: Self::Config = signal.config.clone();
-        let __out = B::rfft(Self::float_inner(signal.inner), dim, n);
+        let __out = B::rfft(Self::float_inner(signal.inner, "rfft"), dim, n);
         {
             let (__t0, __t1) = __out;
             (
@@ -5015,8 +5200,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = spectrum_re.config.clone();
         let __out = B::irfft(
-            Self::float_inner(spectrum_re.inner),
-            Self::float_inner(spectrum_im.inner),
+            Self::float_inner(spectrum_re.inner, "irfft"),
+            Self::float_inner(spectrum_im.inner, "irfft"),
             dim,
             n,
         );
@@ -5029,14 +5214,17 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         negative_slope: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::leaky_relu(Self::float_inner(tensor.inner), negative_slope);
+        let __out = B::leaky_relu(
+            Self::float_inner(tensor.inner, "leaky_relu"),
+            negative_slope,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::relu`]; by default the inner backend's op on the unwrapped primitives.
     #[allow(unused_mut)]
     fn relu(tensor: FloatTensor<Decorated<B, Self>>) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::relu(Self::float_inner(tensor.inner));
+        let __out = B::relu(Self::float_inner(tensor.inner, "relu"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::relu_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -5047,8 +5235,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output.config.clone();
         let __out = B::relu_backward(
-            Self::float_inner(output.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(output.inner, "relu_backward"),
+            Self::float_inner(grad.inner, "relu_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -5056,7 +5244,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     #[allow(unused_mut)]
     fn gelu(tensor: FloatTensor<Decorated<B, Self>>) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::gelu(Self::float_inner(tensor.inner));
+        let __out = B::gelu(Self::float_inner(tensor.inner, "gelu"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::prelu`]; by default the inner backend's op on the unwrapped primitives.
@@ -5067,8 +5255,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
         let __out = B::prelu(
-            Self::float_inner(tensor.inner),
-            Self::float_inner(alpha.inner),
+            Self::float_inner(tensor.inner, "prelu"),
+            Self::float_inner(alpha.inner, "prelu"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -5080,8 +5268,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::gelu_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "gelu_backward"),
+            Self::float_inner(grad.inner, "gelu_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -5091,7 +5279,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::sigmoid(Self::float_inner(tensor.inner));
+        let __out = B::sigmoid(Self::float_inner(tensor.inner, "sigmoid"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::sigmoid_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -5102,8 +5290,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = output.config.clone();
         let __out = B::sigmoid_backward(
-            Self::float_inner(output.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(output.inner, "sigmoid_backward"),
+            Self::float_inner(grad.inner, "sigmoid_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -5115,7 +5303,11 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         beta: Scalar,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::hard_sigmoid(Self::float_inner(tensor.inner), alpha, beta);
+        let __out = B::hard_sigmoid(
+            Self::float_inner(tensor.inner, "hard_sigmoid"),
+            alpha,
+            beta,
+        );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_sigmoid`]; by default the inner backend's op on the unwrapped primitives.
@@ -5124,7 +5316,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         tensor: FloatTensor<Decorated<B, Self>>,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::log_sigmoid(Self::float_inner(tensor.inner));
+        let __out = B::log_sigmoid(Self::float_inner(tensor.inner, "log_sigmoid"));
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::softmax`]; by default the inner backend's op on the unwrapped primitives.
@@ -5134,7 +5326,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::softmax(Self::float_inner(tensor.inner), dim);
+        let __out = B::softmax(Self::float_inner(tensor.inner, "softmax"), dim);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_softmax`]; by default the inner backend's op on the unwrapped primitives.
@@ -5144,7 +5336,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::log_softmax(Self::float_inner(tensor.inner), dim);
+        let __out = B::log_softmax(Self::float_inner(tensor.inner, "log_softmax"), dim);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::softmin`]; by default the inner backend's op on the unwrapped primitives.
@@ -5154,7 +5346,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
         dim: usize,
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = tensor.config.clone();
-        let __out = B::softmin(Self::float_inner(tensor.inner), dim);
+        let __out = B::softmin(Self::float_inner(tensor.inner, "softmin"), dim);
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
     /// Hook of [`ActivationOps::log_sigmoid_backward`]; by default the inner backend's op on the unwrapped primitives.
@@ -5165,8 +5357,8 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
     ) -> FloatTensor<Decorated<B, Self>> {
         let __cfg: Self::Config = x.config.clone();
         let __out = B::log_sigmoid_backward(
-            Self::float_inner(x.inner),
-            Self::float_inner(grad.inner),
+            Self::float_inner(x.inner, "log_sigmoid_backward"),
+            Self::float_inner(grad.inner, "log_sigmoid_backward"),
         );
         Wrapped::new(Self::float_from_inner(__out), __cfg.clone())
     }
@@ -5182,7 +5374,7 @@ pub trait DecoratorOps<B: Backend>: Decoration + FloatPrimitive<B> {
                 transaction
                     .read_floats
                     .into_iter()
-                    .map(|t| Self::float_inner(t.inner))
+                    .map(|t| Self::float_inner(t.inner, "tr_execute"))
                     .collect(),
                 transaction.read_qfloats.into_iter().map(|t| t.inner).collect(),
                 transaction.read_ints.into_iter().map(|t| t.inner).collect(),

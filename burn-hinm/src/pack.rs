@@ -1,0 +1,202 @@
+//! A weight's HiNM mask turned into the packed layout the kernel runs
+//! ([`cubecl_kernels::hinm::Packed`]), and back to a dense masked weight.
+
+use crate::error::HinmError;
+use crate::mask::{HinmMask, Saliency, Scores};
+use cubecl_kernels::hinm::Packed;
+
+/// How a weight of Burn's layout maps to the `out × K` view of its packed form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A Linear weight `[d_in, d_out]`: `out = d_out`, `K = d_in`.
+    Linear {
+        /// Inputs.
+        d_in: usize,
+        /// Outputs.
+        d_out: usize,
+    },
+    /// A convolution weight `[c_out, c_in, k…]`: `out = c_out`, `K = c_in · Π k`.
+    Conv {
+        /// The weight's dimensions (rank 3 to 5).
+        dims: [usize; 5],
+        /// Its rank.
+        rank: usize,
+    },
+}
+
+impl Layout {
+    /// The layout of a weight of shape `dims`, or `None` for a shape that is not a contraction
+    /// weight (rank < 2 or > 5).
+    pub fn of(dims: &[usize]) -> Option<Self> {
+        match dims.len() {
+            2 => Some(Self::Linear {
+                d_in: dims[0],
+                d_out: dims[1],
+            }),
+            3..=5 => {
+                let mut all = [1; 5];
+                all[..dims.len()].copy_from_slice(dims);
+                Some(Self::Conv {
+                    dims: all,
+                    rank: dims.len(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// `(out, K)` of the GEMM view.
+    pub fn view(&self) -> (usize, usize) {
+        match *self {
+            Self::Linear { d_in, d_out } => (d_out, d_in),
+            Self::Conv { dims, rank } => (dims[0], dims[1..rank].iter().product()),
+        }
+    }
+
+    /// The weight's shape in Burn's layout.
+    pub fn shape(&self) -> Vec<usize> {
+        match *self {
+            Self::Linear { d_in, d_out } => vec![d_in, d_out],
+            Self::Conv { dims, rank } => dims[..rank].to_vec(),
+        }
+    }
+
+    /// The weight in Burn's layout from its `out × K` view (row-major).
+    pub fn from_view(&self, view: &[f32]) -> Vec<f32> {
+        match *self {
+            Self::Linear { d_in, d_out } => {
+                let mut w = vec![0f32; d_in * d_out];
+                for o in 0..d_out {
+                    for i in 0..d_in {
+                        w[i * d_out + o] = view[o * d_in + i];
+                    }
+                }
+                w
+            }
+            Self::Conv { .. } => view.to_vec(),
+        }
+    }
+}
+
+/// The saliency scores of a weight of shape `dims` (Burn's layout) on its GEMM view.
+pub fn scores(weight: &[f32], dims: &[usize], s: Saliency) -> Result<Scores, HinmError> {
+    match Layout::of(dims) {
+        Some(Layout::Linear { d_in, d_out }) => Scores::linear(weight, d_in, d_out, s),
+        Some(Layout::Conv { .. }) => Scores::conv(weight, dims, s),
+        None => Err(HinmError::Shape(format!(
+            "a weight of shape {dims:?} has no GEMM view"
+        ))),
+    }
+}
+
+/// The packed form of `weight` (shape `dims`, Burn's layout) under `mask`.
+pub fn pack(weight: &[f32], dims: &[usize], mask: &HinmMask) -> Result<Packed, HinmError> {
+    let layout = Layout::of(dims)
+        .ok_or_else(|| HinmError::Shape(format!("a weight of shape {dims:?} cannot be packed")))?;
+    let (out, k) = layout.view();
+    if (out, k) != (mask.out_perm.len(), mask.k) || weight.len() != out * k {
+        return Err(HinmError::Shape(format!(
+            "a mask of {}×{} for a weight {dims:?} ({out}×{k})",
+            mask.out_perm.len(),
+            mask.k
+        )));
+    }
+    let at = |row: usize, col: usize| match layout {
+        Layout::Linear { d_out, .. } => weight[col * d_out + row],
+        Layout::Conv { .. } => weight[row * k + col],
+    };
+    let nnz = mask.columns.first().map_or(0, Vec::len);
+    let mut values = Vec::with_capacity(out * nnz / 2);
+    let mut meta = Vec::new();
+    for (r, &row) in mask.out_perm.iter().enumerate() {
+        let tile = &mask.columns[r / mask.v];
+        let mut positions = Vec::with_capacity(nnz / 4);
+        for (g, &bits) in mask.keep[r].iter().enumerate() {
+            let kept: Vec<usize> = (0..4).filter(|b| bits >> b & 1 == 1).collect();
+            let [p0, p1] = kept[..] else {
+                return Err(HinmError::Shape(format!(
+                    "row {r}, group {g} keeps {} values, not 2",
+                    kept.len()
+                )));
+            };
+            values.push(at(row as usize, tile[g * 4 + p0] as usize));
+            values.push(at(row as usize, tile[g * 4 + p1] as usize));
+            positions.push([p0, p1]);
+        }
+        meta.extend(Packed::encode_meta(&positions));
+    }
+    let packed = Packed {
+        out,
+        k,
+        v: mask.v,
+        nnz,
+        out_perm: mask.out_perm.clone(),
+        cols: mask.columns.concat(),
+        values,
+        meta,
+    };
+    packed
+        .validate()
+        .map_err(|e| HinmError::Shape(e.to_string()))?;
+    Ok(packed)
+}
+
+/// The dense masked weight of a packed one, in Burn's layout for `dims`.
+pub fn masked(packed: &Packed, dims: &[usize]) -> Result<Vec<f32>, HinmError> {
+    check_fits(packed, dims).map_err(HinmError::Shape)?;
+    let layout = Layout::of(dims).expect("checked by check_fits");
+    Ok(layout.from_view(&packed.dense()))
+}
+
+/// Whether `packed` fits a weight of shape `dims` (Burn's layout).
+pub fn check_fits(packed: &Packed, dims: &[usize]) -> Result<(), String> {
+    let layout =
+        Layout::of(dims).ok_or_else(|| format!("a weight of shape {dims:?} cannot be packed"))?;
+    let (out, k) = layout.view();
+    if (out, k) != (packed.out, packed.k) {
+        return Err(format!(
+            "the packed weight is {}×{} (out × K), the model's weight {dims:?} is {out}×{k}",
+            packed.out, packed.k
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gyro::{Method, search};
+
+    #[test]
+    fn packing_keeps_exactly_the_masked_values_in_both_layouts() {
+        let w: Vec<f32> = (0..16 * 24)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 9.0)
+            .collect();
+        for dims in [vec![24, 16], vec![16, 6, 2, 2]] {
+            let s = scores(&w, &dims, Saliency::Magnitude).unwrap();
+            let (mask, _) = search(&s, 8, 0.5, Method::Gyro, 3).unwrap();
+            let packed = pack(&w, &dims, &mask).unwrap();
+            let dense = masked(&packed, &dims).unwrap();
+            let keep = mask.dense(); // view order
+            let layout = Layout::of(&dims).unwrap();
+            let kept_view: Vec<f32> = keep.iter().map(|&k| if k { 1.0 } else { 0.0 }).collect();
+            let kept = layout.from_view(&kept_view);
+            for i in 0..w.len() {
+                let want = if kept[i] == 1.0 { w[i] } else { 0.0 };
+                assert_eq!(dense[i], want, "{dims:?} at {i}");
+            }
+            assert_eq!(dense.iter().filter(|&&x| x != 0.0).count(), w.len() / 4);
+        }
+    }
+
+    #[test]
+    fn a_packed_weight_of_another_shape_is_refused() {
+        let w = vec![1.0f32; 8 * 16];
+        let s = scores(&w, &[16, 8], Saliency::Magnitude).unwrap();
+        let (mask, _) = search(&s, 4, 0.5, Method::None, 1).unwrap();
+        let packed = pack(&w, &[16, 8], &mask).unwrap();
+        assert!(check_fits(&packed, &[8, 16]).unwrap_err().contains("8×16"));
+        assert!(pack(&w, &[8, 16], &mask).is_err());
+        assert!(check_fits(&packed, &[128]).is_err());
+    }
+}
