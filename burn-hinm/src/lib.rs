@@ -35,7 +35,10 @@
 #[cfg(feature = "backend")]
 pub mod backend;
 pub mod error;
+#[cfg(feature = "backend")]
+pub mod file;
 pub mod gyro;
+pub mod level;
 pub mod mask;
 #[cfg(feature = "backend")]
 pub mod module;
@@ -43,3 +46,4 @@ pub mod module;
 pub mod pack;
 
 pub use error::HinmError;
+pub use level::Level;

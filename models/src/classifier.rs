@@ -2,9 +2,11 @@
 //! builds them ([`ModelKind::build`]), and the [`Classifier`] trait every model implements.
 
 use crate::data::{ImageBatch, ImageSpec};
+use crate::deit::{Deit, DeitConfig};
 use crate::error::{Error, Result};
 use crate::lenet::{LeNet5, LeNet300};
 use crate::resmlp::{ResMlp, ResMlpConfig};
+use crate::resnet::{Depth, ResNet, ResNetConfig};
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
@@ -29,6 +31,28 @@ pub enum ModelKind {
     /// ResMLP-S24 in its CIFAR configuration (d 384, 24 blocks, 4×4 patches).
     #[serde(rename = "resmlp-s24")]
     ResmlpS24,
+    /// ResNet-18 with the CIFAR stem (3×3 stem convolution, no max-pool), width 64.
+    #[serde(rename = "resnet18-cifar")]
+    Resnet18Cifar,
+    /// ResNet-34 with the CIFAR stem, width 64.
+    #[serde(rename = "resnet34-cifar")]
+    Resnet34Cifar,
+    /// ResNet-50 with the CIFAR stem, width 64.
+    #[serde(rename = "resnet50-cifar")]
+    Resnet50Cifar,
+    /// ResNet-18 with the CIFAR stem at a quarter of the width (16, 32, 64, 128 channels):
+    /// the configuration that trains on 2 CPU cores in minutes.
+    #[serde(rename = "resnet18-cifar-w16")]
+    Resnet18CifarW16,
+    /// DeiT-Ti (192 wide, 12 blocks, 3 heads) on 4×4 patches of the input images.
+    #[serde(rename = "deit-ti")]
+    DeitTi,
+    /// DeiT-S (384 wide, 12 blocks, 6 heads) on 4×4 patches.
+    #[serde(rename = "deit-s")]
+    DeitS,
+    /// DeiT-B (768 wide, 12 blocks, 12 heads) on 4×4 patches.
+    #[serde(rename = "deit-b")]
+    DeitB,
 }
 
 crate::choices!(ModelKind {
@@ -37,7 +61,17 @@ crate::choices!(ModelKind {
     ResmlpSmall => "resmlp-small",
     ResmlpS12 => "resmlp-s12",
     ResmlpS24 => "resmlp-s24",
+    Resnet18Cifar => "resnet18-cifar",
+    Resnet34Cifar => "resnet34-cifar",
+    Resnet50Cifar => "resnet50-cifar",
+    Resnet18CifarW16 => "resnet18-cifar-w16",
+    DeitTi => "deit-ti",
+    DeitS => "deit-s",
+    DeitB => "deit-b",
 });
+
+/// Patch side of the DeiTs trained by the CLI (on CIFAR-sized images).
+pub const DEIT_PATCH: usize = 4;
 
 /// Patch side of the ResMLPs trained by the CLI (the CIFAR configuration of the paper).
 pub const RESMLP_PATCH: usize = 4;
@@ -62,6 +96,13 @@ impl ModelKind {
                     input.side
                 ))
             }
+            Self::DeitTi | Self::DeitS | Self::DeitB if !input.side.is_multiple_of(DEIT_PATCH) => {
+                Err(format!(
+                    "{self} cuts images into {DEIT_PATCH}×{DEIT_PATCH} patches; the side {} is \
+                     not a multiple of {DEIT_PATCH}",
+                    input.side
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -81,7 +122,26 @@ impl ModelKind {
                 .with_channels(input.channels)
                 .init(device)
         };
+        let resnet = |depth: Depth, width: usize| -> ResNet<B> {
+            let mut config = ResNetConfig::new(depth, true, input.classes).with_width(width);
+            config.channels = input.channels;
+            config.init(device)
+        };
+        let deit = |config: fn(usize) -> DeitConfig| -> Deit<B> {
+            let mut config = config(input.classes);
+            config.image_size = input.side;
+            config.patch_size = DEIT_PATCH;
+            config.channels = input.channels;
+            config.init(device)
+        };
         Ok(match self {
+            Self::Resnet18Cifar => visitor.visit(resnet(Depth::R18, 64)),
+            Self::Resnet34Cifar => visitor.visit(resnet(Depth::R34, 64)),
+            Self::Resnet50Cifar => visitor.visit(resnet(Depth::R50, 64)),
+            Self::Resnet18CifarW16 => visitor.visit(resnet(Depth::R18, 16)),
+            Self::DeitTi => visitor.visit(deit(DeitConfig::tiny)),
+            Self::DeitS => visitor.visit(deit(DeitConfig::small)),
+            Self::DeitB => visitor.visit(deit(DeitConfig::base)),
             Self::Lenet5 => visitor.visit(LeNet5::init(device)),
             Self::Lenet300 => visitor.visit(LeNet300::init(device)),
             Self::ResmlpSmall => visitor.visit(resmlp(ResMlpConfig::small)),
@@ -174,7 +234,7 @@ macro_rules! classifiers {
     )*};
 }
 
-classifiers!(LeNet5, LeNet300, ResMlp);
+classifiers!(LeNet5, LeNet300, ResMlp, ResNet, Deit);
 
 #[cfg(test)]
 mod tests {
@@ -210,7 +270,7 @@ mod tests {
     impl<B: AutodiffBackend> ModelVisitor<B> for Params {
         type Output = usize;
         fn visit<M: TrainableClassifier<B>>(self, model: M) -> usize {
-            model.num_params()
+            crate::params::trainable_params(&model)
         }
     }
 
@@ -233,6 +293,13 @@ mod tests {
             built(ModelKind::ResmlpSmall, MNIST).unwrap(),
             grey.num_params()
         );
+        // the published counts at 10 classes (CIFAR stem), and the narrow ResNet-18
+        assert_eq!(built(ModelKind::Resnet18Cifar, CIFAR).unwrap(), 11_173_962);
+        assert_eq!(built(ModelKind::Resnet18CifarW16, CIFAR).unwrap(), 701_466);
+        assert!(built(ModelKind::DeitTi, CIFAR).is_ok());
+        let odd = ImageSpec { side: 30, ..CIFAR };
+        let err = built(ModelKind::DeitTi, odd).unwrap_err();
+        assert!(err.to_string().contains("4×4 patches"), "{err}");
         let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();
         assert!(err.to_string().contains("28×28 grayscale"), "{err}");
     }
