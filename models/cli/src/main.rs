@@ -26,8 +26,11 @@ struct Cli {
 enum Command {
     /// Train a model (defaults: LeNet-5 on the embedded MNIST subset, ndarray backend).
     Train(commands::train::TrainArgs),
-    /// Evaluate a saved model on the test split.
+    /// Evaluate a saved model (or a packed one from `ember prune`) on the test split.
     Eval(commands::eval::EvalArgs),
+    /// Prune a trained run's weights to HiNM (hierarchical N:M with Gyro-Permutation) and
+    /// write the packed model, with the saliency each permutation choice keeps per layer.
+    Prune(commands::prune::PruneArgs),
     /// Training memory by component (inputs, model, optimizer, activations), dense and under
     /// SparseAct policies, measured from the runtime (the paper's Tables I and III).
     Memory(commands::memory::MemoryArgs),
@@ -56,6 +59,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
     match cli.command {
         Command::Train(args) => commands::train::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Prune(args) => commands::prune::run(args),
         Command::Memory(args) => commands::memory::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Lut { command } => commands::lut::run(command),

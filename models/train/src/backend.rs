@@ -4,6 +4,7 @@ use crate::error::{EmberError, Result};
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_hinm::backend::{Hinm, HinmDevice};
 use burn_sparse_act::{Policy, SparseAct, SparseDevice};
 use cubecl_kernels::decorator::KernelBackend;
 
@@ -25,8 +26,9 @@ ember_models::choices!(BackendKind {
     Cuda => "cuda",
 });
 
-/// The training stack over `B`: SparseAct over autodiff over ApproxMul.
-pub type Stack<B> = SparseAct<Autodiff<ApproxMul<B>>>;
+/// The training stack over `B`: SparseAct over autodiff over Hinm (packed weights) over
+/// ApproxMul.
+pub type Stack<B> = SparseAct<Autodiff<Hinm<ApproxMul<B>>>>;
 /// The ndarray stack used for training.
 pub type NdarrayStack = Stack<burn::backend::NdArray>;
 /// The wgpu stack used for training.
@@ -39,8 +41,9 @@ pub type CudaStack = Stack<burn::backend::Cuda>;
 pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     multiplier: Multiplier,
     policy: Policy,
-) -> SparseDevice<ApproxMul<B>> {
-    SparseDevice::new(ApproxDevice::new(Default::default(), multiplier), policy)
+) -> SparseDevice<Hinm<ApproxMul<B>>> {
+    let approx = ApproxDevice::new(Default::default(), multiplier);
+    SparseDevice::new(HinmDevice::new(approx, ()), policy)
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every
@@ -79,8 +82,8 @@ impl BackendKind {
 
     /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
     /// `policy`, after checking that the backend can start here. Every stack is
-    /// `SparseAct<Autodiff<ApproxMul<B>>>`: [`Multiplier::native`] and the default (off) policy
-    /// make it `Autodiff<B>` bit for bit, so one monomorphisation serves every combination.
+    /// `SparseAct<Autodiff<Hinm<ApproxMul<B>>>>`: [`Multiplier::native`], the default (off)
+    /// policy and dense weights make it `Autodiff<B>` bit for bit, so one monomorphisation serves every combination.
     pub fn dispatch<J: BackendJob>(
         self,
         multiplier: Multiplier,

@@ -143,7 +143,14 @@ fn pass_text(l: &LayerEffects, pass: Pass) -> String {
     if list.is_empty() {
         return "–".into();
     }
-    let mut names: Vec<&str> = list.iter().map(|c| c.multiplier.as_str()).collect();
+    // a weight-sparse product says so: `native (hinm kernel)`
+    let mut names: Vec<String> = list
+        .iter()
+        .map(|c| match c.route.starts_with("hinm") {
+            true => format!("{} ({})", c.multiplier, c.route),
+            false => c.multiplier.clone(),
+        })
+        .collect();
     names.dedup();
     names.join(" + ")
 }
@@ -198,7 +205,7 @@ fn row(
 ) -> LayerRow {
     let all = || l.passes.iter().flatten();
     let mut fallbacks = Vec::new();
-    if all().next().is_none() && l.stored.is_empty() {
+    if all().next().is_none() && l.stored.is_empty() && l.densified.is_empty() {
         fallbacks.push(
             "op not intercepted: no contraction ran with this weight (Ember intercepts linear, \
              conv, conv-transpose and matmul)"
@@ -218,6 +225,13 @@ fn row(
         if let Some(note) = note.filter(|n| !fallbacks.contains(n)) {
             fallbacks.push(note);
         }
+    }
+    for (op, calls) in &l.densified {
+        fallbacks.push(format!(
+            "packed weight densified by {op} ({} times per {})",
+            calls / steps.max(1),
+            "step"
+        ));
     }
     let sum = |f: &dyn Fn(&cubecl_kernels::decorator::effects::Contraction) -> u64| {
         all().map(f).sum::<u64>() / steps

@@ -10,7 +10,7 @@
 //!   optimizer records, checksummed; [`atomic`]: every file written whole or not at all.
 //! - [`report`]: metrics as CSV and curves as PNG; [`progress`]: progress bar or lines.
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
-//!   `SparseAct<Autodiff<ApproxMul<B>>>` whose device carries the multiplier and the SparseAct
+//!   `SparseAct<Autodiff<Hinm<ApproxMul<B>>>>` whose device carries the multiplier and the SparseAct
 //!   policy.
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
@@ -62,6 +62,7 @@ pub mod backend;
 pub mod compare;
 pub mod effects;
 pub mod error;
+pub mod hinm;
 pub mod lut;
 pub mod memory;
 pub mod policy;

@@ -9,6 +9,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_approx_mul::Multiplier;
+use burn_hinm::Level;
 use burn_sparse_act::{LayerPruning, Pruning};
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
@@ -123,6 +124,9 @@ pub struct Settings {
     pub multiplier: Option<String>,
     /// SparseAct `S:B`, or `off` to keep the layer's input dense.
     pub sparse_act: Option<String>,
+    /// HiNM level `TOTAL:vV` (`75:v64`) for `ember prune --hinm` and `ember train --hinm`, or
+    /// `off` to keep the layer's weight dense.
+    pub hinm: Option<String>,
 }
 
 /// One `[[layer]]` entry: a module-path pattern and what it sets.
@@ -197,6 +201,8 @@ pub struct LayerChoice {
     pub multiplier: Option<Multiplier>,
     /// Its pruning (`Some(None)`: dense), when the policy sets one.
     pub sparse_act: Option<Option<Pruning>>,
+    /// Its HiNM level (`Some(None)`: weight kept dense), when the policy sets one.
+    pub hinm: Option<Option<Level>>,
 }
 
 impl LayerChoice {
@@ -226,10 +232,22 @@ impl std::fmt::Display for LayerChoice {
                 p.map_or("off".to_string(), |p| p.to_string())
             ));
         }
+        match self.hinm {
+            Some(Some(l)) => parts.push(format!("hinm {l}")),
+            Some(None) => parts.push("hinm off".into()),
+            None => {}
+        }
         if parts.is_empty() {
             parts.push("run defaults".into());
         }
         write!(f, "{}: {}", self.path, parts.join(", "))
+    }
+}
+
+fn parse_hinm(text: &str) -> std::result::Result<Option<Level>, String> {
+    match text.trim() {
+        "off" => Ok(None),
+        spec => spec.parse::<Level>().map(Some).map_err(|e| e.to_string()),
     }
 }
 
@@ -273,6 +291,9 @@ impl LayerPolicy {
             if let Some(p) = &s.sparse_act {
                 parse_sparse(p).map_err(|e| error(format!("{what}: sparse-act {p:?}: {e}")))?;
             }
+            if let Some(h) = &s.hinm {
+                parse_hinm(h).map_err(|e| error(format!("{what}: hinm {h:?}: {e}")))?;
+            }
             Ok(())
         };
         check("[default]", &file.default)?;
@@ -301,6 +322,7 @@ impl LayerPolicy {
                         path: path.clone(),
                         multiplier: (i == 0 || i == last).then(Multiplier::native),
                         sparse_act: None,
+                        hinm: None,
                     })
                     .collect())
             }
@@ -335,6 +357,7 @@ impl LayerPolicy {
                                 let r = &rule.settings;
                                 s.multiplier = r.multiplier.clone().or(s.multiplier);
                                 s.sparse_act = r.sparse_act.clone().or(s.sparse_act);
+                                s.hinm = r.hinm.clone().or(s.hinm);
                             }
                         }
                         let multiplier = s
@@ -347,10 +370,12 @@ impl LayerPolicy {
                             .map(|p| parse_sparse(&p))
                             .transpose()
                             .map_err(error)?;
+                        let hinm = s.hinm.map(|h| parse_hinm(&h)).transpose().map_err(error)?;
                         Ok(LayerChoice {
                             path: path.clone(),
                             multiplier,
                             sparse_act,
+                            hinm,
                         })
                     })
                     .collect()
@@ -376,6 +401,7 @@ pub fn uniform(layers: &[String]) -> Vec<LayerChoice> {
             path: path.clone(),
             multiplier: None,
             sparse_act: None,
+            hinm: None,
         })
         .collect()
 }

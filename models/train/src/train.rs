@@ -582,7 +582,7 @@ fn manifest_dir(file: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-fn load_checked<B: Backend, M: Module<B>>(
+pub(crate) fn load_checked<B: Backend, M: Module<B>>(
     file: &Path,
     checksum: Option<u32>,
     model: M,
@@ -903,7 +903,7 @@ pub struct EvalOptions {
 
 /// The model file that `path` designates, the manifest of its run (if any), and the checksum
 /// that manifest recorded for the file (if any).
-fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
+pub(crate) fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
     let bad = |reason: String| EmberError::BadCheckpoint {
         path: path.to_path_buf(),
         reason,
@@ -948,8 +948,27 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         ));
     }
     opts.backend.check_available()?;
-    let (file, manifest, checksum) = resolve_checkpoint(&opts.checkpoint)?;
-    let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
+    let packed = crate::hinm::packed_file(&opts.checkpoint)
+        .map(|f| crate::hinm::read_packed(&f).map(|m| (f, m)))
+        .transpose()?;
+    let (file, manifest, checksum) = match &packed {
+        Some((f, _)) => (f.clone(), None, None),
+        None => resolve_checkpoint(&opts.checkpoint)?,
+    };
+    let from_file = match &packed {
+        Some((f, m)) => {
+            Some(
+                m.model
+                    .parse::<ModelKind>()
+                    .map_err(|_| EmberError::BadCheckpoint {
+                        path: f.clone(),
+                        reason: format!("it holds a model this build does not know ({})", m.model),
+                    })?,
+            )
+        }
+        None => manifest.as_ref().map(|m| m.model),
+    };
+    let model = match (opts.model, from_file) {
         (Some(asked), Some(trained)) if asked != trained => {
             return Err(EmberError::BadCheckpoint {
                 path: opts.checkpoint,
@@ -964,9 +983,14 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             });
         }
     };
+    let packed_dataset = packed
+        .as_ref()
+        .and_then(|(_, m)| m.about.get("dataset"))
+        .and_then(|d| d.parse::<DatasetKind>().ok());
     let dataset = opts
         .dataset
         .or(manifest.as_ref().map(|m| m.dataset))
+        .or(packed_dataset)
         .unwrap_or(DatasetKind::Mnist);
     let source = DataSource::new(dataset, opts.data_dir)?;
     model
@@ -986,11 +1010,14 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             multiplier: opts.multiplier,
             policy: opts.policy,
             energy: opts.energy,
+            packed: packed.map(|(_, m)| m),
         },
     )
 }
 
 struct EvalJob {
+    /// The packed model when the checkpoint is one (`ember prune --hinm`).
+    packed: Option<burn_hinm::file::PackedModel>,
     file: PathBuf,
     checksum: Option<u32>,
     model: ModelKind,
@@ -1027,8 +1054,22 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
             &job.multiplier,
             job.energy.as_deref(),
         )?;
-        let model = load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
-        let model = tag_layers::<B, M>(model, &choices).valid();
+        let model = match &job.packed {
+            // a packed model: the weights of the pruned layers stay packed (Hinm's primitive)
+            Some(packed) => {
+                let model = tag_layers::<B, M>(model, &choices).valid();
+                burn_hinm::module::load_packed(model, packed).map_err(|reason| {
+                    EmberError::BadCheckpoint {
+                        path: job.file.clone(),
+                        reason: format!("cannot load it as {}: {reason}", job.model),
+                    }
+                })?
+            }
+            None => {
+                let model = load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
+                tag_layers::<B, M>(model, &choices).valid()
+            }
+        };
         let device: burn::tensor::Device<B::InnerBackend> = self.device;
         effects::start();
         let report = match job.test {

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 /// Arguments of `ember eval`.
 #[derive(clap::Args)]
 pub struct EvalArgs {
-    /// A run directory, its model.mpk, or a checkpoint/model-<epoch>.mpk.
+    /// A run directory, its model.mpk, a checkpoint/model-<epoch>.mpk, or a packed model
+    /// (an `ember prune` directory or its model.hinm).
     #[arg(long)]
     checkpoint: PathBuf,
     /// The model the checkpoint holds (read from the run's ember-run.json if omitted).

@@ -5,6 +5,7 @@ pub mod eval;
 pub mod lut;
 pub mod memory;
 pub mod policy;
+pub mod prune;
 pub mod train;
 
 use burn_approx_mul::{BUILT_IN_HELP, Multiplier};

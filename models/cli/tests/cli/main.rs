@@ -6,6 +6,7 @@ mod cifar_cli;
 mod common;
 mod compare_cli;
 mod faults;
+mod hinm_cli;
 mod lut_cli;
 mod policy_cli;
 mod sparse_act_cli;

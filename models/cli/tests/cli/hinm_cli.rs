@@ -1,0 +1,156 @@
+//! `ember prune --hinm` and `ember eval` of a packed model end to end on LeNet-5 (embedded
+//! MNIST subset), and every bad input of that path: one clear error line, a non-zero exit, and
+//! nothing written.
+
+use crate::common::{ember, fails_with, ok, s, scratch};
+use std::path::{Path, PathBuf};
+
+/// A LeNet-5 run trained for one epoch on 300 embedded MNIST images.
+fn trained(dir: &Path) -> PathBuf {
+    let run = dir.join("run");
+    ok(&ember(&[
+        "train",
+        "--model",
+        "lenet5",
+        "--epochs",
+        "1",
+        "--train-limit",
+        "300",
+        "--test-limit",
+        "100",
+        "--batch-size",
+        "50",
+        "--plain",
+        "--out",
+        s(&run),
+    ]));
+    run
+}
+
+fn prune_args<'a>(run: &'a Path, out: &'a Path, level: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "prune",
+        "--hinm",
+        level,
+        "--checkpoint",
+        s(run),
+        "--out",
+        s(out),
+    ];
+    args.extend(extra);
+    args
+}
+
+#[test]
+fn a_pruned_model_is_written_packed_and_evaluates_through_the_sparse_product() {
+    let dir = scratch("hinm-prune");
+    let run = trained(&dir);
+    let out = dir.join("pruned");
+    let table = ok(&ember(&prune_args(&run, &out, "75:v4", &["--seed", "3"])));
+    // first and last contraction layers stay dense; the others report the three choices
+    assert!(
+        table.contains("| conv1 | [6, 1, 5, 5] | dense |"),
+        "{table}"
+    );
+    assert!(table.contains("| fc3 | [84, 10] | dense |"), "{table}");
+    for layer in ["conv2", "fc1", "fc2"] {
+        assert!(table.contains(&format!("| {layer} |")), "{table}");
+    }
+    assert!(table.contains("File sizes: dense model"), "{table}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("hinm.json")).unwrap()).unwrap();
+    let dense = report["dense_bytes"].as_u64().unwrap();
+    let packed = report["packed_bytes"].as_u64().unwrap();
+    assert!(packed < dense, "packed {packed} ≥ dense {dense}");
+    for layer in report["layers"].as_array().unwrap() {
+        if let Some(kept) = layer["retained"].as_array() {
+            let [none, ovw, gyro] = [0, 1, 2].map(|i| kept[i].as_f64().unwrap());
+            assert!(gyro >= none && ovw > 0.0, "{layer}");
+        }
+    }
+    assert!(out.join("hinm.md").is_file());
+
+    let eval = ember(&["eval", "--checkpoint", s(&out)]);
+    let stdout = ok(&eval);
+    assert!(stdout.contains("test accuracy"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&eval.stderr);
+    assert!(
+        stderr.contains("| conv2 | native | native (hinm host) |"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("| conv1 | native | native |"), "{stderr}");
+    assert!(!stderr.contains("densified"), "{stderr}");
+    // the same on wgpu runs the kernel
+    let eval = ember(&["eval", "--checkpoint", s(&out), "--backend", "wgpu"]);
+    ok(&eval);
+    let stderr = String::from_utf8_lossy(&eval.stderr);
+    assert!(
+        stderr.contains("| fc1 | native | native (hinm kernel) |"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_bad_prune_or_packed_eval_is_one_error_and_writes_nothing() {
+    let dir = scratch("hinm-bad");
+    let run = trained(&dir);
+    let out = dir.join("never");
+    let policy = dir.join("conv1.toml");
+    std::fs::write(
+        &policy,
+        "[[layer]]\npath = \"conv1\"\nhinm = \"93.75:v6\"\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (prune_args(&run, &out, "75:v0", &[]), "at least 4 rows"),
+        (prune_args(&run, &out, "80:v4", &[]), "not a HiNM level"),
+        (prune_args(&run, &out, "75:64", &[]), "TOTAL:vV"),
+        (
+            prune_args(&run, &out, "75:v64", &[]),
+            "divide the 16 output rows",
+        ),
+        (
+            prune_args(&run, &out, "75:v4", &["--perm", "best"]),
+            "unknown permutation",
+        ),
+        (
+            prune_args(&run, &out, "75:v4", &["--policy", s(&policy)]),
+            "layer conv1",
+        ),
+    ];
+    for (args, says) in &cases {
+        fails_with(&ember(args), says);
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // nnz_vec = 0 names the cause
+    fails_with(
+        &ember(&prune_args(&run, &out, "75:v4", &["--policy", s(&policy)])),
+        "keeps no group of 4",
+    );
+
+    // a packed model cannot be pruned again, nor evaluated as another model, nor read corrupt
+    let packed = dir.join("packed");
+    ok(&ember(&prune_args(&run, &packed, "75:v4", &[])));
+    let again = dir.join("again");
+    fails_with(
+        &ember(&prune_args(&packed, &again, "75:v4", &[])),
+        "already a packed HiNM model",
+    );
+    assert!(!again.exists());
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&packed), "--model", "lenet300"]),
+        "holds a lenet5 model, not lenet300",
+    );
+    let file = packed.join("model.hinm");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    fails_with(&ember(&["eval", "--checkpoint", s(&packed)]), "corrupt");
+    // an existing, non-empty output directory is refused and left as it was
+    fails_with(
+        &ember(&prune_args(&run, &packed, "75:v4", &[])),
+        "exists and is not empty",
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+}

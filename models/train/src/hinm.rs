@@ -1,0 +1,571 @@
+//! `ember prune --hinm`: a trained run's weights pruned to HiNM with a permutation search and
+//! written packed (`model.hinm`), with a per-layer table of the saliency each permutation
+//! choice keeps; and reading a packed model back for `ember eval`.
+
+use crate::atomic;
+use crate::backend::{NdarrayStack, TrainBackend};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerPolicy, contraction_layers, uniform};
+use crate::run::Manifest;
+use crate::train::{load_checked, resolve_checkpoint};
+use burn::module::{ModuleMapper, ModuleVisitor, Param};
+use burn::optim::GradientsParams;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
+use burn_hinm::Level;
+use burn_hinm::file::{PackedModel, Stored};
+use burn_hinm::gyro::{Method, search};
+use burn_hinm::mask::{HinmMask, Retained, Saliency, check_tile, nnz_vec};
+use burn_hinm::module::params;
+use burn_hinm::pack::{Layout, pack, scores};
+use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// File name of a packed model in a prune output directory.
+pub const PACKED_FILE: &str = "model.hinm";
+
+/// Everything `ember prune --hinm` needs.
+#[derive(Clone, Debug)]
+pub struct PruneOptions {
+    /// The trained run (its directory, model.mpk or a checkpoint file).
+    pub checkpoint: PathBuf,
+    /// The level of every pruned layer (a policy may set others, or `off`).
+    pub level: Level,
+    /// The permutation search the packed model is written with.
+    pub perm: Method,
+    /// Seed of the search.
+    pub seed: u64,
+    /// Output directory (must not exist, or be empty).
+    pub out: PathBuf,
+    /// Per-layer HiNM levels (`hinm = "…"` / `"off"`); without one, the first and the last
+    /// contraction layer stay dense.
+    pub policy: Option<LayerPolicy>,
+}
+
+/// One layer of a prune: its level and what each permutation choice keeps.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PrunedLayer {
+    /// Layer path.
+    pub path: String,
+    /// Weight shape (Burn's layout).
+    pub dims: Vec<usize>,
+    /// Its level, `None` when kept dense.
+    pub level: Option<String>,
+    /// Total saliency `Σ|w|` of the weight.
+    pub total: f64,
+    /// Saliency kept after 2:4 with no permutation, OVW and Gyro (÷ total).
+    pub retained: Option<[f64; 3]>,
+    /// Seconds of the three searches.
+    pub seconds: Option<[f64; 3]>,
+}
+
+/// What `ember prune` did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PruneReport {
+    /// Every contraction layer.
+    pub layers: Vec<PrunedLayer>,
+    /// Bytes of the dense model file pruned.
+    pub dense_bytes: u64,
+    /// Bytes of `model.hinm`.
+    pub packed_bytes: u64,
+    /// Where it was written.
+    pub out: PathBuf,
+}
+
+impl PruneReport {
+    /// The per-layer table in Markdown.
+    pub fn markdown(&self) -> String {
+        let mut t = String::from(
+            "| layer | shape | level | kept, none | kept, OVW | kept, Gyro | search s (none / OVW / Gyro) |\n\
+             |---|---|---|---:|---:|---:|---:|\n",
+        );
+        for l in &self.layers {
+            let (kept, secs) = match (l.retained, l.seconds) {
+                (Some(r), Some(s)) => (
+                    r.map(|x| format!("{x:.4}")),
+                    format!("{:.2} / {:.2} / {:.2}", s[0], s[1], s[2]),
+                ),
+                _ => (["–".to_string(), "–".into(), "–".into()], "–".into()),
+            };
+            writeln!(
+                t,
+                "| {} | {:?} | {} | {} | {} | {} | {} |",
+                l.path,
+                l.dims,
+                l.level.as_deref().unwrap_or("dense"),
+                kept[0],
+                kept[1],
+                kept[2],
+                secs
+            )
+            .expect("to a string");
+        }
+        writeln!(
+            t,
+            "\nFile sizes: dense model {} bytes, packed {} bytes ({:.2}×).",
+            self.dense_bytes,
+            self.packed_bytes,
+            self.packed_bytes as f64 / self.dense_bytes.max(1) as f64
+        )
+        .expect("to a string");
+        t
+    }
+}
+
+/// `none`, `ovw` or `gyro`, as `--perm` takes it.
+pub fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::None => "none",
+        Method::Ovw => "ovw",
+        Method::Gyro => "gyro",
+    }
+}
+
+/// Whether `path` is (or holds) a packed model: where `ember eval` takes the packed route.
+pub fn packed_file(path: &Path) -> Option<PathBuf> {
+    if path.is_dir() {
+        let file = path.join(PACKED_FILE);
+        return file.is_file().then_some(file);
+    }
+    (path.extension().is_some_and(|e| e == "hinm")).then(|| path.to_path_buf())
+}
+
+/// Reads a packed model file; every failure names the file.
+pub fn read_packed(file: &Path) -> Result<PackedModel> {
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let bytes = std::fs::read(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    PackedModel::from_bytes(&bytes).map_err(bad)
+}
+
+/// Loads a run's trained model and returns its float parameters by path.
+struct Weights<B: TrainBackend> {
+    file: PathBuf,
+    checksum: Option<u32>,
+    kind: ModelKind,
+    device: B::Device,
+}
+
+impl<B: TrainBackend> ModelVisitor<B> for Weights<B> {
+    type Output = Result<BTreeMap<String, (Vec<usize>, Vec<f32>)>>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output {
+        let model = load_checked(&self.file, self.checksum, model, self.kind, &self.device)?;
+        Ok(params(&model.valid()))
+    }
+}
+
+/// The float parameter shapes of a freshly built model, in visiting order.
+struct Order;
+
+impl<B: TrainBackend> ModelVisitor<B> for Order {
+    type Output = Vec<(String, Vec<usize>)>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output {
+        ember_models::params::float_shapes(&model)
+    }
+}
+
+/// One contraction layer's HiNM decision: its table row and, when pruned, its mask.
+#[derive(Clone, Debug)]
+pub struct LayerPlan {
+    /// What the table shows.
+    pub row: PrunedLayer,
+    /// The mask searched with the chosen permutation (`None`: kept dense).
+    pub mask: Option<HinmMask>,
+}
+
+/// The HiNM masks of a model's contraction `layers` (paths, model order) from its parameters
+/// `all` (by full path): every layer at `level` except the first and the last, unless `policy`
+/// sets them (`hinm = "…"` / `"off"`). Every layer is checked (tile height, kept columns)
+/// before any search runs. With `compare`, the saliency kept with no permutation, OVW and Gyro
+/// is measured for the table; the mask is the one of `perm`.
+pub fn plan(
+    all: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    layers: &[String],
+    policy: Option<&LayerPolicy>,
+    level: Level,
+    perm: Method,
+    seed: u64,
+    compare: bool,
+) -> Result<Vec<LayerPlan>> {
+    let choices = match policy {
+        Some(p) => p.resolve(layers)?,
+        None => uniform(layers),
+    };
+    let last = layers.len().saturating_sub(1);
+    let chosen: Vec<(String, Option<Level>)> = choices
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let l = match c.hinm {
+                Some(l) => l,
+                None if i == 0 || i == last => None,
+                None => Some(level),
+            };
+            (c.path.clone(), l)
+        })
+        .collect();
+    let weight = |path: &str| -> Result<&(Vec<usize>, Vec<f32>)> {
+        all.get(&format!("{path}.weight"))
+            .ok_or_else(|| EmberError::Invalid(format!("--hinm: layer {path} has no weight")))
+    };
+    for (path, level) in &chosen {
+        let Some(level) = level else { continue };
+        let (dims, _) = weight(path)?;
+        let (out, k) = Layout::of(dims)
+            .map(|l| l.view())
+            .ok_or_else(|| EmberError::Invalid(format!("--hinm: layer {path} cannot be packed")))?;
+        let what = |e: burn_hinm::HinmError| {
+            EmberError::Invalid(format!(
+                "--hinm {level}: layer {path} ({out} outputs × {k} inputs): {e}; keep it dense \
+                 with a policy (hinm = \"off\") or choose another level"
+            ))
+        };
+        check_tile(out, level.v).map_err(what)?;
+        nnz_vec(k, level.vector_sparsity()).map_err(what)?;
+    }
+    let bar =
+        indicatif::ProgressBar::new(chosen.iter().filter(|(_, l)| l.is_some()).count() as u64)
+            .with_style(
+                indicatif::ProgressStyle::with_template(
+                    "HiNM search {bar:30} {pos}/{len} layers {msg}",
+                )
+                .expect("a valid template"),
+            );
+    let mut plans = Vec::new();
+    for (path, level) in &chosen {
+        let (dims, values) = weight(path)?;
+        let s = scores(values, dims, Saliency::Magnitude)
+            .map_err(|e| EmberError::Invalid(format!("--hinm: layer {path}: {e}")))?;
+        let total = s.total();
+        let mut row = PrunedLayer {
+            path: path.clone(),
+            dims: dims.clone(),
+            level: level.map(|l| l.to_string()),
+            total,
+            retained: None,
+            seconds: None,
+        };
+        let Some(level) = level else {
+            plans.push(LayerPlan { row, mask: None });
+            continue;
+        };
+        bar.set_message(path.clone());
+        let methods: Vec<Method> = if compare {
+            vec![Method::None, Method::Ovw, Method::Gyro]
+        } else {
+            vec![perm]
+        };
+        let mut kept = [f64::NAN; 3];
+        let mut secs = [f64::NAN; 3];
+        let mut mask = None;
+        for method in methods {
+            let i = method as usize;
+            let start = Instant::now();
+            let (m, Retained { nm, .. }) =
+                search(&s, level.v, level.vector_sparsity(), method, seed)
+                    .map_err(|e| EmberError::Invalid(format!("--hinm: layer {path}: {e}")))?;
+            secs[i] = start.elapsed().as_secs_f64();
+            kept[i] = nm / total.max(f64::MIN_POSITIVE);
+            if method == perm {
+                mask = Some(m);
+            }
+        }
+        row.retained = Some(kept);
+        row.seconds = Some(secs);
+        plans.push(LayerPlan { row, mask });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(plans)
+}
+
+/// The packed model of parameters `all` under `plans`: pruned weights packed, the rest dense.
+pub fn packed_model(
+    kind: ModelKind,
+    all: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    plans: &[LayerPlan],
+    about: BTreeMap<String, String>,
+) -> Result<PackedModel> {
+    let mut params: BTreeMap<String, (Vec<usize>, Stored)> = all
+        .iter()
+        .map(|(p, (d, v))| (p.clone(), (d.clone(), Stored::Dense(v.clone()))))
+        .collect();
+    for plan in plans {
+        let Some(mask) = &plan.mask else { continue };
+        let key = format!("{}.weight", plan.row.path);
+        let (dims, values) = &all[&key];
+        let packed = pack(values, dims, mask)
+            .map_err(|e| EmberError::Invalid(format!("--hinm: layer {}: {e}", plan.row.path)))?;
+        params.insert(key, (dims.clone(), Stored::Packed(packed)));
+    }
+    Ok(PackedModel {
+        model: kind.to_string(),
+        about,
+        params,
+    })
+}
+
+/// Per pruned weight (full parameter path), its mask in Burn's layout: `1` kept, `0` pruned.
+pub fn weight_masks(
+    all: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    plans: &[LayerPlan],
+) -> BTreeMap<String, Vec<f32>> {
+    plans
+        .iter()
+        .filter_map(|p| {
+            let mask = p.mask.as_ref()?;
+            let key = format!("{}.weight", p.row.path);
+            let (dims, _) = &all[&key];
+            let layout = Layout::of(dims).expect("checked by plan");
+            let view: Vec<f32> = mask
+                .dense()
+                .iter()
+                .map(|&k| f32::from(u8::from(k)))
+                .collect();
+            Some((key, layout.from_view(&view)))
+        })
+        .collect()
+}
+
+/// Prunes a trained run to HiNM and writes the packed model (see the module docs).
+pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
+    if let Some(file) = packed_file(&opts.checkpoint) {
+        return Err(EmberError::BadCheckpoint {
+            path: file,
+            reason: "it is already a packed HiNM model: prune the dense run it came from".into(),
+        });
+    }
+    if opts.out.exists()
+        && std::fs::read_dir(&opts.out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(EmberError::Invalid(format!(
+            "--out {} exists and is not empty: choose another; nothing was written",
+            opts.out.display()
+        )));
+    }
+    let (kind, manifest, file, _, all, layers) = run_params(&opts.checkpoint)?;
+    let plans = plan(
+        &all,
+        &layers,
+        opts.policy.as_ref(),
+        opts.level,
+        opts.perm,
+        opts.seed,
+        true,
+    )?;
+    let about: BTreeMap<String, String> = [
+        ("level", opts.level.to_string()),
+        ("perm", method_name(opts.perm).to_string()),
+        ("seed", opts.seed.to_string()),
+        ("source", file.display().to_string()),
+        ("dataset", manifest.dataset.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let model = packed_model(kind, &all, &plans, about)?;
+    let rows = plans.into_iter().map(|p| p.row).collect();
+    let bytes = model.to_bytes();
+    let dense_bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    std::fs::create_dir_all(&opts.out).map_err(|e| EmberError::write(&opts.out, e))?;
+    let report = PruneReport {
+        layers: rows,
+        dense_bytes,
+        packed_bytes: bytes.len() as u64,
+        out: opts.out.clone(),
+    };
+    atomic::write_new(&opts.out.join(PACKED_FILE), &bytes)?;
+    let json = serde_json::to_vec_pretty(&report).expect("a report serialises");
+    atomic::write_new(&opts.out.join("hinm.json"), &json)?;
+    atomic::write_new(&opts.out.join("hinm.md"), report.markdown().as_bytes())?;
+    Ok(report)
+}
+
+/// What `ember train --hinm LEVEL --from RUN` fine-tunes: the trained run's weights under the
+/// HiNM masks searched on them (the same search as `ember prune`, one permutation choice).
+#[derive(Clone, Debug)]
+pub struct HinmTune {
+    /// The level of every pruned layer (first and last layer dense unless `--policy` sets them).
+    pub level: Level,
+    /// The permutation search.
+    pub perm: Method,
+    /// The trained run whose weights are pruned and fine-tuned.
+    pub from: PathBuf,
+}
+
+impl HinmTune {
+    /// How a run manifest records it (a resume must ask for the same).
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} from {}",
+            self.level,
+            method_name(self.perm),
+            self.from.display()
+        )
+    }
+}
+
+/// A fine-tuning's starting point: the source model file, its masks and the plans they came
+/// from.
+#[derive(Clone, Debug)]
+pub struct Tuning {
+    /// The source run's model file and its recorded checksum.
+    pub file: PathBuf,
+    /// Its CRC-32 as its run recorded it.
+    pub checksum: Option<u32>,
+    /// Per pruned weight (full path), its 0/1 mask in Burn's layout.
+    pub masks: BTreeMap<String, Vec<f32>>,
+    /// The per-layer plans (for the packed model written at the end).
+    pub plans: Vec<LayerPlan>,
+}
+
+/// Loads a trained run's parameters on the host: its model kind, model file, checksum, the
+/// parameters by path and the contraction layers in model order.
+pub fn run_params(
+    checkpoint: &Path,
+) -> Result<(
+    ModelKind,
+    Manifest,
+    PathBuf,
+    Option<u32>,
+    Params,
+    Vec<String>,
+)> {
+    if let Some(file) = packed_file(checkpoint) {
+        return Err(EmberError::BadCheckpoint {
+            path: file,
+            reason: "it is already a packed HiNM model: use the dense run it came from".into(),
+        });
+    }
+    let (file, manifest, checksum) = resolve_checkpoint(checkpoint)?;
+    let manifest: Manifest = manifest.ok_or_else(|| EmberError::BadCheckpoint {
+        path: checkpoint.to_path_buf(),
+        reason: "no ember-run.json beside it: give a run directory".into(),
+    })?;
+    let kind = manifest.model;
+    let spec = manifest.dataset.spec();
+    let device = crate::backend::stack_device::<burn::backend::NdArray>(
+        burn_approx_mul::Multiplier::native(),
+        Default::default(),
+    );
+    let all = kind.build::<NdarrayStack, _>(
+        spec,
+        &device,
+        Weights::<NdarrayStack> {
+            file: file.clone(),
+            checksum,
+            kind,
+            device: device.clone(),
+        },
+    )??;
+    let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
+    Ok((kind, manifest, file, checksum, all, layers))
+}
+
+/// Parameters by full path: shape and values.
+pub type Params = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
+/// The starting point of `ember train --hinm`: the `--from` run must hold a `model` model.
+pub fn tuning(
+    tune: &HinmTune,
+    model: ModelKind,
+    policy: Option<&LayerPolicy>,
+    seed: u64,
+) -> Result<Tuning> {
+    let (kind, _, file, checksum, all, layers) = run_params(&tune.from)?;
+    if kind != model {
+        return Err(EmberError::BadCheckpoint {
+            path: tune.from.clone(),
+            reason: format!("it holds a {kind} model, not {model}"),
+        });
+    }
+    let plans = plan(&all, &layers, policy, tune.level, tune.perm, seed, false)?;
+    Ok(Tuning {
+        file,
+        checksum,
+        masks: weight_masks(&all, &plans),
+        plans,
+    })
+}
+
+/// Every masked weight of `model` multiplied by its mask (values only: parameter ids and
+/// `require_grad` unchanged): after every optimizer step of a HiNM fine-tuning.
+pub fn apply_masks<B: AutodiffBackend, M: burn::module::Module<B>>(
+    model: M,
+    masks: &BTreeMap<String, Vec<f32>>,
+) -> M {
+    struct Mask<'a> {
+        path: Vec<String>,
+        masks: &'a BTreeMap<String, Vec<f32>>,
+    }
+    impl<B: AutodiffBackend> ModuleMapper<B> for Mask<'_> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, tensor, mapper) = param.consume();
+            let tensor = match self.masks.get(&self.path.join(".")) {
+                None => tensor,
+                Some(mask) => {
+                    let grad = tensor.is_require_grad();
+                    let inner = tensor.inner();
+                    let m = Tensor::from_data(
+                        TensorData::new(mask.clone(), inner.shape()),
+                        &inner.device(),
+                    );
+                    Tensor::from_inner(inner * m).set_require_grad(grad)
+                }
+            };
+            Param::from_mapped_value(id, tensor, mapper)
+        }
+    }
+    model.map(&mut Mask {
+        path: Vec::new(),
+        masks,
+    })
+}
+
+/// The gradients of every masked weight multiplied by its mask (pruned weights get none).
+pub fn mask_grads<B: AutodiffBackend, M: burn::module::Module<B>>(
+    model: &M,
+    grads: &mut GradientsParams,
+    masks: &BTreeMap<String, Vec<f32>>,
+) {
+    struct Grads<'a> {
+        path: Vec<String>,
+        masks: &'a BTreeMap<String, Vec<f32>>,
+        grads: &'a mut GradientsParams,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Grads<'_> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let Some(mask) = self.masks.get(&self.path.join(".")) else {
+                return;
+            };
+            if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
+                let m = Tensor::from_data(TensorData::new(mask.clone(), g.shape()), &g.device());
+                self.grads.register(param.id, g * m);
+            }
+        }
+    }
+    model.visit(&mut Grads {
+        path: Vec::new(),
+        masks,
+        grads,
+    });
+}
