@@ -169,7 +169,7 @@ impl Packed {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
     use crate::testing::random_packed as random;
 
     #[test]
