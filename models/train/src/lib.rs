@@ -43,6 +43,7 @@
 //!     test_limit: None,
 //!     plain: true,
 //!     on_nan: ember_train::train::OnNan::Stop,
+//!     hinm: None,
 //!     interrupt: None,
 //! })?;
 //! println!("test accuracy {:.2}%", report.test.accuracy);

@@ -67,6 +67,10 @@ pub struct Manifest {
     /// `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Vec<String>>,
+    /// HiNM fine-tuning (`--hinm LEVEL --from RUN`): level, permutation and source run;
+    /// `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hinm: Option<String>,
     /// Epochs completed so far: `checkpoint/*-<completed_epochs>.mpk` hold the state to resume
     /// from. Written after every epoch.
     pub completed_epochs: usize,

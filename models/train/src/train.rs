@@ -81,6 +81,10 @@ pub struct TrainOptions {
     pub plain: bool,
     /// What a non-finite loss does.
     pub on_nan: OnNan,
+    /// HiNM fine-tuning (`--hinm LEVEL --from RUN`): start from the run's weights under the
+    /// masks searched on them, re-apply the masks after every optimizer step (gradients of
+    /// pruned weights masked too), and write the packed `model.hinm` at the end.
+    pub hinm: Option<crate::hinm::HinmTune>,
     /// Set (by a signal handler, or another thread) to end training before the next batch;
     /// the run keeps its last completed epoch and resumes from it.
     pub interrupt: Option<Arc<AtomicBool>>,
@@ -151,10 +155,20 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     opts.backend.check_available()?;
     // Load data first: a bad dataset must not leave a half-made run directory behind.
     let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
+    // The masks before the run directory: a level the model cannot take writes nothing.
+    let tuning = opts
+        .hinm
+        .as_ref()
+        .map(|t| crate::hinm::tuning(t, opts.model, opts.policy.as_ref(), opts.seed))
+        .transpose()?;
     opts.backend.dispatch(
         opts.multiplier.clone(),
         opts.sparse_act.clone(),
-        TrainJob { opts, splits },
+        TrainJob {
+            opts,
+            splits,
+            tuning,
+        },
     )
 }
 
@@ -208,6 +222,7 @@ impl Splits {
 struct TrainJob {
     opts: TrainOptions,
     splits: Splits,
+    tuning: Option<crate::hinm::Tuning>,
 }
 
 impl BackendJob for TrainJob {
@@ -246,9 +261,11 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     model: M,
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
+    let tuning = job.tuning;
     match job.splits {
         Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
+            tuning,
             device,
             model,
             train.expect("training split loaded").dataset(),
@@ -260,6 +277,7 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
         ),
         Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
+            tuning,
             device,
             model,
             train.expect("training split loaded").dataset(),
@@ -276,6 +294,7 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
 
 fn train_model<B, M, I, T, V>(
     opts: TrainOptions,
+    tuning: Option<crate::hinm::Tuning>,
     device: B::Device,
     model: M,
     train_split: InMemDataset<I>,
@@ -316,10 +335,19 @@ where
     let fresh = previous.is_none();
     let result = (|| {
         let mut manifest = start_manifest(&opts, &choices, previous)?;
-        let (model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
+        let (mut model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
+        if let Some(t) = &tuning
+            && manifest.completed_epochs == 0
+        {
+            model = load_checked(&t.file, t.checksum, model, opts.model, &device)?;
+        }
         // A loaded record brings untagged weights: tag after restoring. Tagging also
         // initialises Burn's lazy parameters, from the seed the model was built under.
         let model = tag_layers::<B, M>(model, &choices);
+        let model = match &tuning {
+            Some(t) => crate::hinm::apply_masks(model, &t.masks),
+            None => model,
+        };
         manifest.write(&out)?;
         fit(
             &opts,
@@ -335,6 +363,7 @@ where
             &Layers {
                 choices: &choices,
                 energy: energy.as_ref(),
+                tuning: tuning.as_ref(),
             },
         )
         .map(|test| (manifest, test))
@@ -392,6 +421,7 @@ fn start_manifest(
             train_limit: opts.train_limit,
             test_limit: opts.test_limit,
             policy: policy_lines(choices, opts.policy.is_some()),
+            hinm: opts.hinm.as_ref().map(|h| h.describe()),
             completed_epochs: 0,
             epoch_seconds: Vec::new(),
             history: Vec::new(),
@@ -438,6 +468,11 @@ fn start_manifest(
             opts.batch_size.to_string(),
         ),
         differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
+        differs(
+            "--hinm",
+            prev.hinm.clone().unwrap_or_else(|| "off".into()),
+            opts.hinm.as_ref().map_or("off".into(), |h| h.describe()),
+        ),
         differs("data", prev.data.clone(), opts.data.to_string()),
     ];
     // Version 3 records the limits; older manifests did not.
@@ -700,7 +735,14 @@ where
                     kept: kept(manifest),
                 });
             }
-            model = optim.step(opts.lr, model, step.grads);
+            let mut grads = step.grads;
+            if let Some(t) = layers.tuning {
+                crate::hinm::mask_grads(&model, &mut grads, &t.masks);
+            }
+            model = optim.step(opts.lr, model, grads);
+            if let Some(t) = layers.tuning {
+                model = crate::hinm::apply_masks(model, &t.masks);
+            }
             progress.batch(b + 1, &sums);
         }
         recorded = Some((effects::finish(), batches as u64, epoch));
@@ -758,6 +800,23 @@ where
     manifest.test_accuracy = Some(test.accuracy);
     manifest.test_loss = Some(test.loss);
     manifest.tested_epoch = Some(opts.epochs);
+    if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
+        // the fine-tuned weights, packed with the masks they were trained under
+        let about = [
+            ("level", h.level.to_string()),
+            ("perm", crate::hinm::method_name(h.perm).to_string()),
+            ("seed", opts.seed.to_string()),
+            ("source", file.display().to_string()),
+            ("dataset", opts.data.kind().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let params = burn_hinm::module::params(&model.valid());
+        let packed = crate::hinm::packed_model(opts.model, &params, &t.plans, about)?;
+        let file = out.join(crate::hinm::PACKED_FILE);
+        crate::atomic::write(&file, &packed.to_bytes())?;
+    }
     manifest.write(out)?;
     if let Some((seen, steps, epoch)) = recorded {
         let step = format!("training step of epoch {epoch}");
@@ -774,6 +833,8 @@ where
 struct Layers<'a> {
     choices: &'a [LayerChoice],
     energy: Option<&'a EnergyTable>,
+    /// HiNM fine-tuning's masks and plans.
+    tuning: Option<&'a crate::hinm::Tuning>,
 }
 
 fn energy_name(path: Option<&Path>) -> String {

@@ -33,11 +33,13 @@ pub struct PruneArgs {
     policy: Option<String>,
 }
 
-fn parse_level(s: &str) -> Result<Level, String> {
+/// Parses `TOTAL:vV`.
+pub fn parse_level(s: &str) -> Result<Level, String> {
     s.parse::<Level>().map_err(|e| e.to_string())
 }
 
-fn parse_method(s: &str) -> Result<Method, String> {
+/// Parses `gyro`, `ovw` or `none`.
+pub fn parse_method(s: &str) -> Result<Method, String> {
     s.parse::<Method>().map_err(|e| e.to_string())
 }
 

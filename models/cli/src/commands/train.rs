@@ -73,6 +73,17 @@ pub struct TrainArgs {
     /// batch, the last completed epoch's checkpoint kept) or continue.
     #[arg(long, value_parser = choice::<OnNan>(), default_value_t = OnNan::Stop)]
     on_nan: OnNan,
+    /// HiNM sparse fine-tuning at level TOTAL:vV (see `ember prune --help`): start from the
+    /// --from run's weights under the masks searched on them, keep the masks through every
+    /// optimizer step, and write the packed model.hinm beside model.mpk.
+    #[arg(long, value_name = "TOTAL:vV", value_parser = super::prune::parse_level, requires = "from")]
+    hinm: Option<burn_hinm::Level>,
+    /// The trained run a --hinm fine-tuning starts from (same --model).
+    #[arg(long, value_name = "RUN", requires = "hinm")]
+    from: Option<std::path::PathBuf>,
+    /// Permutation search of --hinm: gyro, ovw or none.
+    #[arg(long, default_value = "gyro", value_parser = super::prune::parse_method, requires = "hinm")]
+    perm: burn_hinm::gyro::Method,
 }
 
 /// SparseAct: which inputs of linear layers are kept pruned for backward.
@@ -159,6 +170,11 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         test_limit: args.test_limit,
         plain: args.plain,
         on_nan: args.on_nan,
+        hinm: args.hinm.map(|level| ember_train::hinm::HinmTune {
+            level,
+            perm: args.perm,
+            from: args.from.expect("clap requires --from with --hinm"),
+        }),
         interrupt: interrupt_flag(),
     })?;
     println!(

@@ -154,3 +154,84 @@ fn every_bad_prune_or_packed_eval_is_one_error_and_writes_nothing() {
     );
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
 }
+
+#[test]
+fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
+    let dir = scratch("hinm-tune");
+    let run = trained(&dir);
+    let tuned = dir.join("tuned");
+    let args = |out: &Path, from: &Path, model: &'static str| -> Vec<String> {
+        [
+            "train",
+            "--model",
+            model,
+            "--epochs",
+            "1",
+            "--train-limit",
+            "300",
+            "--test-limit",
+            "100",
+            "--batch-size",
+            "50",
+            "--plain",
+            "--hinm",
+            "75:v4",
+            "--seed",
+            "5",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .chain([
+            "--from".into(),
+            s(from).into(),
+            "--out".into(),
+            s(out).into(),
+        ])
+        .collect()
+    };
+    let run_with = |v: Vec<String>| ember(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    ok(&run_with(args(&tuned, &run, "lenet5")));
+    assert!(tuned.join("model.hinm").is_file() && tuned.join("model.mpk").is_file());
+    // the dense fine-tuned model and its packed form classify alike
+    let dense = ok(&ember(&[
+        "eval",
+        "--checkpoint",
+        s(&tuned.join("model.mpk")),
+    ]));
+    let packed = ok(&ember(&["eval", "--checkpoint", s(&tuned)]));
+    let accuracy = |out: &str| -> f64 {
+        out.split_whitespace()
+            .nth(2)
+            .unwrap()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        (accuracy(&dense) - accuracy(&packed)).abs() <= 1.0,
+        "{dense} vs {packed}"
+    );
+    // the packed file holds the middle layers packed (first and last dense by default)
+    let bytes = std::fs::read(tuned.join("model.hinm")).unwrap();
+    let params = burn_hinm::file::PackedModel::from_bytes(&bytes).unwrap();
+    let packed_layers: Vec<&String> = params
+        .params
+        .iter()
+        .filter(|(_, (_, s))| matches!(s, burn_hinm::file::Stored::Packed(_)))
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(packed_layers, ["conv2.weight", "fc1.weight", "fc2.weight"]);
+
+    // a --from run of another model is refused before anything is written
+    let lenet300 = dir.join("other");
+    fails_with(
+        &run_with(args(&lenet300, &run, "lenet300")),
+        "holds a lenet5 model, not lenet300",
+    );
+    assert!(!lenet300.exists());
+    // --hinm needs --from
+    let out = ember(&["train", "--hinm", "75:v4", "--out", s(&dir.join("none"))]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
+    assert!(!dir.join("none").exists());
+}

@@ -22,6 +22,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
             train_limit: None,
             test_limit: None,
             policy: None,
+            hinm: None,
             completed_epochs: 1,
             epoch_seconds: vec![1.0],
             history: Vec::new(),

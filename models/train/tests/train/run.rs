@@ -23,6 +23,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         train_limit: None,
         test_limit: None,
         policy: None,
+        hinm: None,
         completed_epochs: completed,
         epoch_seconds: vec![],
         history: vec![],
