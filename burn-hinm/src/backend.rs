@@ -284,7 +284,6 @@ fn add_bias<B: Backend>(
 
 impl<B: KernelBackend> DecoratorOps<B> for HinmOps {
     fn linear(x: T<B>, weight: T<B>, bias: Option<T<B>>) -> T<B> {
-        let cfg = x.config;
         let xin = Self::float_inner(x.inner, "linear");
         let bias = bias.map(|b| Self::float_inner(b.inner, "linear"));
         let out = match weight.inner {
@@ -302,11 +301,10 @@ impl<B: KernelBackend> DecoratorOps<B> for HinmOps {
             }
             w => B::linear(xin, Self::float_inner(w, "linear"), bias),
         };
-        Wrapped::new(HinmFloat::Dense(out), cfg)
+        Wrapped::new(HinmFloat::Dense(out), ())
     }
 
     fn float_matmul(lhs: T<B>, rhs: T<B>) -> T<B> {
-        let cfg = lhs.config;
         let l = Self::float_inner(lhs.inner, "float_matmul");
         let out = match rhs.inner {
             HinmFloat::Packed(p)
@@ -322,11 +320,10 @@ impl<B: KernelBackend> DecoratorOps<B> for HinmOps {
             }
             r => B::float_matmul(l, Self::float_inner(r, "float_matmul")),
         };
-        Wrapped::new(HinmFloat::Dense(out), cfg)
+        Wrapped::new(HinmFloat::Dense(out), ())
     }
 
     fn conv2d(x: T<B>, weight: T<B>, bias: Option<T<B>>, options: ConvOptions<2>) -> T<B> {
-        let cfg = x.config;
         let xin = Self::float_inner(x.inner, "conv2d");
         let bias = bias.map(|b| Self::float_inner(b.inner, "conv2d"));
         let out = match weight.inner {
@@ -366,6 +363,6 @@ impl<B: KernelBackend> DecoratorOps<B> for HinmOps {
             }
             w => B::conv2d(xin, Self::float_inner(w, "conv2d"), bias, options),
         };
-        Wrapped::new(HinmFloat::Dense(out), cfg)
+        Wrapped::new(HinmFloat::Dense(out), ())
     }
 }

@@ -143,7 +143,11 @@ impl PackedModel {
             let stored = match e.packed {
                 None => Stored::Dense(floats(take(count, &e.path)?)),
                 Some([out, k, v, nnz]) => {
-                    if v == 0 || nnz % 4 != 0 || out % v != 0 || out * k != count {
+                    if v == 0
+                        || !nnz.is_multiple_of(4)
+                        || !out.is_multiple_of(v)
+                        || out * k != count
+                    {
                         return Err(format!("{}: packed sizes do not hold together", e.path));
                     }
                     let words = cubecl_kernels::hinm::meta_words(nnz / 4);

@@ -70,10 +70,10 @@ impl Packed {
     pub fn validate(&self) -> Result<(), PackedError> {
         let err = |s: String| Err(PackedError(s));
         let Self { out, k, v, nnz, .. } = *self;
-        if v == 0 || out % v != 0 {
+        if v == 0 || !out.is_multiple_of(v) {
             return err(format!("tile height {v} does not divide {out} rows"));
         }
-        if nnz == 0 || nnz % 4 != 0 || nnz > k {
+        if nnz == 0 || !nnz.is_multiple_of(4) || nnz > k {
             return err(format!(
                 "{nnz} kept columns of {k}: need a positive multiple of 4 ≤ {k}"
             ));
@@ -134,7 +134,7 @@ impl Packed {
     /// The view's column of packed row `r`'s kept value `j` (`j < nnz / 2`).
     pub fn column(&self, r: usize, j: usize) -> usize {
         let [p0, p1] = self.positions(r, j / 2);
-        let p = if j % 2 == 0 { p0 } else { p1 };
+        let p = if j.is_multiple_of(2) { p0 } else { p1 };
         self.cols[(r / self.v) * self.nnz + (j / 2) * 4 + p] as usize
     }
 

@@ -350,7 +350,14 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
             opts.out.display()
         )));
     }
-    let (kind, manifest, file, _, all, layers) = run_params(&opts.checkpoint)?;
+    let SourceRun {
+        kind,
+        manifest,
+        file,
+        params: all,
+        layers,
+        ..
+    } = run_params(&opts.checkpoint)?;
     let plans = plan(
         &all,
         &layers,
@@ -426,18 +433,24 @@ pub struct Tuning {
     pub plans: Vec<LayerPlan>,
 }
 
-/// Loads a trained run's parameters on the host: its model kind, model file, checksum, the
-/// parameters by path and the contraction layers in model order.
-pub fn run_params(
-    checkpoint: &Path,
-) -> Result<(
-    ModelKind,
-    Manifest,
-    PathBuf,
-    Option<u32>,
-    Params,
-    Vec<String>,
-)> {
+/// A trained run's parameters on the host (what pruning and fine-tuning start from).
+pub struct SourceRun {
+    /// Its model.
+    pub kind: ModelKind,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// The model file read.
+    pub file: PathBuf,
+    /// That file's CRC-32 as the run recorded it.
+    pub checksum: Option<u32>,
+    /// Every float parameter by full path.
+    pub params: Params,
+    /// The contraction layers in model order.
+    pub layers: Vec<String>,
+}
+
+/// Loads a trained run's parameters on the host.
+pub fn run_params(checkpoint: &Path) -> Result<SourceRun> {
     if let Some(file) = packed_file(checkpoint) {
         return Err(EmberError::BadCheckpoint {
             path: file,
@@ -466,7 +479,14 @@ pub fn run_params(
         },
     )??;
     let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
-    Ok((kind, manifest, file, checksum, all, layers))
+    Ok(SourceRun {
+        kind,
+        manifest,
+        file,
+        checksum,
+        params: all,
+        layers,
+    })
 }
 
 /// Parameters by full path: shape and values.
@@ -479,7 +499,14 @@ pub fn tuning(
     policy: Option<&LayerPolicy>,
     seed: u64,
 ) -> Result<Tuning> {
-    let (kind, _, file, checksum, all, layers) = run_params(&tune.from)?;
+    let SourceRun {
+        kind,
+        file,
+        checksum,
+        params: all,
+        layers,
+        ..
+    } = run_params(&tune.from)?;
     if kind != model {
         return Err(EmberError::BadCheckpoint {
             path: tune.from.clone(),
