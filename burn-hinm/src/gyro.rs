@@ -71,32 +71,165 @@ fn par_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
 }
 
 /// The optimal assignment of a square `n × n` cost matrix (row-major): `assign[i]` is row `i`'s
-/// column, with the total cost. Costs must be finite.
+/// column, with the total cost (summed in row order from `cost`). Costs must be finite.
+///
+/// Solved by `lapjv` (Jonker-Volgenant) on an equivalent matrix: each row less its minimum,
+/// then each column less its minimum (constants per row and per column change no assignment's
+/// rank), its rows in a fixed scattered order (`i · stride mod n`). Both only speed the solver
+/// up (on the input search's 512 × 512 matrices about 3× together); the assignment is optimal
+/// for `cost`, and deterministic.
 pub fn assign(cost: &[f64], n: usize) -> Result<(Vec<usize>, f64), HinmError> {
-    if cost.len() != n * n {
-        return Err(HinmError::Shape(format!(
-            "{} costs for {n} × {n}",
-            cost.len()
-        )));
+    Assignment::new(n).solve(cost)
+}
+
+/// [`assign`] with its buffers kept from one matrix to the next (of one size).
+struct Assignment {
+    n: usize,
+    order: Vec<usize>,
+    col_min: Vec<f64>,
+    reduced: lapjv::Matrix<f64>,
+}
+
+impl Assignment {
+    fn new(n: usize) -> Self {
+        Self {
+            n,
+            order: scattered(n),
+            col_min: vec![0.0; n],
+            reduced: lapjv::Matrix::zeros((n, n)),
+        }
     }
-    if cost.iter().any(|c| !c.is_finite()) {
-        return Err(HinmError::NonFinite("a cost of the assignment".into()));
+
+    fn solve(&mut self, cost: &[f64]) -> Result<(Vec<usize>, f64), HinmError> {
+        let n = self.n;
+        if cost.len() != n * n {
+            return Err(HinmError::Shape(format!(
+                "{} costs for {n} × {n}",
+                cost.len()
+            )));
+        }
+        // lapjv does not check: NaN or ±inf must not reach it
+        if cost.iter().any(|c| !c.is_finite()) {
+            return Err(HinmError::NonFinite("a cost of the assignment".into()));
+        }
+        let out = if n < 2 {
+            (0..n).collect()
+        } else {
+            let reduced = self.reduced.as_slice_mut().expect("a standard layout");
+            self.col_min.fill(f64::INFINITY);
+            for (dst, &i) in reduced.chunks_mut(n).zip(&self.order) {
+                let row = &cost[i * n..(i + 1) * n];
+                let lo = row
+                    .iter()
+                    .fold(f64::INFINITY, |m, &x| if x < m { x } else { m });
+                for ((d, &x), m) in dst.iter_mut().zip(row).zip(self.col_min.iter_mut()) {
+                    *d = x - lo;
+                    *m = if *d < *m { *d } else { *m };
+                }
+            }
+            for dst in reduced.chunks_mut(n) {
+                for (d, m) in dst.iter_mut().zip(&self.col_min) {
+                    *d -= m;
+                }
+            }
+            if reduced.iter().any(|d| !d.is_finite()) {
+                // costs far apart enough to overflow the differences: solve them as they are
+                for (dst, &i) in reduced.chunks_mut(n).zip(&self.order) {
+                    dst.copy_from_slice(&cost[i * n..(i + 1) * n]);
+                }
+            }
+            let (cols, _) = lapjv::lapjv(&self.reduced)
+                .map_err(|e| HinmError::NonFinite(format!("linear assignment failed: {e}")))?;
+            let mut out = vec![0; n];
+            for (&i, c) in self.order.iter().zip(cols) {
+                out[i] = c;
+            }
+            out
+        };
+        let total = out.iter().enumerate().map(|(r, &c)| cost[r * n + c]).sum();
+        Ok((out, total))
     }
-    let (rows, cols) = lsap::solve(n, n, &cost.to_vec(), false)
-        .map_err(|e| HinmError::NonFinite(format!("linear assignment failed: {e:?}")))?;
-    let mut out = vec![0; n];
-    let mut total = 0.0;
-    for (r, c) in rows.into_iter().zip(cols) {
-        out[r] = c;
-        total += cost[r * n + c];
+}
+
+/// `0..n` in the order `i · stride mod n`, the stride coprime to `n` near `0.618 n`.
+fn scattered(n: usize) -> Vec<usize> {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 { a } else { gcd(b, a % b) }
     }
-    Ok((out, total))
+    let stride = (n * 618 / 1000..n).find(|&s| gcd(s, n) == 1).unwrap_or(1);
+    (0..n).map(|i| i * stride % n).collect()
 }
 
 /// Saliency a tile loses to column-vector pruning: the `K − nnz` smallest of its column sums.
 pub fn tile_cost(sums: &[f64], nnz: usize) -> f64 {
     let mut v = sums.to_vec();
     smallest_sum(&mut v, sums.len() - nnz)
+}
+
+/// Points and centroids whose distances are computed together: a block of squared distances
+/// that stays in registers over the dimensions.
+const POINT_BLOCK: usize = 4;
+const CENTROID_BLOCK: usize = 8;
+
+/// The Euclidean distances of `points` (row-major, `dim` values each) to `k` centroids given
+/// transposed (`dim × wk`, `wk ≥ k` a multiple of [`CENTROID_BLOCK`], the padding computed and
+/// dropped), row-major `points × k`. Each squared distance is summed over the dimensions in
+/// order, as a sequential sum (the lanes run over points and centroids, no addition is
+/// reordered: the result equals the plain loop's to the bit, with or without AVX2).
+fn distances_to(points: &[f64], transposed: &[f64], dim: usize, k: usize) -> Vec<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { distances_avx2(points, transposed, dim, k) };
+    }
+    distances_blocks(points, transposed, dim, k)
+}
+
+/// [`distances_blocks`] compiled for AVX2 (the same operations in the same order).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn distances_avx2(points: &[f64], transposed: &[f64], dim: usize, k: usize) -> Vec<f64> {
+    distances_blocks(points, transposed, dim, k)
+}
+
+#[inline(always)]
+fn distances_blocks(points: &[f64], transposed: &[f64], dim: usize, k: usize) -> Vec<f64> {
+    let n = points.len() / dim;
+    let wk = transposed.len() / dim;
+    let mut out = vec![0.0; n * k];
+    for pb in (0..n).step_by(POINT_BLOCK) {
+        let rows = POINT_BLOCK.min(n - pb);
+        // the block's points, interleaved: x[r][p]
+        let mut x = vec![0.0; dim * POINT_BLOCK];
+        for p in 0..rows {
+            for (r, &v) in points[(pb + p) * dim..(pb + p + 1) * dim]
+                .iter()
+                .enumerate()
+            {
+                x[r * POINT_BLOCK + p] = v;
+            }
+        }
+        for cb in (0..k).step_by(CENTROID_BLOCK) {
+            let mut acc = [[0.0f64; CENTROID_BLOCK]; POINT_BLOCK];
+            for (xr, cr) in x.chunks_exact(POINT_BLOCK).zip(transposed.chunks_exact(wk)) {
+                let c: &[f64; CENTROID_BLOCK] = cr[cb..cb + CENTROID_BLOCK]
+                    .try_into()
+                    .expect("a whole block");
+                for (acc, &x) in acc.iter_mut().zip(xr) {
+                    for (a, &c) in acc.iter_mut().zip(c) {
+                        *a += (x - c) * (x - c);
+                    }
+                }
+            }
+            for (p, acc) in acc.iter().enumerate().take(rows) {
+                let row = &mut out[(pb + p) * k + cb..(pb + p) * k + (cb + CENTROID_BLOCK).min(k)];
+                for (d, &a) in row.iter_mut().zip(acc) {
+                    *d = a.sqrt();
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Balanced k-means: `data` (n points of `dim` values, row-major) into `k` clusters of exactly
@@ -118,22 +251,30 @@ pub fn balanced_kmeans(
         .collect();
     let mut clusters = vec![0; n];
     for _ in 0..KMEANS_ITERATIONS {
-        let distances = par_map(n, |i| {
-            (0..k)
-                .map(|c| {
-                    point(i)
-                        .iter()
-                        .zip(&centroids[c * dim..(c + 1) * dim])
-                        .map(|(a, b)| (a - b) * (a - b))
-                        .sum::<f64>()
-                        .sqrt()
-                })
-                .collect::<Vec<f64>>()
-        });
+        // centroids transposed (dim × k, padded): the distances run in lanes over them
+        let wk = k.div_ceil(CENTROID_BLOCK) * CENTROID_BLOCK;
+        let mut transposed = vec![0.0; dim * wk];
+        for (c, centroid) in centroids.chunks(dim).enumerate() {
+            for (r, &x) in centroid.iter().enumerate() {
+                transposed[r * wk + c] = x;
+            }
+        }
+        // a few blocks of points per job
+        let per = n.div_ceil(POINT_BLOCK * 8).max(1) * POINT_BLOCK;
+        let distances = par_map(n.div_ceil(per), |b| {
+            let points = b * per..((b + 1) * per).min(n);
+            distances_to(
+                &data[points.start * dim..points.end * dim],
+                &transposed,
+                dim,
+                k,
+            )
+        })
+        .concat();
         let mut cost = vec![0.0; n * n];
-        for (i, d) in distances.iter().enumerate() {
-            for (c, &d) in d.iter().enumerate() {
-                cost[i * n + c * size..i * n + (c + 1) * size].fill(d);
+        for (row, d) in cost.chunks_mut(n).zip(distances.chunks(k)) {
+            for (slots, &d) in row.chunks_mut(size).zip(d) {
+                slots.fill(d);
             }
         }
         let (slots, _) = assign(&cost, n)?;
@@ -158,9 +299,181 @@ pub fn balanced_kmeans(
     Ok(clusters)
 }
 
+/// Lanes of the bracketing pass (independent partial sums the compiler keeps in vectors).
+const LANES: usize = 4;
+/// Bracketing passes tried before a plain selection.
+const BRACKET_TRIES: usize = 4;
+
+/// Over `y = r + c`: the sum and the number of values `< lo`, and the number `≤ hi`; `marks[i]`
+/// is 1 where `lo ≤ y[i] ≤ hi`, else 0. Not inlined: inlined into its caller the loop is no
+/// longer vectorised (measured: three times slower).
+#[inline(never)]
+fn bracket_pass(r: &[f64], c: &[f64], lo: f64, hi: f64, marks: &mut [u8]) -> (f64, usize, usize) {
+    let mut sum = [0.0f64; LANES];
+    let mut below = [0u64; LANES];
+    let mut upto = [0u64; LANES];
+    let (rc, rr) = r.as_chunks::<LANES>();
+    let (cc, cr) = c.as_chunks::<LANES>();
+    let (mc, mr) = marks.as_chunks_mut::<LANES>();
+    for ((rv, cv), mv) in rc.iter().zip(cc).zip(mc) {
+        for l in 0..LANES {
+            let y = rv[l] + cv[l];
+            let (b, u) = (y < lo, y <= hi);
+            sum[l] += if b { y } else { 0.0 };
+            below[l] += u64::from(b);
+            upto[l] += u64::from(u);
+            mv[l] = u8::from(u & !b);
+        }
+    }
+    let mut sum = sum.iter().sum::<f64>();
+    let mut below = below.iter().sum::<u64>() as usize;
+    let mut upto = upto.iter().sum::<u64>() as usize;
+    for ((&a, &b), m) in rr.iter().zip(cr).zip(mr) {
+        let y = a + b;
+        if y < lo {
+            sum += y;
+            below += 1;
+        }
+        upto += usize::from(y <= hi);
+        *m = u8::from((y >= lo) & (y <= hi));
+    }
+    (sum, below, upto)
+}
+
+/// The values of `y = r + c` that `marks` marks, into `mid` (few: the marks are read eight at a
+/// time, as one word).
+fn collect_mid(r: &[f64], c: &[f64], marks: &[u8], mid: &mut Vec<f64>) {
+    mid.clear();
+    let (words, tail) = marks.as_chunks::<8>();
+    for (w, word) in words.iter().enumerate() {
+        let mut bits = u64::from_le_bytes(*word);
+        while bits != 0 {
+            let i = w * 8 + bits.trailing_zeros() as usize / 8;
+            mid.push(r[i] + c[i]);
+            bits &= bits - 1;
+        }
+    }
+    let start = words.len() * 8;
+    for (i, &m) in tail.iter().enumerate() {
+        if m != 0 {
+            mid.push(r[start + i] + c[start + i]);
+        }
+    }
+}
+
+/// Tiles whose costs are computed together, cluster by cluster (the cluster's sums are read
+/// once for all of them while they are in cache).
+const TILE_BLOCK: usize = 8;
+
+/// Buffers of [`Level::smallest_sum`].
+#[derive(Default)]
+struct Scratch {
+    marks: Vec<u8>,
+    buf: Vec<f64>,
+}
+
+/// One tile's running prediction of the `m`-th smallest of `r + c` less the cluster's mean.
+#[derive(Clone, Default)]
+struct Level {
+    level: Option<f64>,
+    spread: f64,
+}
+
+impl Level {
+    /// The sum of the `m` smallest of `r + c` (what tile `r` loses to column-vector pruning
+    /// when it takes cluster `c`, of mean `mean`), exactly. The `m`-th smallest is predicted
+    /// from the previous clusters' (a running level plus the cluster's mean); a vectorised pass
+    /// sums and counts the values below a bracket around the prediction and counts those up to
+    /// its top. When the bracket holds the `m`-th smallest, the result is the sum below plus the
+    /// smallest of the few values inside it; otherwise the bracket is moved by the counts and
+    /// tried again, and after [`BRACKET_TRIES`] the whole vector is selected from. Either way
+    /// the result is the sum of the `m` smallest (only the order of the additions differs from
+    /// a plain selection's).
+    fn smallest_sum(
+        &mut self,
+        r: &[f64],
+        c: &[f64],
+        mean: f64,
+        m: usize,
+        scratch: &mut Scratch,
+    ) -> f64 {
+        let Scratch { marks, buf } = scratch;
+        marks.resize(r.len(), 0);
+        let mut done = None;
+        if let Some(level) = self.level {
+            let width = self.spread.max(1e-9 * level.abs());
+            let (mut lo, mut hi) = (level + mean - width, level + mean + width);
+            for _ in 0..BRACKET_TRIES {
+                let (sum_below, below, upto) = bracket_pass(r, c, lo, hi, marks);
+                if below < m && m <= upto {
+                    collect_mid(r, c, marks, buf);
+                    let mid = &mut buf[..];
+                    let need = m - below;
+                    mid.select_nth_unstable_by(need - 1, f64::total_cmp);
+                    done = Some((sum_below + mid[..need].iter().sum::<f64>(), mid[need - 1]));
+                    break;
+                }
+                // move the bracket past the side that missed, by the density seen in it
+                let density = (upto - below).max(1) as f64 / (hi - lo);
+                if below >= m {
+                    let gap = (below + 1 - m) as f64 / density;
+                    (lo, hi) = (lo - 2.0 * gap - width, lo);
+                } else {
+                    let gap = (m - upto) as f64 / density;
+                    (lo, hi) = (hi, hi + 2.0 * gap + width);
+                }
+            }
+        }
+        let (sum, nth) = done.unwrap_or_else(|| {
+            buf.clear();
+            buf.extend(r.iter().zip(c).map(|(&a, &b)| a + b));
+            let (_, &mut nth, _) = buf.select_nth_unstable_by(m - 1, f64::total_cmp);
+            (buf[..m].iter().sum::<f64>(), nth)
+        });
+        let here = nth - mean;
+        match self.level {
+            None => self.level = Some(here),
+            Some(l) => {
+                self.spread = 0.8 * self.spread + 0.6 * (here - l).abs();
+                self.level = Some(0.7 * l + 0.3 * here);
+            }
+        }
+        sum
+    }
+}
+
+/// The output cost of `rows` (a block of tiles' remaining column sums) against every cluster:
+/// per row, per cluster, the sum of the `m` smallest of the row plus the cluster's sums; with
+/// the rows' predictions (`levels`) carried on. Each row's clusters are taken in order, so the
+/// result does not depend on the blocking.
+fn output_costs(
+    rows: &[Vec<f64>],
+    levels: &[Level],
+    clusters: &[Vec<f64>],
+    means: &[f64],
+    m: usize,
+) -> (Vec<f64>, Vec<Level>) {
+    let n = clusters.len();
+    let mut levels = levels.to_vec();
+    let mut scratch = Scratch::default();
+    let mut out = vec![0.0; rows.len() * n];
+    for (j, (c, &mean)) in clusters.iter().zip(means).enumerate() {
+        for (q, (r, level)) in rows.iter().zip(&mut levels).enumerate() {
+            out[q * n + j] = level.smallest_sum(r, c, mean, m, &mut scratch);
+        }
+    }
+    (out, levels)
+}
+
 /// The output permutation: rows of `scores` regrouped into tiles of `v` so that the saliency
 /// lost to column-vector pruning (`nnz` kept columns per tile) falls. A move is accepted only
 /// when the total strictly falls; each step of [`SCHEDULE`] ends at its first non-improving try.
+/// An assignment that gives every tile back the rows it gave up changes nothing and is a
+/// non-improving try, whatever the rounding of its total (which is the old total computed
+/// another way, and may come out a few ulps below it).
+///
+/// The tiles' column sums are kept as the cost was computed from them (what stays plus what
+/// comes; they drift from sums taken afresh by about 1e-15 relative over a whole search).
 pub fn output_permutation(
     scores: &Scores,
     v: usize,
@@ -172,6 +485,8 @@ pub fn output_permutation(
     let mut perm: Vec<u32> = (0..scores.rows() as u32).collect();
     let mut sums: Vec<Vec<f64>> = perm.chunks(v).map(|t| column_sums(scores, t)).collect();
     let mut total: f64 = sums.iter().map(|s| tile_cost(s, nnz)).sum();
+    // per tile, the prediction of its output costs' selections, carried from try to try
+    let mut levels = vec![Level::default(); tiles];
     for num_ext in SCHEDULE.into_iter().filter(|&e| e < v) {
         loop {
             // extraction: num_ext positions of every tile
@@ -203,41 +518,53 @@ pub fn output_permutation(
             } else {
                 extracted.iter().map(|&r| vec![r]).collect()
             };
-            let cluster_sums: Vec<Vec<f64>> =
-                clusters.iter().map(|c| column_sums(scores, c)).collect();
-            let remaining: Vec<Vec<f64>> = (0..tiles)
-                .map(|t| {
-                    let out: Vec<u32> = picked[t].iter().map(|&i| perm[t * v + i]).collect();
-                    let gone = column_sums(scores, &out);
-                    sums[t].iter().zip(gone).map(|(a, b)| a - b).collect()
-                })
+            let cluster_sums: Vec<Vec<f64>> = par_map(tiles, |j| column_sums(scores, &clusters[j]));
+            let remaining: Vec<Vec<f64>> = par_map(tiles, |t| {
+                let out: Vec<u32> = picked[t].iter().map(|&i| perm[t * v + i]).collect();
+                let gone = column_sums(scores, &out);
+                sums[t].iter().zip(gone).map(|(a, b)| a - b).collect()
+            });
+            let means: Vec<f64> = cluster_sums
+                .iter()
+                .map(|c| c.iter().sum::<f64>() / k as f64)
                 .collect();
-            let cost: Vec<f64> = par_map(tiles, |i| {
-                let mut buf = vec![0.0; k];
-                (0..tiles)
-                    .map(|j| {
-                        for ((b, r), c) in buf.iter_mut().zip(&remaining[i]).zip(&cluster_sums[j]) {
-                            *b = r + c;
-                        }
-                        smallest_sum(&mut buf, k - nnz)
-                    })
-                    .collect::<Vec<f64>>()
-            })
-            .concat();
+            let blocks = par_map(tiles.div_ceil(TILE_BLOCK), |b| {
+                let block = b * TILE_BLOCK..((b + 1) * TILE_BLOCK).min(tiles);
+                let (rows, levels) = (&remaining[block.clone()], &levels[block]);
+                output_costs(rows, levels, &cluster_sums, &means, k - nnz)
+            });
+            let mut cost = Vec::with_capacity(tiles * tiles);
+            levels.clear();
+            for (c, l) in blocks {
+                cost.extend(c);
+                levels.extend(l);
+            }
             let (to, new_total) = assign(&cost, tiles)?;
-            if new_total >= total {
+            // every tile taking back what it gave: no move
+            let noop = (0..tiles).all(|t| {
+                let mut a: Vec<u32> = picked[t].iter().map(|&i| perm[t * v + i]).collect();
+                let mut b = clusters[to[t]].clone();
+                a.sort_unstable();
+                b.sort_unstable();
+                a == b
+            });
+            if new_total >= total || noop {
                 break;
             }
             total = new_total;
             let old = perm.clone();
             for t in 0..tiles {
-                let kept: Vec<u32> = (0..v)
+                let kept = (0..v)
                     .filter(|i| !picked[t].contains(i))
-                    .map(|i| old[t * v + i])
-                    .collect();
-                let tile: Vec<u32> = kept.into_iter().chain(clusters[to[t]].clone()).collect();
+                    .map(|i| old[t * v + i]);
+                let tile: Vec<u32> = kept.chain(clusters[to[t]].iter().copied()).collect();
                 perm[t * v..(t + 1) * v].copy_from_slice(&tile);
-                sums[t] = column_sums(scores, &tile);
+            }
+            // the sums the cost was computed from: what stays plus what comes
+            for (t, sum) in sums.iter_mut().enumerate() {
+                for ((s, &r), &c) in sum.iter_mut().zip(&remaining[t]).zip(&cluster_sums[to[t]]) {
+                    *s = r + c;
+                }
             }
         }
     }
@@ -251,12 +578,72 @@ fn pruned(g: [f64; 4]) -> f64 {
     g[0] + g[1]
 }
 
+/// Rows and columns of the input cost matrix computed together: a block of entries that stays
+/// in registers over the tile's rows (one load of `x`, one of `b` per row serve all of them).
+const ROW_BLOCK: usize = 4;
+const COL_BLOCK: usize = 8;
+
+/// The input search's cost matrix, `n × n` row-major into `cost`:
+/// `cost[i][j] = base[i] + Σ_r min(b[r][i], x[r][j])` over the `v` tile rows `r`. Each entry is
+/// summed in row order `r` exactly as a sequential sum (the vector lanes run over `i` and `j`,
+/// no addition is reordered, so the result equals the plain loop's to the bit, with or without
+/// AVX2). `bt` is `v × wi`, `xt` is `v × wj`, both row-major, with `wi ≥ n` a multiple of
+/// [`ROW_BLOCK`] and `wj ≥ n` one of [`COL_BLOCK`]; the padding is computed and dropped.
+fn min_plus(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { min_plus_avx2(bt, xt, v, n, base, cost) };
+    }
+    min_plus_blocks(bt, xt, v, n, base, cost);
+}
+
+/// [`min_plus_blocks`] compiled for AVX2 (the same operations in the same order, wider
+/// vectors: about twice as fast).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn min_plus_avx2(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
+    min_plus_blocks(bt, xt, v, n, base, cost);
+}
+
+#[inline(always)]
+fn min_plus_blocks(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
+    let (wi, wj) = (bt.len() / v, xt.len() / v);
+    for ib in (0..n).step_by(ROW_BLOCK) {
+        for jb in (0..n).step_by(COL_BLOCK) {
+            let mut acc = [[0.0f64; COL_BLOCK]; ROW_BLOCK];
+            for r in 0..v {
+                let x: &[f64; COL_BLOCK] = xt[r * wj + jb..][..COL_BLOCK]
+                    .try_into()
+                    .expect("a whole block");
+                let b: &[f64; ROW_BLOCK] = bt[r * wi + ib..][..ROW_BLOCK]
+                    .try_into()
+                    .expect("a whole block");
+                for (acc, &b) in acc.iter_mut().zip(b) {
+                    for (a, &x) in acc.iter_mut().zip(x) {
+                        // min(b, x) as a compare-select (the values are never NaN)
+                        *a += if x < b { x } else { b };
+                    }
+                }
+            }
+            for (q, acc) in acc.iter().enumerate().take(n - ib) {
+                let i = ib + q;
+                let row = &mut cost[i * n + jb..i * n + (jb + COL_BLOCK).min(n)];
+                for (c, &a) in row.iter_mut().zip(acc) {
+                    *c = base[i] + a;
+                }
+            }
+        }
+    }
+}
+
 /// The input permutation of one tile: its kept `columns` (groups of 4 consecutive entries)
 /// reordered so that the saliency 2:4 prunes from the tile's `rows` falls. Per try, one column
 /// of each group is taken out (a random position) and the columns are reassigned to the groups
 /// by a linear assignment; with the other three of a group sorted `a ≤ b ≤ c`, adding `x` prunes
 /// `a + min(b, x)`. Ends after [`INPUT_PATIENCE`] non-improving tries in all (as the reference
-/// counts them).
+/// counts them); an assignment that gives every group its own column back changes nothing and
+/// is a non-improving try, whatever the rounding of its total.
 pub fn input_permutation(
     scores: &Scores,
     rows: &[u32],
@@ -267,15 +654,13 @@ pub fn input_permutation(
     let v = rows.len();
     let mut cols = columns.to_vec();
     // the tile's kept values, column-major: vals[p * v + i] = scores[rows[i], cols[p]]
-    let gather = |cols: &[u32]| -> Vec<f64> {
-        cols.iter()
-            .flat_map(|&c| {
-                rows.iter()
-                    .map(move |&r| scores.row(r as usize)[c as usize])
-            })
-            .collect()
-    };
-    let mut vals = gather(&cols);
+    let mut vals: Vec<f64> = cols
+        .iter()
+        .flat_map(|&c| {
+            rows.iter()
+                .map(move |&r| scores.row(r as usize)[c as usize])
+        })
+        .collect();
     let group_cost = |vals: &[f64], g: usize| -> f64 {
         (0..v)
             .map(|i| pruned(std::array::from_fn(|q| vals[(g * 4 + q) * v + i])))
@@ -283,40 +668,54 @@ pub fn input_permutation(
     };
     let mut total: f64 = (0..groups).map(|g| group_cost(&vals, g)).sum();
     let mut misses = 0;
-    let (mut a, mut b) = (vec![0.0; groups * v], vec![0.0; groups * v]);
+    // per try: the two smallest of each group's other three, row-major by tile row (`b` padded
+    // to whole blocks of rows), and the taken-out columns, row-major by tile row
+    let gpad_i = groups.div_ceil(ROW_BLOCK) * ROW_BLOCK;
+    let gpad_j = groups.div_ceil(COL_BLOCK) * COL_BLOCK;
+    let mut base = vec![0.0; groups];
+    let mut bt = vec![0.0; v * gpad_i];
+    let mut xt = vec![0.0; v * gpad_j];
     let mut cost = vec![0.0; groups * groups];
+    let mut assignment = Assignment::new(groups);
     while misses < INPUT_PATIENCE && groups > 1 {
         let out: Vec<usize> = (0..groups)
             .map(|g| g * 4 + rand::Rng::random_range(rng, 0..4))
             .collect();
-        // per group and row: the two smallest of the other three
+        // per group and row: the two smallest of the other three (base: the sum of the smallest)
         for g in 0..groups {
-            let others: Vec<usize> = (g * 4..g * 4 + 4).filter(|&p| p != out[g]).collect();
+            // the other three positions of the group, in order
+            let others = [0, 1, 2].map(|q| g * 4 + q + usize::from(g * 4 + q >= out[g]));
+            let [ox, oy, oz] = others.map(|p| &vals[p * v..(p + 1) * v]);
+            let mut sum = 0.0;
             for i in 0..v {
-                let [x, y, z] = [0, 1, 2].map(|q| vals[others[q] * v + i]);
+                let (x, y, z) = (ox[i], oy[i], oz[i]);
                 let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
                 let (first, second) = if z < lo { (z, lo) } else { (lo, hi.min(z)) };
-                a[g * v + i] = first;
-                b[g * v + i] = second;
+                sum += first;
+                bt[i * gpad_i + g] = second;
+            }
+            base[g] = sum;
+        }
+        for (j, &p) in out.iter().enumerate() {
+            for (i, &x) in vals[p * v..(p + 1) * v].iter().enumerate() {
+                xt[i * gpad_j + j] = x;
             }
         }
-        for i in 0..groups {
-            let (ai, bi) = (&a[i * v..(i + 1) * v], &b[i * v..(i + 1) * v]);
-            let base: f64 = ai.iter().sum();
-            for (j, &p) in out.iter().enumerate() {
-                let x = &vals[p * v..(p + 1) * v];
-                cost[i * groups + j] =
-                    base + bi.iter().zip(x).map(|(&b, &x)| b.min(x)).sum::<f64>();
-            }
-        }
-        let (to, new_total) = assign(&cost, groups)?;
-        if new_total < total {
+        min_plus(&bt, &xt, v, groups, &base, &mut cost);
+        let (to, new_total) = assignment.solve(&cost)?;
+        // a gain, and a move (every group taking its own column back is none, whatever the rounding)
+        if new_total < total && to.iter().enumerate().any(|(g, &j)| g != j) {
             total = new_total;
             let taken: Vec<u32> = out.iter().map(|&p| cols[p]).collect();
             for (g, &p) in out.iter().enumerate() {
-                cols[p] = taken[to[g]];
+                if to[g] != g {
+                    cols[p] = taken[to[g]];
+                    let c = cols[p] as usize;
+                    for (x, &r) in vals[p * v..(p + 1) * v].iter_mut().zip(rows) {
+                        *x = scores.row(r as usize)[c];
+                    }
+                }
             }
-            vals = gather(&cols);
         } else {
             misses += 1;
         }
@@ -324,9 +723,10 @@ pub fn input_permutation(
     Ok(cols)
 }
 
-/// [`input_permutation`] of every tile (`perm`: rows in tile order), the tiles shared among the
-/// available threads; each tile draws from its own RNG seeded from `rng`, so the result does
-/// not depend on the number of threads.
+/// [`input_permutation`] of every tile (`perm`: rows in tile order). The available threads
+/// take the tiles one at a time as they finish (their searches take different numbers of
+/// tries); each tile draws from its own RNG seeded from `rng`, so the result does not depend on
+/// the number of threads or on which thread searched which tile.
 pub fn input_permutations(
     scores: &Scores,
     perm: &[u32],
@@ -334,25 +734,26 @@ pub fn input_permutations(
     columns: Vec<Vec<u32>>,
     rng: &mut StdRng,
 ) -> Result<Vec<Vec<u32>>, HinmError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let seeds: Vec<u64> = (0..columns.len()).map(|_| rand::Rng::random(rng)).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let per = columns.len().div_ceil(threads).max(1);
-    let jobs: Vec<(usize, Vec<u32>)> = columns.into_iter().enumerate().collect();
+    let next = AtomicUsize::new(0);
     type Tiles = Vec<(usize, Vec<u32>)>;
     let results: Vec<Result<Tiles, HinmError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .chunks(per)
-            .map(|chunk| {
-                let seeds = &seeds;
+        let handles: Vec<_> = (0..threads.min(columns.len()))
+            .map(|_| {
+                let (seeds, next, columns) = (&seeds, &next, &columns);
                 s.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(t, cols)| {
-                            let mut rng = StdRng::seed_from_u64(seeds[*t]);
-                            let rows = &perm[t * v..(t + 1) * v];
-                            input_permutation(scores, rows, cols, &mut rng).map(|c| (*t, c))
-                        })
-                        .collect()
+                    let mut done = Vec::new();
+                    loop {
+                        let t = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(cols) = columns.get(t) else {
+                            return Ok(done);
+                        };
+                        let mut rng = StdRng::seed_from_u64(seeds[t]);
+                        let rows = &perm[t * v..(t + 1) * v];
+                        done.push((t, input_permutation(scores, rows, cols, &mut rng)?));
+                    }
                 })
             })
             .collect();
@@ -437,6 +838,144 @@ mod tests {
             assert_eq!(total, best, "round {round}");
         }
         assert!(assign(&[1.0, f64::NAN, 0.0, 1.0], 2).is_err());
+        assert!(assign(&[1.0, f64::INFINITY, 0.0, 1.0], 2).is_err());
+        // costs whose differences overflow are solved as they are
+        let (to, _) = assign(&[f64::MAX, -f64::MAX, -f64::MAX, f64::MAX], 2).unwrap();
+        assert_eq!(to, vec![1, 0]);
+    }
+
+    #[test]
+    fn the_assignment_cost_is_lsaps() {
+        // lapjv on the reduced, reordered matrix against lsap (SciPy's algorithm) on the plain one
+        let mut rng = StdRng::seed_from_u64(8);
+        for (round, n) in [1, 2, 3, 17, 64, 200].into_iter().enumerate() {
+            for ties in [false, true] {
+                let cost: Vec<f64> = (0..n * n)
+                    .map(|_| match ties {
+                        true => rng.random_range(0..4) as f64,
+                        false => rng.random::<f64>() * 100.0 - 30.0,
+                    })
+                    .collect();
+                let (to, total) = assign(&cost, n).unwrap();
+                let mut seen = vec![false; n];
+                for &c in &to {
+                    assert!(!std::mem::replace(&mut seen[c], true), "a permutation");
+                }
+                let (rows, cols) = lsap::solve(n, n, &cost, false).unwrap();
+                let best: f64 = rows.iter().zip(&cols).map(|(&r, &c)| cost[r * n + c]).sum();
+                assert!(
+                    (total - best).abs() <= 1e-12 * best.abs().max(1.0),
+                    "round {round}, n {n}, ties {ties}: {total} vs {best}"
+                );
+            }
+        }
+    }
+
+    /// The sum of the `m` smallest, by a plain selection.
+    fn plain_smallest(r: &[f64], c: &[f64], m: usize) -> f64 {
+        let mut y: Vec<f64> = r.iter().zip(c).map(|(a, b)| a + b).collect();
+        smallest_sum(&mut y, m)
+    }
+
+    #[test]
+    fn bracketed_selections_are_plain_selections() {
+        let mut rng = StdRng::seed_from_u64(12);
+        for (k, tiles, ties) in [
+            (3, 3, false),
+            (37, 6, true),
+            (512, 9, false),
+            (1000, 7, true),
+        ] {
+            for m in [1, k / 2, k - k / 4, k - 1, k] {
+                let value = |rng: &mut StdRng, scale: f64| match ties {
+                    true => rng.random_range(0..6) as f64 * scale,
+                    false => rng.random::<f64>() * scale,
+                };
+                let rows: Vec<Vec<f64>> = (0..tiles)
+                    .map(|_| (0..k).map(|_| value(&mut rng, 20.0)).collect())
+                    .collect();
+                // clusters of very different levels: the prediction misses, the bracket moves
+                let clusters: Vec<Vec<f64>> = (0..tiles)
+                    .map(|j| {
+                        (0..k)
+                            .map(|_| value(&mut rng, 1.0 + 10.0 * (j % 3) as f64))
+                            .collect()
+                    })
+                    .collect();
+                let means: Vec<f64> = clusters
+                    .iter()
+                    .map(|c| c.iter().sum::<f64>() / k as f64)
+                    .collect();
+                let mut levels = vec![Level::default(); tiles];
+                for _ in 0..2 {
+                    let (cost, next) = output_costs(&rows, &levels, &clusters, &means, m);
+                    levels = next;
+                    for (i, r) in rows.iter().enumerate() {
+                        for (j, c) in clusters.iter().enumerate() {
+                            let plain = plain_smallest(r, c, m);
+                            assert!(
+                                (cost[i * tiles + j] - plain).abs() <= 1e-12 * plain,
+                                "k {k} m {m} ({i}, {j}): {} vs {plain}",
+                                cost[i * tiles + j]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_input_costs_are_the_plain_sums_to_the_bit() {
+        let mut rng = StdRng::seed_from_u64(13);
+        for (v, n) in [(1usize, 1usize), (5, 13), (64, 40)] {
+            let (wi, wj) = (
+                n.div_ceil(ROW_BLOCK) * ROW_BLOCK,
+                n.div_ceil(COL_BLOCK) * COL_BLOCK,
+            );
+            let bt: Vec<f64> = (0..v * wi).map(|_| rng.random::<f64>()).collect();
+            let xt: Vec<f64> = (0..v * wj).map(|_| rng.random::<f64>()).collect();
+            let base: Vec<f64> = (0..n).map(|_| rng.random::<f64>() * 10.0).collect();
+            let mut cost = vec![0.0; n * n];
+            min_plus(&bt, &xt, v, n, &base, &mut cost);
+            for i in 0..n {
+                for j in 0..n {
+                    let plain = base[i]
+                        + (0..v)
+                            .map(|r| bt[r * wi + i].min(xt[r * wj + j]))
+                            .sum::<f64>();
+                    assert_eq!(cost[i * n + j].to_bits(), plain.to_bits(), "({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_distances_are_the_plain_sums_to_the_bit() {
+        let mut rng = StdRng::seed_from_u64(14);
+        let (n, k, dim) = (7usize, 11usize, 9usize);
+        let wk = k.div_ceil(CENTROID_BLOCK) * CENTROID_BLOCK;
+        let points: Vec<f64> = (0..n * dim).map(|_| rng.random::<f64>()).collect();
+        let centroids: Vec<f64> = (0..k * dim).map(|_| rng.random::<f64>()).collect();
+        let mut transposed = vec![0.0; dim * wk];
+        for c in 0..k {
+            for r in 0..dim {
+                transposed[r * wk + c] = centroids[c * dim + r];
+            }
+        }
+        let d = distances_to(&points, &transposed, dim, k);
+        for p in 0..n {
+            for c in 0..k {
+                let plain = (0..dim)
+                    .map(|r| {
+                        let d = points[p * dim + r] - centroids[c * dim + r];
+                        d * d
+                    })
+                    .sum::<f64>()
+                    .sqrt();
+                assert_eq!(d[p * k + c].to_bits(), plain.to_bits(), "({p}, {c})");
+            }
+        }
     }
 
     #[test]

@@ -13,36 +13,11 @@ use std::sync::Arc;
 pub fn weights<B: burn::tensor::backend::Backend, M: Module<B>>(
     model: &M,
 ) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
-    struct Collect {
-        path: Vec<String>,
-        found: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
-    }
-    impl<B: burn::tensor::backend::Backend> ModuleVisitor<B> for Collect {
-        fn enter_module(&mut self, name: &str, _container: &str) {
-            self.path.push(name.to_string());
-        }
-        fn exit_module(&mut self, _name: &str, _container: &str) {
-            self.path.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            if let Some((name, module)) = self.path.split_last()
-                && name == "weight"
-                && D >= 2
-            {
-                let t = param.val();
-                let data = t.to_data().convert::<f32>();
-                let values = data.to_vec::<f32>().expect("f32 values");
-                self.found
-                    .insert(module.join("."), (t.shape().as_slice().to_vec(), values));
-            }
-        }
-    }
-    let mut c = Collect {
-        path: Vec::new(),
-        found: BTreeMap::new(),
-    };
-    model.visit(&mut c);
-    c.found
+    params(model)
+        .into_iter()
+        .filter(|(_, (dims, _))| dims.len() >= 2)
+        .filter_map(|(path, p)| Some((path.strip_suffix(".weight")?.to_string(), p)))
+        .collect()
 }
 
 /// `model` with the weight of every layer named in `packed` (by layer path) replaced by its

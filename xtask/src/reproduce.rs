@@ -60,7 +60,6 @@ fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
         .args(["--multiplier", multiplier, "--data-dir"])
         .arg(data)
         .output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         bail!(
             "ember eval {} --multiplier {multiplier} failed: {}",
@@ -68,12 +67,7 @@ fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    stdout
-        .split("test accuracy ")
-        .nth(1)
-        .and_then(|r| r.split('%').next())
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("no accuracy in `{stdout}`"))
+    accuracy_of(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// `ember train` with the settings the MNIST experiments share (batch 32, Adam 2e-3, seed 42).

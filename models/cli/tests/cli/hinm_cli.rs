@@ -5,13 +5,12 @@
 use crate::common::{ember, fails_with, ok, s, scratch};
 use std::path::{Path, PathBuf};
 
-/// A LeNet-5 run trained for one epoch on 300 embedded MNIST images.
-fn trained(dir: &Path) -> PathBuf {
-    let run = dir.join("run");
-    ok(&ember(&[
+/// `ember train` of `model` for one epoch on 300 embedded MNIST images into `out`, with `extra`.
+fn train(model: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "train",
         "--model",
-        "lenet5",
+        model,
         "--epochs",
         "1",
         "--train-limit",
@@ -22,8 +21,16 @@ fn trained(dir: &Path) -> PathBuf {
         "50",
         "--plain",
         "--out",
-        s(&run),
-    ]));
+        s(out),
+    ];
+    args.extend(extra);
+    ember(&args)
+}
+
+/// A LeNet-5 run trained for one epoch on 300 embedded MNIST images.
+fn trained(dir: &Path) -> PathBuf {
+    let run = dir.join("run");
+    ok(&train("lenet5", &run, &[]));
     run
 }
 
@@ -160,37 +167,8 @@ fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
     let dir = scratch("hinm-tune");
     let run = trained(&dir);
     let tuned = dir.join("tuned");
-    let args = |out: &Path, from: &Path, model: &'static str| -> Vec<String> {
-        [
-            "train",
-            "--model",
-            model,
-            "--epochs",
-            "1",
-            "--train-limit",
-            "300",
-            "--test-limit",
-            "100",
-            "--batch-size",
-            "50",
-            "--plain",
-            "--hinm",
-            "75:v4",
-            "--seed",
-            "5",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([
-            "--from".into(),
-            s(from).into(),
-            "--out".into(),
-            s(out).into(),
-        ])
-        .collect()
-    };
-    let run_with = |v: Vec<String>| ember(&v.iter().map(String::as_str).collect::<Vec<_>>());
-    ok(&run_with(args(&tuned, &run, "lenet5")));
+    let tune = ["--hinm", "75:v4", "--seed", "5", "--from", s(&run)];
+    ok(&train("lenet5", &tuned, &tune));
     assert!(tuned.join("model.hinm").is_file() && tuned.join("model.mpk").is_file());
     // the dense fine-tuned model and its packed form classify alike
     let dense = ok(&ember(&[
@@ -225,7 +203,7 @@ fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
     // a --from run of another model is refused before anything is written
     let lenet300 = dir.join("other");
     fails_with(
-        &run_with(args(&lenet300, &run, "lenet300")),
+        &train("lenet300", &lenet300, &tune),
         "holds a lenet5 model, not lenet300",
     );
     assert!(!lenet300.exists());
