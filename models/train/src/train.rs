@@ -955,6 +955,8 @@ pub struct EvalOptions {
     pub data_dir: Option<PathBuf>,
     /// Batch size.
     pub batch_size: usize,
+    /// Evaluate only the first N test images (`None`: all).
+    pub test_limit: Option<usize>,
     /// Per-layer multipliers by module path (`--policy`; its SparseAct settings have no
     /// effect on evaluation).
     pub policy: Option<LayerPolicy>,
@@ -1057,7 +1059,12 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     model
         .accepts(source.spec())
         .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
-    let test = Splits::load(&source, false, None, None)?;
+    if opts.test_limit == Some(0) {
+        return Err(EmberError::Invalid(
+            "--test-limit must be at least 1".into(),
+        ));
+    }
+    let test = Splits::load(&source, false, None, opts.test_limit)?;
     opts.backend.dispatch(
         opts.multiplier.clone(),
         Policy::default(),

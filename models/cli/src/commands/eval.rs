@@ -37,6 +37,9 @@ pub struct EvalArgs {
     /// Batch size.
     #[arg(long, default_value_t = 256)]
     batch_size: usize,
+    /// Evaluate only the first N test images.
+    #[arg(long)]
+    test_limit: Option<usize>,
     #[command(flatten)]
     layers: super::LayerArgs,
 }
@@ -52,6 +55,7 @@ pub fn run(args: EvalArgs) -> Result<(), EmberError> {
         dataset: args.dataset,
         data_dir: args.data_dir,
         batch_size: args.batch_size,
+        test_limit: args.test_limit,
         policy,
         energy,
     })?;

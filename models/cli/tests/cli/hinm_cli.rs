@@ -148,6 +148,10 @@ fn every_bad_prune_or_packed_eval_is_one_error_and_writes_nothing() {
         &ember(&["eval", "--checkpoint", s(&packed), "--model", "lenet300"]),
         "holds a lenet5 model, not lenet300",
     );
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&packed), "--test-limit", "0"]),
+        "--test-limit must be at least 1",
+    );
     let file = packed.join("model.hinm");
     let mut bytes = std::fs::read(&file).unwrap();
     let middle = bytes.len() / 2;
