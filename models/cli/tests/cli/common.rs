@@ -36,6 +36,27 @@ pub fn ember_file_limited(blocks: u32, args: &[&str]) -> Output {
         .expect("run ember under sh")
 }
 
+/// The arguments of a one-epoch `ember train` of `model` on 300 embedded MNIST images (100 test
+/// images, batch 50, plain progress) into `out`.
+pub fn small_train_args<'a>(model: &'a str, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "train",
+        "--model",
+        model,
+        "--epochs",
+        "1",
+        "--train-limit",
+        "300",
+        "--test-limit",
+        "100",
+        "--batch-size",
+        "50",
+        "--plain",
+        "--out",
+        s(out),
+    ]
+}
+
 /// An empty scratch path, unique to this process and test binary.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(

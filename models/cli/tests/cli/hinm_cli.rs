@@ -2,27 +2,12 @@
 //! MNIST subset), and every bad input of that path: one clear error line, a non-zero exit, and
 //! nothing written.
 
-use crate::common::{ember, fails_with, ok, s, scratch};
+use crate::common::{ember, fails_with, ok, s, scratch, small_train_args};
 use std::path::{Path, PathBuf};
 
 /// `ember train` of `model` for one epoch on 300 embedded MNIST images into `out`, with `extra`.
 fn train(model: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "train",
-        "--model",
-        model,
-        "--epochs",
-        "1",
-        "--train-limit",
-        "300",
-        "--test-limit",
-        "100",
-        "--batch-size",
-        "50",
-        "--plain",
-        "--out",
-        s(out),
-    ];
+    let mut args = small_train_args(model, out);
     args.extend(extra);
     ember(&args)
 }

@@ -2,29 +2,13 @@
 //! effects table is printed and saved, and every bad policy or energy file is one clear error
 //! line, a non-zero exit and nothing written.
 
-use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
+use crate::common::{ember, fails_with, ok, read_manifest, s, scratch, small_train_args};
 use std::path::{Path, PathBuf};
 
 /// LeNet-300-100 on 300 embedded MNIST images.
 fn train_args<'a>(out: &'a Path, policy: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "train",
-        "--model",
-        "lenet300",
-        "--epochs",
-        "1",
-        "--train-limit",
-        "300",
-        "--test-limit",
-        "100",
-        "--batch-size",
-        "50",
-        "--plain",
-        "--out",
-        s(out),
-        "--policy",
-        policy,
-    ];
+    let mut args = small_train_args("lenet300", out);
+    args.extend(["--policy", policy]);
     args.extend(extra);
     args
 }
