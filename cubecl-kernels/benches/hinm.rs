@@ -36,7 +36,8 @@ fn unpermuted(mut w: Packed) -> Packed {
 
 fn levels(out: usize, k: usize) -> Vec<(&'static str, Packed)> {
     let v = 64;
-    let at = |total: f64| ((k as f64 * (1.0 - 2.0 * (1.0 - total))) as usize) / 4 * 4;
+    // kept columns per tile: 2·(1 − total) of K (75 % → K/2, 87.5 % → K/4), in groups of 4
+    let at = |total: f64| ((k as f64 * 2.0 * (1.0 - total)) as usize) / 4 * 4;
     let p75 = random_packed(out, k, v, at(0.75), 1);
     vec![
         ("75", p75.clone()),
