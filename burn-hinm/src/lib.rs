@@ -23,13 +23,16 @@
 //!   the stable top-k masks and the saliency they keep at each stage.
 //! - [`gyro`]: the permutation search (none / OVW / Gyro) from one seeded RNG, on the
 //!   reference's algorithm minus its bugs (listed there).
-//!
-//! Status: masks and the permutation search (host). Packed weights, the decorator, the sparse
-//! kernel and the CLI follow (`docs/hinm.md` when they land).
+//! - [`level`]: the `TOTAL:vV` levels of the CLI and policy files.
+//! - `pack`, `file`, `module`, `backend` (feature `backend`): a mask turned into the packed
+//!   layout the kernel runs, the packed model file `model.hinm`, packing and loading unmodified
+//!   `burn::nn` models, and the `Hinm<B>` decorator whose packed weights run the HiNM sparse
+//!   product (`docs/hinm.md`).
 //!
 //! # Feature flags
 //!
-//! None yet.
+//! - `backend` (default): the decorator, packed weights and files (depends on Burn and
+//!   `cubecl-kernels`). Without it the crate is the mask and search library alone.
 #![warn(missing_docs)]
 
 #[cfg(feature = "backend")]
