@@ -20,11 +20,10 @@ use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, DType, Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
-use burn_std::reader::try_read_sync;
 use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{
     CubeVisitor, Decorated, DecoratedDevice, Decoration, DecoratorOps, FloatPrimitive,
-    KernelBackend, LayerSettings, MultiplyStrategy, Wrapped,
+    KernelBackend, LayerSettings, MultiplyStrategy, Wrapped, read_f32,
 };
 use cubecl_kernels::hinm::{Packed, PackedCube, launch_spmm, reference};
 use std::any::Any;
@@ -222,12 +221,7 @@ impl<B: Backend> CubeVisitor<B> for Spmm<'_, B> {
         let x = inputs.into_iter().next().expect("x");
         let device = B::float_device(&x);
         let [m, _] = x.shape().dims::<2>();
-        let x = try_read_sync(B::float_into_data(x))
-            .expect("tensor data readable synchronously")
-            .expect("tensor data")
-            .convert::<f32>()
-            .into_vec::<f32>()
-            .expect("f32 data");
+        let x = read_f32::<B>(x);
         let y = reference::spmm(&x, m, &self.packed.host);
         B::float_from_data(TensorData::new(y, [m, self.packed.host.out]), &device)
     }

@@ -144,21 +144,26 @@ pub fn load_packed<B: KernelBackend, M: Module<B>>(
             };
             let tensor = match stored {
                 Stored::Dense(values) => dense(values.clone()),
-                Stored::Packed(p) => {
-                    let layer = path.strip_suffix(".weight").unwrap_or(&path);
-                    let settings = LayerSettings::new(layer).with(HinmLayer(Arc::new(p.clone())));
-                    let zeros = Tensor::<B, D>::zeros(dims.clone(), &device);
-                    Tensor::from_primitive(TensorPrimitive::Float(B::float_for_layer(
-                        zeros.into_primitive().tensor(),
-                        &settings,
-                    )))
-                }
+                // packed below, through `pack_module`
+                Stored::Packed(_) => tensor,
             };
             Param::from_mapped_value(id, tensor, mapper)
         }
     }
-    Ok(model.map(&mut Load {
+    let model = model.map(&mut Load {
         path: Vec::new(),
         file,
-    }))
+    });
+    let packed: BTreeMap<String, Arc<Packed>> = file
+        .params
+        .iter()
+        .filter_map(|(path, (_, stored))| match stored {
+            Stored::Packed(p) => Some((
+                path.strip_suffix(".weight")?.to_string(),
+                Arc::new(p.clone()),
+            )),
+            Stored::Dense(_) => None,
+        })
+        .collect();
+    Ok(pack_module(model, &packed))
 }

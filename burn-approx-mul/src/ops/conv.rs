@@ -11,7 +11,7 @@
 //! so `conv_transpose` = [`input_grad`], its input gradient = [`forward`] and its weight
 //! gradient = [`weight_grad`] with the roles of input and output swapped.
 
-use super::matmul::{gemm, read_f32, reshape};
+use super::matmul::{gemm, reshape};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData, TensorMetadata};
@@ -22,6 +22,7 @@ use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::approx::im2col::{self as kernel, Window};
 use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::decorator::read_f32;
 
 /// Stride, padding, dilation and groups of a convolution, as 3-d.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

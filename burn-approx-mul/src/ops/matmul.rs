@@ -5,9 +5,8 @@ use burn_backend::{Backend, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::Shape;
-use burn_std::reader::try_read_sync;
 use cubecl_kernels::approx::{ApproxMultiply, gemm as kernel, host};
-use cubecl_kernels::decorator::{CubeVisitor, KernelBackend};
+use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, read_f32};
 
 struct Gemm<'a> {
     mul: &'a ApproxMultiply,
@@ -36,17 +35,6 @@ impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
         let out = host::gemm(&a, &b, [batch, m, k, n], self.mul);
         B::float_from_data(TensorData::new(out, [batch, m, n]), &device)
     }
-}
-
-/// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
-/// read synchronously).
-pub(crate) fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
-    try_read_sync(B::float_into_data(t))
-        .expect("tensor data readable synchronously")
-        .expect("tensor data")
-        .convert::<f32>()
-        .into_vec::<f32>()
-        .expect("f32 data")
 }
 
 /// `lhs: [batch, m, k] · rhs: [batch, k, n]` with every product through `mul`.

@@ -206,3 +206,14 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
         )
     }
 }
+
+/// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
+/// read synchronously).
+pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
+    burn_std::reader::try_read_sync(B::float_into_data(t))
+        .expect("tensor data readable synchronously")
+        .expect("tensor data")
+        .convert::<f32>()
+        .into_vec::<f32>()
+        .expect("f32 data")
+}

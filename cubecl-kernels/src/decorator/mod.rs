@@ -38,7 +38,7 @@ mod transparent;
 
 pub use forward::DecoratorOps;
 
-pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy};
+pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy, read_f32};
 pub use layer::LayerSettings;
 pub use transparent::TransparentOps;
 
