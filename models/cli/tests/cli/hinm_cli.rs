@@ -143,6 +143,47 @@ fn every_bad_prune_or_packed_eval_is_one_error_and_writes_nothing() {
     bytes[middle] ^= 0x40;
     std::fs::write(&file, &bytes).unwrap();
     fails_with(&ember(&["eval", "--checkpoint", s(&packed)]), "corrupt");
+    // a lone model file (no run manifest) cannot be pruned
+    let lone = dir.join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(run.join("model.mpk"), lone.join("model.mpk")).unwrap();
+    fails_with(
+        &ember(&prune_args(&lone.join("model.mpk"), &out, "75:v4", &[])),
+        "no ember-run.json beside it",
+    );
+    assert!(!out.exists());
+    // packed files that are intact but do not fit: an unknown model, a missing parameter
+    let good = dir.join("good");
+    ok(&ember(&prune_args(&run, &good, "75:v4", &[])));
+    let read = || {
+        let bytes = std::fs::read(good.join("model.hinm")).unwrap();
+        burn_hinm::file::PackedModel::from_bytes(&bytes).unwrap()
+    };
+    let write = |name: &str, m: &burn_hinm::file::PackedModel| {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("model.hinm"), m.to_bytes()).unwrap();
+        d
+    };
+    let mut unknown = read();
+    unknown.model = "resnet99".into();
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&write("unknown", &unknown))]),
+        "a model this build does not know",
+    );
+    let mut missing = read();
+    missing.params.remove("fc3.bias");
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&write("missing", &missing))]),
+        "it has no parameter fc3.bias",
+    );
+    let mut reshaped = read();
+    reshaped.params.get_mut("fc3.bias").unwrap().0 = vec![5, 2];
+    fails_with(
+        &ember(&["eval", "--checkpoint", s(&write("reshaped", &reshaped))]),
+        "fc3.bias is [5, 2] in it, [10] in the model",
+    );
+
     // an existing, non-empty output directory is refused and left as it was
     fails_with(
         &ember(&prune_args(&run, &packed, "75:v4", &[])),
