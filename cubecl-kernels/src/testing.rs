@@ -128,44 +128,4 @@ pub fn multipliers() -> Vec<(&'static str, ApproxMultiply)> {
     ]
 }
 
-/// A valid HiNM packed weight: a random output permutation, every tile keeping `nnz` random
-/// columns, two random positions per group, values from [`uniform`].
-pub fn random_packed(out: usize, k: usize, v: usize, nnz: usize, seed: u64) -> crate::hinm::Packed {
-    let r = uniform(out * k + out + k * out / v, seed);
-    let mut at = 0;
-    let mut next = |n: usize| {
-        let u = (r[at % r.len()] + 1.0) / 2.0;
-        at += 1;
-        ((u * n as f32) as usize).min(n - 1)
-    };
-    let mut out_perm: Vec<u32> = (0..out as u32).collect();
-    for i in (1..out).rev() {
-        out_perm.swap(i, next(i + 1));
-    }
-    let mut cols = Vec::new();
-    for _ in 0..out / v {
-        let mut all: Vec<u32> = (0..k as u32).collect();
-        for i in (1..k).rev() {
-            all.swap(i, next(i + 1));
-        }
-        cols.extend_from_slice(&all[..nnz]);
-    }
-    let pairs = [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]];
-    let mut meta = Vec::new();
-    for _ in 0..out {
-        let pos: Vec<[usize; 2]> = (0..nnz / 4).map(|_| pairs[next(6)]).collect();
-        meta.extend(crate::hinm::Packed::encode_meta(&pos));
-    }
-    let w = crate::hinm::Packed {
-        out,
-        k,
-        v,
-        nnz,
-        out_perm,
-        cols,
-        values: uniform(out * nnz / 2, seed + 1),
-        meta,
-    };
-    w.validate().unwrap();
-    w
-}
+pub use crate::hinm::random_packed;

@@ -167,10 +167,57 @@ impl Packed {
     }
 }
 
+/// A valid packed weight for tests and benches: a random output permutation, every tile keeping
+/// `nnz` random columns, two random positions per group, values in `[-1, 1)` (same `seed`, same
+/// weight).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub fn random_packed(out: usize, k: usize, v: usize, nnz: usize, seed: u64) -> Packed {
+    let mut s = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
+    let mut unit = move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        (s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let mut next = |n: usize| ((unit() * n as f32) as usize).min(n - 1);
+    let mut out_perm: Vec<u32> = (0..out as u32).collect();
+    for i in (1..out).rev() {
+        out_perm.swap(i, next(i + 1));
+    }
+    let mut cols = Vec::new();
+    for _ in 0..out / v {
+        let mut all: Vec<u32> = (0..k as u32).collect();
+        for i in (1..k).rev() {
+            all.swap(i, next(i + 1));
+        }
+        cols.extend_from_slice(&all[..nnz]);
+    }
+    let pairs = [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]];
+    let mut meta = Vec::new();
+    for _ in 0..out {
+        let pos: Vec<[usize; 2]> = (0..nnz / 4).map(|_| pairs[next(6)]).collect();
+        meta.extend(Packed::encode_meta(&pos));
+    }
+    let values = (0..out * nnz / 2).map(|_| unit() * 2.0 - 1.0).collect();
+    let w = Packed {
+        out,
+        k,
+        v,
+        nnz,
+        out_perm,
+        cols,
+        values,
+        meta,
+    };
+    w.validate().expect("a valid random weight");
+    w
+}
+
 #[cfg(test)]
 mod tests {
 
-    use crate::testing::random_packed as random;
+    use super::random_packed as random;
 
     #[test]
     fn the_dense_view_keeps_two_of_four_in_the_kept_columns_of_each_tile() {

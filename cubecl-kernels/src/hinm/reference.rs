@@ -102,7 +102,7 @@ pub fn spmm_naive(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::random_packed as random;
+    use crate::hinm::random_packed as random;
 
     #[test]
     fn the_fast_product_is_the_definition_bit_for_bit() {

@@ -8,6 +8,7 @@
 use crate::error::{EmberError, Result};
 use burn::prelude::*;
 use burn::record::{FullPrecisionSettings, NamedMpkBytesRecorder, Record, Recorder};
+use ember_models::classifier::ModelKind;
 use std::path::Path;
 
 fn recorder() -> NamedMpkBytesRecorder<FullPrecisionSettings> {
@@ -60,4 +61,30 @@ pub fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
             .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "it does not fit the model".into())
     })
+}
+
+/// Loads `file` into `model`, checking the recorded checksum and every parameter's shape.
+pub(crate) fn load_checked<B: Backend, M: Module<B>>(
+    file: &Path,
+    checksum: Option<u32>,
+    model: M,
+    kind: ModelKind,
+    device: &B::Device,
+) -> Result<M> {
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let expected = ember_models::params::float_shapes(&model);
+    let record = load::<B, M::Record>(file, checksum, device)
+        .map_err(|e| bad(format!("cannot load it as {kind}: {e}")))?;
+    let loaded = guard(|| model.load_record(record))
+        .map_err(|why| bad(format!("cannot load it as {kind}: {why}")))?;
+    match ember_models::params::shape_mismatch(
+        &expected,
+        &ember_models::params::float_shapes(&loaded),
+    ) {
+        Some(why) => Err(bad(format!("cannot load it as {kind}: {why}"))),
+        None => Ok(loaded),
+    }
 }

@@ -382,3 +382,53 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
+
+/// The run directory of a model file: its parent (`model.mpk`) or grandparent
+/// (`checkpoint/model-<e>.mpk`), whichever holds the manifest.
+pub(crate) fn manifest_dir(file: &Path) -> Option<PathBuf> {
+    let parent = file.parent()?;
+    [Some(parent), parent.parent()]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join(MANIFEST).is_file())
+        .map(Path::to_path_buf)
+}
+
+/// The model file that `path` designates, the manifest of its run (if any), and the checksum
+/// that manifest recorded for the file (if any).
+pub(crate) fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let with_checksum = |file: PathBuf, dir: &Path, manifest: Option<Manifest>| {
+        let checksum = manifest.as_ref().and_then(|m| m.checksum(dir, &file));
+        (file, manifest, checksum)
+    };
+    if path.is_dir() {
+        let manifest = Manifest::read_if_present(path)?;
+        let model = path.join(format!("{}.mpk", MODEL_FILE));
+        if model.is_file() {
+            return Ok(with_checksum(model, path, manifest));
+        }
+        let last = checkpoint_epochs(path).last().copied();
+        return match last {
+            Some(e) => Ok(with_checksum(
+                path.join(format!("checkpoint/model-{e}.mpk")),
+                path,
+                manifest,
+            )),
+            None => Err(bad(
+                "no model.mpk and no checkpoint/model-<epoch>.mpk in it".into(),
+            )),
+        };
+    }
+    if !path.is_file() {
+        return Err(bad("no such file or directory".into()));
+    }
+    // model.mpk sits in the run directory, checkpoint/model-<e>.mpk one level deeper.
+    Ok(match manifest_dir(path) {
+        Some(dir) => with_checksum(path.to_path_buf(), &dir, Some(Manifest::read(&dir)?)),
+        None => (path.to_path_buf(), None, None),
+    })
+}

@@ -339,7 +339,7 @@ where
         if let Some(t) = &tuning
             && manifest.completed_epochs == 0
         {
-            model = load_checked(&t.file, t.checksum, model, opts.model, &device)?;
+            model = record::load_checked(&t.file, t.checksum, model, opts.model, &device)?;
         }
         // A loaded record brings untagged weights: tag after restoring. Tagging also
         // initialises Burn's lazy parameters, from the seed the model was built under.
@@ -601,45 +601,9 @@ fn load_model<B: Backend, M: Module<B>>(
     kind: ModelKind,
     device: &B::Device,
 ) -> Result<M> {
-    let dir = manifest_dir(file);
+    let dir = run::manifest_dir(file);
     let checksum = dir.as_deref().and_then(|d| manifest.checksum(d, file));
-    load_checked(file, checksum, model, kind, device)
-}
-
-/// The run directory of a model file: its parent (`model.mpk`) or grandparent
-/// (`checkpoint/model-<e>.mpk`), whichever holds the manifest.
-fn manifest_dir(file: &Path) -> Option<PathBuf> {
-    let parent = file.parent()?;
-    [Some(parent), parent.parent()]
-        .into_iter()
-        .flatten()
-        .find(|d| d.join(run::MANIFEST).is_file())
-        .map(Path::to_path_buf)
-}
-
-pub(crate) fn load_checked<B: Backend, M: Module<B>>(
-    file: &Path,
-    checksum: Option<u32>,
-    model: M,
-    kind: ModelKind,
-    device: &B::Device,
-) -> Result<M> {
-    let bad = |reason: String| EmberError::BadCheckpoint {
-        path: file.to_path_buf(),
-        reason,
-    };
-    let expected = ember_models::params::float_shapes(&model);
-    let record = record::load::<B, M::Record>(file, checksum, device)
-        .map_err(|e| bad(format!("cannot load it as {kind}: {e}")))?;
-    let loaded = record::guard(|| model.load_record(record))
-        .map_err(|why| bad(format!("cannot load it as {kind}: {why}")))?;
-    match ember_models::params::shape_mismatch(
-        &expected,
-        &ember_models::params::float_shapes(&loaded),
-    ) {
-        Some(why) => Err(bad(format!("cannot load it as {kind}: {why}"))),
-        None => Ok(loaded),
-    }
+    record::load_checked(file, checksum, model, kind, device)
 }
 
 type Optim<B, M> = burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, B>;
@@ -964,45 +928,6 @@ pub struct EvalOptions {
     pub energy: Option<PathBuf>,
 }
 
-/// The model file that `path` designates, the manifest of its run (if any), and the checksum
-/// that manifest recorded for the file (if any).
-pub(crate) fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
-    let bad = |reason: String| EmberError::BadCheckpoint {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let with_checksum = |file: PathBuf, dir: &Path, manifest: Option<Manifest>| {
-        let checksum = manifest.as_ref().and_then(|m| m.checksum(dir, &file));
-        (file, manifest, checksum)
-    };
-    if path.is_dir() {
-        let manifest = Manifest::read_if_present(path)?;
-        let model = path.join(format!("{}.mpk", run::MODEL_FILE));
-        if model.is_file() {
-            return Ok(with_checksum(model, path, manifest));
-        }
-        let last = run::checkpoint_epochs(path).last().copied();
-        return match last {
-            Some(e) => Ok(with_checksum(
-                path.join(format!("checkpoint/model-{e}.mpk")),
-                path,
-                manifest,
-            )),
-            None => Err(bad(
-                "no model.mpk and no checkpoint/model-<epoch>.mpk in it".into(),
-            )),
-        };
-    }
-    if !path.is_file() {
-        return Err(bad("no such file or directory".into()));
-    }
-    // model.mpk sits in the run directory, checkpoint/model-<e>.mpk one level deeper.
-    Ok(match manifest_dir(path) {
-        Some(dir) => with_checksum(path.to_path_buf(), &dir, Some(Manifest::read(&dir)?)),
-        None => (path.to_path_buf(), None, None),
-    })
-}
-
 /// Evaluates a saved model on the test split.
 pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     if opts.batch_size == 0 {
@@ -1016,7 +941,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .transpose()?;
     let (file, manifest, checksum) = match &packed {
         Some((f, _)) => (f.clone(), None, None),
-        None => resolve_checkpoint(&opts.checkpoint)?,
+        None => run::resolve_checkpoint(&opts.checkpoint)?,
     };
     let from_file = match &packed {
         Some((f, m)) => {
@@ -1134,7 +1059,8 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
                 })?
             }
             None => {
-                let model = load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
+                let model =
+                    record::load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
                 tag_layers::<B, M>(model, &choices).valid()
             }
         };
