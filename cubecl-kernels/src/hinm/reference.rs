@@ -1,85 +1,213 @@
 //! The host implementation of HiNM's sparse product: the kernel's test oracle and the path of
 //! backends without CubeCL kernels.
 //!
-//! Rows of the packed weight are shared among threads; each row's outputs are accumulated for
-//! 16 activation rows at a time in registers from a transposed copy of `x`, so the inner loop
-//! is a contiguous multiply-add the compiler vectorises (AVX where the CPU has it, chosen at
-//! run time). Every output still sums its products groups ascending from `+0`, one product and
-//! one add each (no fused multiply-add): the kernel's order, bit for bit.
+//! Activation rows are taken 32 at a time (a *panel*; a remainder of at most 16 rows takes a
+//! 16-row panel) and transposed once, so that one input column of a panel is one contiguous,
+//! aligned line. Work is shared among threads by (panel, tile). Every row of the tile reads
+//! its kept columns from the panel through the tile's column array, the 2:4 positions decoded
+//! from its metadata on the fly; the groups are walked in chunks small enough for their lines
+//! to stay in L1 while all `V` rows of the tile use them, and rows are taken four at a time so
+//! that independent vector sums keep the adders busy. The inner loop is a contiguous
+//! multiply-add over the panel's lanes that the compiler vectorises (AVX-512 or AVX where the
+//! CPU has it, chosen at run time). Every output still sums its products groups ascending from
+//! `+0`, one product and one add each (no fused multiply-add): the kernel's order, bit for bit.
 
-use super::Packed;
+use super::{GROUPS_PER_WORD, Packed, meta_words};
 use rayon::prelude::*;
 
-/// Activation rows accumulated together.
-const LANES: usize = 16;
+/// Activation rows of a full panel.
+const WIDE: usize = 32;
+/// Activation rows of the remainder's panel when at most this many rows remain.
+const NARROW: usize = 16;
+
+/// One input column of a panel: its `L` activations, on cache-line boundaries.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line<const L: usize>([f32; L]);
+
+/// Groups of 4 walked together by every row of a tile: 32 groups touch at most 128 lines of a
+/// panel (16 KiB for 32 lanes), which stay in L1 while the tile's rows read them.
+const CHUNK_GROUPS: usize = 32;
+const _: () = assert!(CHUNK_GROUPS.is_multiple_of(GROUPS_PER_WORD), "chunks start on a word");
 
 /// `y = x · Wᵀ` through the packed weight: `x: [m, K]` row-major → `y: [m, out]`, output
 /// columns in the view's order (the output permutation applied on the store).
 ///
 /// # Panics
-/// If `x` does not have `m · K` values.
+/// If `x` does not have `m · K` values, or a column of `w` is out of range.
 pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
     assert_eq!(x.len(), m * w.k, "spmm: x is not [{m}, {}]", w.k);
-    let (out, half) = (w.out, w.nnz / 2);
-    let padded = m.div_ceil(LANES) * LANES;
-    // xt[c, i] = x[i, c], rows padded to a multiple of LANES
-    let mut xt = vec![0f32; w.k * padded];
-    xt.par_chunks_mut(padded).enumerate().for_each(|(c, row)| {
-        for (i, v) in row.iter_mut().take(m).enumerate() {
-            *v = x[i * w.k + c];
-        }
-    });
-    // yt[r, i]: packed row r's outputs
-    let mut yt = vec![0f32; out * padded];
-    yt.par_chunks_mut(padded).enumerate().for_each(|(r, dst)| {
-        let columns: Vec<usize> = (0..half).map(|j| w.column(r, j)).collect();
-        let values = &w.values[r * half..(r + 1) * half];
-        row_product(&xt, padded, &columns, values, dst);
-    });
-    let mut y = vec![0f32; m * out];
-    y.par_chunks_mut(out).enumerate().for_each(|(i, row)| {
-        for r in 0..out {
-            row[w.out_perm[r] as usize] = yt[r * padded + i];
-        }
-    });
+    let wide = if m % WIDE > NARROW { m } else { m / WIDE * WIDE };
+    let mut y = vec![0f32; m * w.out];
+    let (head, tail) = y.split_at_mut(wide * w.out);
+    panels::<WIDE>(&x[..wide * w.k], w, head);
+    panels::<NARROW>(&x[wide * w.k..], w, tail);
     y
 }
 
-/// One packed row's outputs for every activation row: `dst[i] = Σ_j values[j] · xt[columns[j], i]`.
-fn row_product(xt: &[f32], padded: usize, columns: &[usize], values: &[f32], dst: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (checked just above).
-        unsafe { row_product_avx(xt, padded, columns, values, dst) };
+/// The product for `x`'s rows in panels of `L`, written into `y` (those rows of the result).
+fn panels<const L: usize>(x: &[f32], w: &Packed, y: &mut [f32]) {
+    let (k, out, tiles) = (w.k, w.out, w.out / w.v);
+    let m = x.len() / k;
+    if m == 0 {
         return;
     }
-    row_product_plain(xt, padded, columns, values, dst)
+    let lines: Vec<Vec<Line<L>>> = x
+        .par_chunks(L * k)
+        .map(|x| {
+            let mut lines = vec![Line([0.0; L]); k];
+            // by blocks of 64 columns, so that the lines being filled stay in L1
+            for (b, block) in lines.chunks_mut(64).enumerate() {
+                for (l, x) in x.chunks_exact(k).enumerate() {
+                    for (line, v) in block.iter_mut().zip(&x[b * 64..]) {
+                        line.0[l] = *v;
+                    }
+                }
+            }
+            lines
+        })
+        .collect();
+    let blocks: Vec<Vec<[f32; L]>> = (0..lines.len() * tiles)
+        .into_par_iter()
+        .map(|at| tile_product(&lines[at / tiles], w, at % tiles))
+        .collect();
+    y.par_chunks_mut(out).enumerate().for_each(|(i, y)| {
+        let (panel, l) = (i / L, i % L);
+        for (t, block) in blocks[panel * tiles..][..tiles].iter().enumerate() {
+            for (r, acc) in (t * w.v..).zip(block) {
+                y[w.out_perm[r] as usize] = acc[l];
+            }
+        }
+    });
+}
+
+/// Tile `t`'s outputs for one panel: `[V]` rows of `L` lanes.
+fn tile_product<const L: usize>(lines: &[Line<L>], w: &Packed, t: usize) -> Vec<[f32; L]> {
+    let (half, words) = (w.nnz / 2, meta_words(w.groups()));
+    let tile = &w.cols[t * w.nnz..][..w.nnz];
+    let mut acc = vec![[0f32; L]; w.v];
+    for g0 in (0..w.groups()).step_by(CHUNK_GROUPS) {
+        let g1 = (g0 + CHUNK_GROUPS).min(w.groups());
+        let cols = &tile[4 * g0..4 * g1];
+        let part = |r: usize| Part {
+            meta: &w.meta[r * words + g0 / GROUPS_PER_WORD..(r + 1) * words],
+            values: &w.values[r * half + 2 * g0..r * half + 2 * g1],
+        };
+        let mut r = t * w.v;
+        for acc in acc.chunks_mut(ROWS) {
+            if let Ok(acc) = <&mut [[f32; L]; ROWS]>::try_from(&mut *acc) {
+                let parts = std::array::from_fn(|q| part(r + q));
+                accumulate(lines, cols, parts, acc);
+            } else {
+                for (q, acc) in acc.iter_mut().enumerate() {
+                    accumulate(lines, cols, [part(r + q)], std::array::from_mut(acc));
+                }
+            }
+            r += acc.len();
+        }
+    }
+    acc
+}
+
+/// One packed row's share of a chunk of groups: its metadata from the chunk's first word on,
+/// and its two values per group of the chunk.
+#[derive(Clone, Copy)]
+struct Part<'a> {
+    meta: &'a [u32],
+    values: &'a [f32],
+}
+
+/// Rows of a tile accumulated together: their independent vector sums keep the adders busy
+/// although each output's sum is one sequential chain.
+const ROWS: usize = 4;
+
+/// For every group `g` of the chunk (`cols`: its tile columns, 4 per group), in order, and
+/// every row `q`: `acc[q] += v₀ · lines[cols[4g + p₀]]`, then `acc[q] += v₁ · lines[cols[4g + p₁]]`,
+/// the positions decoded from the row's metadata.
+fn accumulate<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    parts: [Part; R],
+    acc: &mut [[f32; L]; R],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { accumulate_avx512(lines, cols, parts, acc) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (checked just above).
+            unsafe { accumulate_avx(lines, cols, parts, acc) };
+            return;
+        }
+    }
+    accumulate_plain(lines, cols, parts, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn accumulate_avx512<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    parts: [Part; R],
+    acc: &mut [[f32; L]; R],
+) {
+    accumulate_plain(lines, cols, parts, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-fn row_product_avx(xt: &[f32], padded: usize, columns: &[usize], values: &[f32], dst: &mut [f32]) {
-    row_product_plain(xt, padded, columns, values, dst)
+fn accumulate_avx<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    parts: [Part; R],
+    acc: &mut [[f32; L]; R],
+) {
+    accumulate_plain(lines, cols, parts, acc)
 }
 
 #[inline(always)]
-fn row_product_plain(
-    xt: &[f32],
-    padded: usize,
-    columns: &[usize],
-    values: &[f32],
-    dst: &mut [f32],
+fn accumulate_plain<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    parts: [Part; R],
+    acc: &mut [[f32; L]; R],
 ) {
-    for (i0, out) in dst.chunks_exact_mut(LANES).enumerate() {
-        let mut acc = [0f32; LANES];
-        for (&c, &v) in columns.iter().zip(values) {
-            let xs: &[f32; LANES] = xt[c * padded + i0 * LANES..][..LANES].try_into().unwrap();
-            for l in 0..LANES {
-                acc[l] += v * xs[l];
+    let groups = cols.len() / 4;
+    // every index below is in range: checked here, once per chunk, so the loop needs no checks
+    assert!(cols.len() == 4 * groups && cols.iter().all(|&c| (c as usize) < lines.len()));
+    assert!(parts.iter().all(|p| {
+        p.values.len() == 2 * groups && p.meta.len() >= groups.div_ceil(GROUPS_PER_WORD)
+    }));
+    let mut sum = *acc;
+    for g in 0..groups {
+        for q in 0..R {
+            // SAFETY: g < groups, so g / 8 < meta.len(), 2g + 1 < values.len(), 4g + 3 <
+            // cols.len(), and every column indexes `lines` (all asserted above).
+            let (x0, x1, v0, v1) = unsafe {
+                let part = parts.get_unchecked(q);
+                let meta = *part.meta.get_unchecked(g / GROUPS_PER_WORD);
+                let bits = (meta >> (4 * (g % GROUPS_PER_WORD))) as usize;
+                let c0 = *cols.get_unchecked(4 * g + (bits & 3)) as usize;
+                let c1 = *cols.get_unchecked(4 * g + ((bits >> 2) & 3)) as usize;
+                (
+                    &lines.get_unchecked(c0).0,
+                    &lines.get_unchecked(c1).0,
+                    *part.values.get_unchecked(2 * g),
+                    *part.values.get_unchecked(2 * g + 1),
+                )
+            };
+            for l in 0..L {
+                sum[q][l] += v0 * x0[l];
+            }
+            for l in 0..L {
+                sum[q][l] += v1 * x1[l];
             }
         }
-        out.copy_from_slice(&acc);
     }
+    *acc = sum;
 }
 
 /// The same product one output at a time, in the order of the definition: the oracle of
