@@ -1,7 +1,8 @@
 //! HiNM's sparse product against the dense matmul of the same dtype (f32) on ResNet and DeiT
 //! layer shapes, on the host path (the ndarray route: row `0-dense` is burn-ndarray's matmul,
 //! i.e. `matrixmultiply`'s sgemm) and on wgpu (lavapipe on machines without a GPU: row
-//! `0-dense` is Burn's wgpu matmul, autotune off).
+//! `0-dense` is Burn's wgpu matmul, autotune off), and with `--features cuda` on CUDA (row
+//! `0-dense` Burn's CUDA matmul).
 //!
 //! Groups `hinm_<path>_<layer>_m<M>_k<K>_o<out>`; rows `0-dense`, `75` and `87.5` (total
 //! sparsity, V = 64, random output and input permutations), and `75-unpermuted` (identity
@@ -72,16 +73,35 @@ fn wgpu(c: &mut Criterion) {
         eprintln!("skipping the wgpu HiNM benches: {e}");
         return;
     }
-    let device = Default::default();
+    device_rows::<Wgpu, cubecl::wgpu::WgpuRuntime>(c, "wgpu");
+}
+
+#[cfg(feature = "cuda")]
+fn cuda(c: &mut Criterion) {
+    device_rows::<burn_cuda::Cuda, cubecl::cuda::CudaRuntime>(c, "cuda");
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(_: &mut Criterion) {}
+
+/// The kernel against the backend's dense matmul on runtime `R`, after checking the kernel's
+/// result against the host implementation on every level (the largest difference relative to
+/// the largest output is printed: 0 where the device rounds as the host does).
+fn device_rows<B, R>(c: &mut Criterion, runtime: &str)
+where
+    R: burn_cubecl::CubeRuntime,
+    B: Backend<FloatTensorPrimitive = burn_cubecl::tensor::CubeTensor<R>, Device = R::Device>,
+{
+    let device = R::Device::default();
     for (name, m, k, out) in SHAPES {
-        let group = format!("hinm_wgpu_{name}_m{m}_k{k}_o{out}");
-        let x = Tensor::<Wgpu, 2>::from_data(TensorData::new(uniform(m * k, 3), [m, k]), &device);
-        let w =
-            Tensor::<Wgpu, 2>::from_data(TensorData::new(uniform(k * out, 4), [k, out]), &device);
+        let group = format!("hinm_{runtime}_{name}_m{m}_k{k}_o{out}");
+        let xs = uniform(m * k, 3);
+        let x = Tensor::<B, 2>::from_data(TensorData::new(xs.clone(), [m, k]), &device);
+        let w = Tensor::<B, 2>::from_data(TensorData::new(uniform(k * out, 4), [k, out]), &device);
         c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |b, _| {
             b.iter(|| {
                 let y = x.clone().matmul(w.clone());
-                <Wgpu as Backend>::sync(&device).unwrap();
+                B::sync(&device).unwrap();
                 y
             })
         });
@@ -91,10 +111,25 @@ fn wgpu(c: &mut Criterion) {
         };
         for (level, packed) in levels(out, k) {
             let cube = PackedCube::upload(&packed, &device);
+            let got: Vec<f32> =
+                Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(launch_spmm(&xp, &cube)))
+                    .into_data()
+                    .to_vec()
+                    .unwrap();
+            let want = reference::spmm(&xs, m, &packed);
+            let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let worst = got
+                .iter()
+                .zip(&want)
+                .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
+            eprintln!(
+                "{group}/{level}: kernel vs host, max |Δ| / max |y| = {:.2e}",
+                worst / scale
+            );
             c.bench_with_input(BenchmarkId::new(&group, level), &(), |b, _| {
                 b.iter(|| {
                     let y = launch_spmm(&xp, &cube);
-                    <Wgpu as Backend>::sync(&device).unwrap();
+                    B::sync(&device).unwrap();
                     y
                 })
             });
@@ -108,6 +143,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = host, wgpu
+    targets = host, wgpu, cuda
 }
 criterion_main!(benches);

@@ -55,6 +55,23 @@ enum Task {
         /// Test on the first N test images only (sparse-act-cifar10).
         #[arg(long)]
         test_limit: Option<usize>,
+        /// Backend of every training and evaluation (hinm-cifar10); a backend other than
+        /// ndarray writes docs/results/<name>-<backend>.md.
+        #[arg(long, default_value = "ndarray")]
+        backend: String,
+        /// Model (hinm-cifar10).
+        #[arg(long, default_value = "resnet18-cifar-w16")]
+        model: String,
+        /// HiNM tile height V (hinm-cifar10): it must divide every pruned layer's outputs.
+        #[arg(long, default_value_t = 16)]
+        tile: usize,
+        /// Epochs of each masked fine-tune (hinm-cifar10).
+        #[arg(long, default_value_t = 1)]
+        tune_epochs: usize,
+        /// A prebuilt `ember` binary (e.g. a `--features cuda` build on a GPU machine without
+        /// Rust); default: `cargo build --release --bin ember`.
+        #[arg(long)]
+        ember: Option<PathBuf>,
     },
     /// Regenerate cubecl-kernels/src/decorator/generated/ from burn-backend's op traits.
     GenDecorator {
@@ -153,7 +170,27 @@ fn main() -> Result<()> {
             epochs,
             train_limit,
             test_limit,
-        } => reproduce::run(&name, datasets, epochs, train_limit, test_limit),
+            backend,
+            model,
+            tile,
+            tune_epochs,
+            ember,
+        } => reproduce::run(
+            &name,
+            reproduce::Options {
+                datasets,
+                epochs,
+                train_limit,
+                test_limit,
+                hinm: reproduce::HinmSetup {
+                    backend,
+                    model,
+                    tile,
+                    tune_epochs,
+                },
+                ember,
+            },
+        ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
     }
 }

@@ -31,7 +31,16 @@ const EXPERIMENTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// A prebuilt `ember` (`--ember`), used instead of building one.
+static PREBUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn ember_binary() -> Result<PathBuf> {
+    if let Some(bin) = PREBUILT.get() {
+        if !bin.is_file() {
+            bail!("--ember {}: no such file", bin.display());
+        }
+        return Ok(bin.clone());
+    }
     crate::cargo(&["build", "--release", "--bin", "ember"])?;
     let target = crate::target_dir();
     let bin = target.join("release/ember");
@@ -327,17 +336,26 @@ fn hinm_cifar10(
     epochs: usize,
     train_limit: Option<usize>,
     test_limit: Option<usize>,
+    setup: &HinmSetup,
 ) -> Result<String> {
+    let HinmSetup {
+        backend,
+        model,
+        tile,
+        tune_epochs,
+    } = setup;
     let data = cifar10_folder(datasets)?;
     let bin = ember_binary()?;
-    let work = crate::root().join("target/reproduce/hinm-cifar10");
+    let work = crate::root().join(format!("target/reproduce/hinm-cifar10-{backend}"));
     let _ = std::fs::remove_dir_all(work.join("pruned"));
     let data_s = data.to_str().context("non-UTF-8 path")?;
     let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
     let train_args = |epochs: usize, extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = [
             "--model",
-            "resnet18-cifar-w16",
+            model,
+            "--backend",
+            backend,
             "--dataset",
             "cifar10",
             "--data-dir",
@@ -366,14 +384,22 @@ fn hinm_cifar10(
     let limit = test_limit.map(|n| n.to_string());
     let test = |run: &Path| -> Result<f64> {
         let run = path(run)?;
-        let mut args = vec!["eval", "--checkpoint", &run, "--data-dir", data_s];
+        let mut args = vec![
+            "eval",
+            "--checkpoint",
+            &run,
+            "--data-dir",
+            data_s,
+            "--backend",
+            backend,
+        ];
         if let Some(n) = &limit {
             args.extend(["--test-limit", n]);
         }
         accuracy_of(&ember_out(&bin, &args)?)
     };
     let dense = work.join("dense");
-    train_with(&bin, &dense, &refs(&train_args(epochs, &[])))?;
+    let dense_run = train_with(&bin, &dense, &refs(&train_args(epochs, &[])))?;
     let dense_s = path(&dense)?;
     let dense_accuracy = test(&dense.join("model.mpk"))?;
     // the 1×1 shortcut convolutions of the first stages have K = 16 or 32 inputs: at 93.75 %
@@ -392,7 +418,7 @@ fn hinm_cifar10(
             &[
                 "prune",
                 "--hinm",
-                &format!("{level}:v16"),
+                &format!("{level}:v{tile}"),
                 "--perm",
                 perm,
                 "--seed",
@@ -420,10 +446,11 @@ fn hinm_cifar10(
         };
         let one_shot = test(&pruned)?;
         let tuned = work.join(format!("tuned-75-{perm}"));
+        let level = format!("75:v{tile}");
         let extra = [
-            "--hinm", "75:v16", "--perm", perm, "--from", &dense_s, "--policy", &policy_s,
+            "--hinm", &level, "--perm", perm, "--from", &dense_s, "--policy", &policy_s,
         ];
-        let mut args = train_args(1, &extra);
+        let mut args = train_args(*tune_epochs, &extra);
         // a short fine-tune: a quarter of the training images
         if let Some(n) = train_limit {
             let at = args
@@ -436,23 +463,44 @@ fn hinm_cifar10(
         rows.push((perm, one_shot, test(&tuned)?));
     }
     let mut md = String::new();
-    writeln!(md, "# HiNM on CIFAR-10: the narrow ResNet-18\n")?;
+    writeln!(md, "# HiNM on CIFAR-10: {model} on {backend}\n")?;
+    let shape = match model.as_str() {
+        "resnet18-cifar-w16" => {
+            " (ResNet-18 with the CIFAR stem at widths 16/32/64/128, 701,466 parameters)"
+        }
+        "resnet18-cifar" => " (ResNet-18 with the CIFAR stem, 11,173,962 parameters)",
+        _ => "",
+    };
+    let flags = [
+        train_limit.map(|n| format!(" --train-limit {n}")),
+        test_limit.map(|n| format!(" --test-limit {n}")),
+        (backend != "ndarray").then(|| format!(" --backend {backend}")),
+        (model != "resnet18-cifar-w16").then(|| format!(" --model {model}")),
+        (*tile != 16).then(|| format!(" --tile {tile}")),
+        (*tune_epochs != 1).then(|| format!(" --tune-epochs {tune_epochs}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<String>();
+    let tune_images = match train_limit {
+        Some(n) => format!("the first {} training images", (n / 4).max(64)),
+        None => "all 50,000 training images".to_string(),
+    };
     writeln!(
         md,
-        "Written by `cargo xtask reproduce hinm-cifar10 --epochs {epochs}{}{}` at commit {} \
-         ({} CPU cores, ndarray, Burn's autotune off). `resnet18-cifar-w16` (ResNet-18 with the \
-         CIFAR stem at widths 16/32/64/128, 701,466 parameters) trained dense for {epochs} epochs \
-         (Adam 1e-3, batch 64, seed 42, random crop + flip) on {} training images; then \
-         `ember prune --hinm LEVEL:v16` (V = 16 divides every layer; the stem, the classifier and \
-         the 1×1 shortcut convolutions stay dense: at 93.75 % their 16 or 32 inputs keep no group \
-         of 4) and `ember train --hinm 75:v16 --perm P --from dense --epochs 1` on a quarter of \
-         those images (a short masked fine-tune). Every accuracy is `ember eval` on {} test images, packed models \
-         through the HiNM product. Dense test accuracy: {:.2} %.\n",
-        train_limit.map_or(String::new(), |n| format!(" --train-limit {n}")),
-        test_limit.map_or(String::new(), |n| format!(" --test-limit {n}")),
+        "Written by `cargo xtask reproduce hinm-cifar10 --epochs {epochs}{flags}` at commit {} \
+         ({} CPU cores, backend {backend}, Burn's autotune off). `{model}`{shape} trained dense \
+         for {epochs} epochs (Adam 1e-3, batch 64, seed 42, random crop + flip) on {} training \
+         images, {:.1} s an epoch; then `ember prune --hinm LEVEL:v{tile}` (the stem, the \
+         classifier and the 1×1 shortcut convolutions stay dense: at 93.75 % the narrow model's \
+         16 or 32 shortcut inputs keep no group of 4) and `ember train --hinm 75:v{tile} --perm P \
+         --from dense --epochs {tune_epochs}` on {tune_images} (a short masked fine-tune). Every \
+         accuracy is `ember eval --backend {backend}` on {} test images, packed models through \
+         the HiNM product. Dense test accuracy: {:.2} %.\n",
         commit(),
         crate::cores(),
         train_limit.map_or("all 50,000".to_string(), |n| format!("the first {n}")),
+        dense_run.mean_epoch(),
         test_limit.map_or("all 10,000".to_string(), |n| format!("the first {n}")),
         dense_accuracy,
     )?;
@@ -466,7 +514,7 @@ fn hinm_cifar10(
     }
     writeln!(
         md,
-        "\n## Accuracy at 75 % (V = 16)\n\n\
+        "\n## Accuracy at 75 % (V = {tile})\n\n\
          | permutation | one-shot | after the short masked fine-tune | paper, ResNet-18 ImageNet 75 % |\n\
          |---|---:|---:|---:|"
     )?;
@@ -485,8 +533,8 @@ fn hinm_cifar10(
     writeln!(
         md,
         "\nThe paper's figures are ImageNet accuracies after its full fine-tuning schedule; these \
-         are a narrow CIFAR network after one epoch on a CPU: compare the permutation choices with \
-         each other, not with the paper's numbers."
+         are a CIFAR network after {epochs} epochs and a {tune_epochs}-epoch fine-tune: compare \
+         the permutation choices with each other, not with the paper's numbers."
     )?;
     Ok(md)
 }
@@ -650,15 +698,42 @@ fn approxtrain_mnist(datasets: &Path, epochs: usize) -> Result<String> {
     Ok(md)
 }
 
+/// What `cargo xtask reproduce` was asked for besides the experiment's name.
+pub struct Options {
+    pub datasets: Option<PathBuf>,
+    pub epochs: Option<usize>,
+    pub train_limit: Option<usize>,
+    pub test_limit: Option<usize>,
+    pub hinm: HinmSetup,
+    pub ember: Option<PathBuf>,
+}
+
+/// The settings of `hinm-cifar10` that other machines change.
+pub struct HinmSetup {
+    pub backend: String,
+    pub model: String,
+    pub tile: usize,
+    pub tune_epochs: usize,
+}
+
 /// Runs experiment `name`.
-pub fn run(
-    name: &str,
-    datasets: Option<PathBuf>,
-    epochs: Option<usize>,
-    train_limit: Option<usize>,
-    test_limit: Option<usize>,
-) -> Result<()> {
+pub fn run(name: &str, options: Options) -> Result<()> {
+    let Options {
+        datasets,
+        epochs,
+        train_limit,
+        test_limit,
+        hinm,
+        ember,
+    } = options;
+    if let Some(bin) = ember {
+        let _ = PREBUILT.set(bin);
+    }
     let datasets = datasets.unwrap_or_else(|| crate::root().join("../shared/datasets"));
+    let file = match name {
+        "hinm-cifar10" if hinm.backend != "ndarray" => format!("{name}-{}", hinm.backend),
+        _ => name.to_string(),
+    };
     let md = match name {
         "list" => {
             for (n, what) in EXPERIMENTS {
@@ -671,7 +746,13 @@ pub fn run(
         "sparse-act-cifar10" => {
             sparse_act_cifar10(&datasets, epochs.unwrap_or(4), train_limit, test_limit)?
         }
-        "hinm-cifar10" => hinm_cifar10(&datasets, epochs.unwrap_or(3), train_limit, test_limit)?,
+        "hinm-cifar10" => hinm_cifar10(
+            &datasets,
+            epochs.unwrap_or(3),
+            train_limit,
+            test_limit,
+            &hinm,
+        )?,
         other => bail!(
             "unknown experiment `{other}`; known: {}",
             EXPERIMENTS
@@ -681,7 +762,7 @@ pub fn run(
                 .join(", ")
         ),
     };
-    let out = crate::root().join(format!("docs/results/{name}.md"));
+    let out = crate::root().join(format!("docs/results/{file}.md"));
     std::fs::create_dir_all(out.parent().unwrap())?;
     std::fs::write(&out, md)?;
     println!("wrote {}", out.display());
@@ -701,8 +782,13 @@ fn shown(path: &std::path::Path) -> String {
     }
 }
 
-/// The short hash of the checked-out commit (with `+changes` when the tree differs from it).
+/// The short hash of the checked-out commit (with `+changes` when the tree differs from it), or
+/// `EMBER_COMMIT` where the workspace is a copy without its git metadata (a GPU machine running
+/// a prebuilt `--ember`).
 fn commit() -> String {
+    if let Ok(c) = std::env::var("EMBER_COMMIT") {
+        return c;
+    }
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)

@@ -28,7 +28,10 @@ struct Line<const L: usize>([f32; L]);
 /// Groups of 4 walked together by every row of a tile: 32 groups touch at most 128 lines of a
 /// panel (16 KiB for 32 lanes), which stay in L1 while the tile's rows read them.
 const CHUNK_GROUPS: usize = 32;
-const _: () = assert!(CHUNK_GROUPS.is_multiple_of(GROUPS_PER_WORD), "chunks start on a word");
+const _: () = assert!(
+    CHUNK_GROUPS.is_multiple_of(GROUPS_PER_WORD),
+    "chunks start on a word"
+);
 
 /// `y = x · Wᵀ` through the packed weight: `x: [m, K]` row-major → `y: [m, out]`, output
 /// columns in the view's order (the output permutation applied on the store).
@@ -37,7 +40,11 @@ const _: () = assert!(CHUNK_GROUPS.is_multiple_of(GROUPS_PER_WORD), "chunks star
 /// If `x` does not have `m · K` values, or a column of `w` is out of range.
 pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
     assert_eq!(x.len(), m * w.k, "spmm: x is not [{m}, {}]", w.k);
-    let wide = if m % WIDE > NARROW { m } else { m / WIDE * WIDE };
+    let wide = if m % WIDE > NARROW {
+        m
+    } else {
+        m / WIDE * WIDE
+    };
     let mut y = vec![0f32; m * w.out];
     let (head, tail) = y.split_at_mut(wide * w.out);
     panels::<WIDE>(&x[..wide * w.k], w, head);
