@@ -2,7 +2,7 @@
 
 use super::kernel::spmm_kernel;
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
@@ -35,7 +35,7 @@ pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &PackedCube<R>) -> Cube
     assert_eq!(k, wk, "HiNM spmm: x has {k} columns, the weight {wk}");
     assert_eq!(x.dtype, DType::F32, "HiNM spmm works on f32 tensors");
     let client = x.client.clone();
-    let y = empty_device_dtype(
+    let y = empty_device_contiguous_dtype(
         client.clone(),
         x.device.clone(),
         Shape::new([m, out]),

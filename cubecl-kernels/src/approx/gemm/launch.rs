@@ -4,7 +4,7 @@ use super::Tiling;
 use super::kernel::{approx_gemm_kernel, sum_chunks_kernel};
 use crate::approx::{ApproxMultiply, split_k};
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
@@ -35,7 +35,7 @@ pub fn launch<R: CubeRuntime>(
     let chunk = split_k([batch, m, k, n]);
     let splits = k.div_ceil(chunk).max(1);
     let new = |rows: usize| {
-        empty_device_dtype(
+        empty_device_contiguous_dtype(
             client.clone(),
             device.clone(),
             Shape::new([rows, m, n]),

@@ -3,7 +3,7 @@
 use super::Window;
 use super::kernel::{col2im_kernel, im2col_kernel};
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
@@ -22,7 +22,7 @@ pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor
     assert_eq!(x.dtype, DType::F32, "im2col works on f32 tensors");
     let client = x.client.clone();
     let [groups, rows, len] = w.cols_shape(dims[0]);
-    let cols = empty_device_dtype(
+    let cols = empty_device_contiguous_dtype(
         client.clone(),
         x.device.clone(),
         Shape::new([groups, rows, len]),
@@ -41,14 +41,16 @@ pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor
     cols
 }
 
-/// Launches [`col2im_kernel`]: contiguous `cols: [G, Cg·kvol, B·L]` → `[B, C, d, h, w]`.
+/// Launches [`col2im_kernel`]: `cols: [G, Cg·kvol, B·L]` (copied to contiguous if it is not) → `[B, C, d, h, w]`.
 pub fn launch_col2im<R: CubeRuntime>(
     cols: CubeTensor<R>,
     batch: usize,
     w: &Window,
 ) -> CubeTensor<R> {
+    // read as a flat array: a pitched tensor (CUDA pads rows) is copied out first
+    let cols = burn_cubecl::kernel::into_contiguous(cols);
     let client = cols.client.clone();
-    let x = empty_device_dtype(
+    let x = empty_device_contiguous_dtype(
         client.clone(),
         cols.device.clone(),
         Shape::new(w.input_shape(batch)),

@@ -3,7 +3,7 @@
 use super::kernel::{block_norms_kernel, compress_kernel, select_kernel};
 use super::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
@@ -30,7 +30,7 @@ fn geometry<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> (usize, Blocks) {
 pub fn launch_block_norms<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> CubeTensor<R> {
     let (samples, g) = geometry(x, b);
     let n = samples * g.per_sample();
-    let norms = empty_device_dtype(
+    let norms = empty_device_contiguous_dtype(
         x.client.clone(),
         x.device.clone(),
         Shape::new([samples, g.per_sample()]),
@@ -71,7 +71,7 @@ pub fn launch_compress<R: CubeRuntime>(
     assert!(keep <= n_per, "keep {keep} of {n_per} blocks");
     let (client, device) = (&x.client, &x.device);
     let new = |dims: Vec<usize>, dtype| {
-        empty_device_dtype(client.clone(), device.clone(), Shape::from(dims), dtype)
+        empty_device_contiguous_dtype(client.clone(), device.clone(), Shape::from(dims), dtype)
     };
     let nb = g.columns();
     let kept = new(vec![samples, n_per], DType::U32);

@@ -5,7 +5,7 @@ use super::{COLS_PER_UNIT, UNITS, rows_per_unit};
 use crate::approx::ApproxMultiply;
 use crate::bsr::prune::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
@@ -29,7 +29,7 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     let [vs, keep, vb] = x.values.meta.shape().dims::<3>();
     assert_eq!((vs, vb), (samples, b), "pruned values");
     let client = grad.client.clone();
-    let dw = empty_device_dtype(
+    let dw = empty_device_contiguous_dtype(
         client.clone(),
         grad.device.clone(),
         Shape::new([d, out]),
