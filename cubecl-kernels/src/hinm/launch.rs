@@ -82,8 +82,10 @@ impl<R: CubeRuntime> PackedCube<R> {
     }
 
     /// A packed weight whose kept values `[out, nnz / 2]` are already on the device: copies
-    /// only its index arrays there.
+    /// only its index arrays there. The kernel reads the values as a flat array, so a pitched
+    /// tensor (burn-cuda pads the rows of the tensors it creates) is copied out contiguous.
     pub fn with_values(w: &super::Packed, values: CubeTensor<R>) -> Self {
+        let values = burn_cubecl::kernel::into_contiguous(values);
         let device = values.device.clone();
         let client = values.client.clone();
         let tensor = |bytes: &[u8], shape: Vec<usize>, dtype: DType| {

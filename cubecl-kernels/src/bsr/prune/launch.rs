@@ -88,7 +88,8 @@ pub fn launch_compress<R: CubeRuntime>(
         client,
         count,
         dim,
-        norms.clone().into_array_arg(),
+        // read as a flat array: jittered norms come from Burn's ops, pitched on CUDA
+        burn_cubecl::kernel::into_contiguous(norms.clone()).into_array_arg(),
         kept.clone().into_array_arg(),
         keep as u32,
         n_per,
