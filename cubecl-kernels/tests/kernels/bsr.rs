@@ -176,3 +176,18 @@ fn weight_gradient_of_a_strided_gradient() {
     );
     assert_eq!(got, want);
 }
+
+#[test]
+fn block_norms_with_padded_rows_are_read_as_norms() {
+    let (dims, b, s) = ([3, 5, 8], 2, 0.6);
+    let x = uniform(dims.iter().product(), 17);
+    let t = cube(&x, dims);
+    let norms = floats::<2>(prune::launch_block_norms(&t, b));
+    let n_per = norms.len() / dims[0];
+    let padded = crate::hinm::padded_rows(&norms, [dims[0], n_per]);
+    let keep = keep_count(n_per, s);
+    let got = prune::launch_compress(&t, &padded, b, keep);
+    let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
+    assert_eq!(words::<2>(got.col), want.1);
+    assert_eq!(words::<2>(got.crow), want.2);
+}

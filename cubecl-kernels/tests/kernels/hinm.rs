@@ -64,3 +64,33 @@ fn strided_activations_are_read_through_their_strides() {
     ));
     assert_eq!(got, reference::spmm(&x, m, &w));
 }
+
+/// `values` `[rows, cols]` as burn-cuda lays tensors out: rows padded (here by 8 columns), a
+/// view whose row stride is not its width.
+pub(crate) fn padded_rows(values: &[f32], [rows, cols]: [usize; 2]) -> Cube {
+    let wide = cols + 8;
+    let mut stored = vec![f32::NAN; rows * wide];
+    for (r, row) in values.chunks(cols).enumerate() {
+        stored[r * wide..r * wide + cols].copy_from_slice(row);
+    }
+    let t =
+        Tensor::<Wgpu, 2>::from_data(TensorData::new(stored, [rows, wide]), &Default::default())
+            .slice([0..rows, 0..cols])
+            .into_primitive()
+            .tensor();
+    assert!(!t.is_contiguous(), "a view with padded rows, not a copy");
+    t
+}
+
+#[test]
+fn device_values_with_padded_rows_are_read_as_values() {
+    let (m, out, k, v, nnz) = (7, 12, 40, 4, 20);
+    let w = packed(out, k, v, nnz, 21);
+    let x = uniform(m * k, 4);
+    let values = padded_rows(&w.values, [out, nnz / 2]);
+    let got = floats(launch_spmm(
+        &cube(&x, [m, k]),
+        &PackedCube::with_values(&w, values),
+    ));
+    assert_eq!(got, reference::spmm(&x, m, &w));
+}

@@ -113,3 +113,22 @@ fn im2col_reads_strided_inputs() {
     let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
     assert_eq!(read::<3>(cols), im2col::im2col(&x, batch, &w));
 }
+
+#[test]
+fn col2im_reads_columns_with_padded_rows() {
+    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+    let (batch, w) = windows()[0];
+    let rows = w.channels / w.groups * w.kvol();
+    let width = batch * w.positions();
+    let y = values(w.groups * rows * width);
+    // rows padded by 8 columns, as burn-cuda lays tensors out: a view, not a copy
+    let wide = width + 8;
+    let mut stored = vec![f32::NAN; w.groups * rows * wide];
+    for (r, row) in y.chunks(width).enumerate() {
+        stored[r * wide..r * wide + width].copy_from_slice(row);
+    }
+    let t = tensor::<3>(&stored, [w.groups, rows, wide]).slice([0..w.groups, 0..rows, 0..width]);
+    assert!(!t.clone().into_primitive().tensor().is_contiguous());
+    let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
+    assert_eq!(read::<5>(back), im2col::col2im(&y, batch, &w));
+}
