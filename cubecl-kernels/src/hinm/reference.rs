@@ -176,6 +176,7 @@ fn accumulate_avx<const L: usize, const R: usize>(
 }
 
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // lanes indexed alike in both arrays: vectorised as is
 fn accumulate_plain<const L: usize, const R: usize>(
     lines: &[Line<L>],
     cols: &[u32],
@@ -190,11 +191,10 @@ fn accumulate_plain<const L: usize, const R: usize>(
     }));
     let mut sum = *acc;
     for g in 0..groups {
-        for q in 0..R {
+        for (sum, part) in sum.iter_mut().zip(&parts) {
             // SAFETY: g < groups, so g / 8 < meta.len(), 2g + 1 < values.len(), 4g + 3 <
             // cols.len(), and every column indexes `lines` (all asserted above).
             let (x0, x1, v0, v1) = unsafe {
-                let part = parts.get_unchecked(q);
                 let meta = *part.meta.get_unchecked(g / GROUPS_PER_WORD);
                 let bits = (meta >> (4 * (g % GROUPS_PER_WORD))) as usize;
                 let c0 = *cols.get_unchecked(4 * g + (bits & 3)) as usize;
@@ -207,10 +207,10 @@ fn accumulate_plain<const L: usize, const R: usize>(
                 )
             };
             for l in 0..L {
-                sum[q][l] += v0 * x0[l];
+                sum[l] += v0 * x0[l];
             }
             for l in 0..L {
-                sum[q][l] += v1 * x1[l];
+                sum[l] += v1 * x1[l];
             }
         }
     }
