@@ -39,6 +39,16 @@ pub fn ember_file_limited(blocks: u32, args: &[&str]) -> Output {
 /// The arguments of a one-epoch `ember train` of `model` on 300 embedded MNIST images (100 test
 /// images, batch 50, plain progress) into `out`.
 pub fn small_train_args<'a>(model: &'a str, out: &'a Path) -> Vec<&'a str> {
+    sized_train_args(model, out, ["300", "100", "50"])
+}
+
+/// A one-epoch `ember train` of `model` into `out` with `[train limit, test limit, batch size]`
+/// on the embedded MNIST images, plain progress.
+pub fn sized_train_args<'a>(
+    model: &'a str,
+    out: &'a Path,
+    [train, test, batch]: [&'a str; 3],
+) -> Vec<&'a str> {
     vec![
         "train",
         "--model",
@@ -46,11 +56,11 @@ pub fn small_train_args<'a>(model: &'a str, out: &'a Path) -> Vec<&'a str> {
         "--epochs",
         "1",
         "--train-limit",
-        "300",
+        train,
         "--test-limit",
-        "100",
+        test,
         "--batch-size",
-        "50",
+        batch,
         "--plain",
         "--out",
         s(out),

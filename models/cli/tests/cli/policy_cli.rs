@@ -2,7 +2,9 @@
 //! effects table is printed and saved, and every bad policy or energy file is one clear error
 //! line, a non-zero exit and nothing written.
 
-use crate::common::{ember, fails_with, ok, read_manifest, s, scratch, small_train_args};
+use crate::common::{
+    ember, fails_with, ok, read_manifest, s, scratch, sized_train_args, small_train_args,
+};
 use std::path::{Path, PathBuf};
 
 /// LeNet-300-100 on 300 embedded MNIST images.
@@ -215,26 +217,8 @@ fn the_preset_keeps_the_first_and_last_layer_of_every_model_exact() {
         ("resmlp-small", "embed", "head"),
     ] {
         let out = dir.join(model);
-        let args = [
-            "train",
-            "--model",
-            model,
-            "--epochs",
-            "1",
-            "--train-limit",
-            "64",
-            "--test-limit",
-            "32",
-            "--batch-size",
-            "32",
-            "--plain",
-            "--out",
-            s(&out),
-            "--policy",
-            "first-last-exact",
-            "--multiplier",
-            "bf16",
-        ];
+        let mut args = sized_train_args(model, &out, ["64", "32", "32"]);
+        args.extend(["--policy", "first-last-exact", "--multiplier", "bf16"]);
         ok(&ember(&args));
         let effects: serde_json::Value =
             serde_json::from_slice(&std::fs::read(out.join("effects.json")).unwrap()).unwrap();
