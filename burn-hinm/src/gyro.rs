@@ -893,6 +893,23 @@ mod tests {
     }
 
     #[test]
+    fn narrow_assignments_are_optimal_and_fall_back_to_f64_beyond_f32() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for scale in [1.0, 1e300] {
+            // at 1e300 the reduced costs overflow f32: solved in f64 instead
+            let cost: Vec<f64> = (0..36)
+                .map(|_| rng.random_range(0..5) as f64 * scale)
+                .collect();
+            let (_, total) = Assignment::<f32>::new(6).solve(&cost).unwrap();
+            let best = permutations(6)
+                .iter()
+                .map(|p| (0..6).map(|i| cost[i * 6 + p[i]]).sum::<f64>())
+                .fold(f64::INFINITY, f64::min);
+            assert_eq!(total, best, "scale {scale}");
+        }
+    }
+
+    #[test]
     fn the_assignment_cost_is_lsaps() {
         // lapjv on the reduced, reordered matrix against lsap (SciPy's algorithm) on the plain one
         let mut rng = StdRng::seed_from_u64(8);
