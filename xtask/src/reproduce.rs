@@ -36,9 +36,6 @@ static PREBUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 fn ember_binary() -> Result<PathBuf> {
     if let Some(bin) = PREBUILT.get() {
-        if !bin.is_file() {
-            bail!("--ember {}: no such file", bin.display());
-        }
         return Ok(bin.clone());
     }
     crate::cargo(&["build", "--release", "--bin", "ember"])?;
@@ -729,6 +726,9 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         ember,
     } = options;
     if let Some(bin) = ember {
+        if !bin.is_file() {
+            bail!("--ember {}: no such file", bin.display());
+        }
         let _ = PREBUILT.set(bin);
     }
     let datasets = datasets.unwrap_or_else(|| crate::root().join("../shared/datasets"));
@@ -807,5 +807,33 @@ fn commit() -> String {
         format!("{hash}+changes")
     } else {
         hash
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_prebuilt_ember_is_a_clear_error_before_any_work() {
+        let options = Options {
+            datasets: None,
+            epochs: None,
+            train_limit: None,
+            test_limit: None,
+            hinm: HinmSetup {
+                backend: "cuda".into(),
+                model: "resnet18-cifar".into(),
+                tile: 64,
+                tune_epochs: 1,
+            },
+            ember: Some(PathBuf::from("/nonexistent/ember")),
+        };
+        let err = run("hinm-cifar10", options).unwrap_err().to_string();
+        assert!(
+            err.contains("--ember /nonexistent/ember: no such file"),
+            "{err}"
+        );
+        assert!(PREBUILT.get().is_none(), "nothing set from a bad path");
     }
 }
