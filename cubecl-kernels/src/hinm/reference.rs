@@ -1,9 +1,10 @@
 //! The host implementation of HiNM's sparse product: the kernel's test oracle and the path of
 //! backends without CubeCL kernels.
 //!
-//! Activation rows are taken 32 at a time (a *panel*; a remainder of at most 16 rows takes a
-//! 16-row panel) and transposed once, so that one input column of a panel is one contiguous,
-//! aligned line. Work is shared among threads by (panel, tile). Every row of the tile reads
+//! Activation rows are taken 32 at a time (a *panel*; a remainder of more than 16 rows is one
+//! more, partial, panel, a smaller one takes a panel of 16 or 8 rows) and transposed once, so that one input column of a panel is one contiguous,
+//! aligned line. Work is shared among threads by (panel, tile), and each task stores its outputs
+//! itself, through the output permutation, while they are still in L1. Every row of the tile reads
 //! its kept columns from the panel through the tile's column array, the 2:4 positions decoded
 //! from its metadata on the fly; the groups are walked in chunks small enough for their lines
 //! to stay in L1 while all `V` rows of the tile use them, and rows are taken four at a time so
@@ -19,6 +20,8 @@ use rayon::prelude::*;
 const WIDE: usize = 32;
 /// Activation rows of the remainder's panel when at most this many rows remain.
 const NARROW: usize = 16;
+/// Activation rows of the remainder's panel when at most this many rows remain.
+const SLIM: usize = 8;
 
 /// One input column of a panel: its `L` activations, on cache-line boundaries.
 #[derive(Clone, Copy)]
@@ -37,9 +40,21 @@ const _: () = assert!(
 /// columns in the view's order (the output permutation applied on the store).
 ///
 /// # Panics
-/// If `x` does not have `m · K` values, or a column of `w` is out of range.
+/// If `x` does not have `m · K` values, a column of `w` is out of range, or its output
+/// permutation is not one.
 pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
     assert_eq!(x.len(), m * w.k, "spmm: x is not [{m}, {}]", w.k);
+    let mut seen = vec![false; w.out];
+    assert!(
+        w.out_perm.len() == w.out
+            && w.out_perm
+                .iter()
+                .all(|&r| (r as usize) < w.out && !std::mem::replace(&mut seen[r as usize], true)),
+        "spmm: out_perm is not a permutation of 0..{}",
+        w.out
+    );
+    // whole panels, and a remainder of more than `NARROW` rows as one more (partial) panel of
+    // the same call; a smaller remainder in a panel just wide enough for it
     let wide = if m % WIDE > NARROW {
         m
     } else {
@@ -48,17 +63,43 @@ pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
     let mut y = vec![0f32; m * w.out];
     let (head, tail) = y.split_at_mut(wide * w.out);
     panels::<WIDE>(&x[..wide * w.k], w, head);
-    panels::<NARROW>(&x[wide * w.k..], w, tail);
+    let x = &x[wide * w.k..];
+    if m - wide > SLIM {
+        panels::<NARROW>(x, w, tail);
+    } else {
+        panels::<SLIM>(x, w, tail);
+    }
     y
 }
 
-/// The product for `x`'s rows in panels of `L`, written into `y` (those rows of the result).
+/// `y`'s values, written by the (panel, tile) tasks at the places each owns.
+struct Out(*mut f32);
+
+// SAFETY: the tasks write through the pointer at disjoint places only (see `panels`).
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// Writes `value` at place `i`.
+    ///
+    /// # Safety
+    /// `i` is in bounds of the slice the pointer came from, that slice is borrowed mutably for
+    /// as long as this is used, and no other thread writes or reads place `i` meanwhile.
+    unsafe fn write(&self, i: usize, value: f32) {
+        // SAFETY: as the caller guarantees.
+        unsafe { *self.0.add(i) = value };
+    }
+}
+
+/// The product for `x`'s rows in panels of `L` (the last one possibly partial), written into `y`
+/// (those rows of the result). Each (panel, tile) task writes its outputs as soon as they are
+/// summed, while they are in L1: its panel's rows at its tile's output columns.
 fn panels<const L: usize>(x: &[f32], w: &Packed, y: &mut [f32]) {
     let (k, out, tiles) = (w.k, w.out, w.out / w.v);
     let m = x.len() / k;
     if m == 0 {
         return;
     }
+    assert_eq!(y.len(), m * out, "spmm: y is not [{m}, {out}]");
     let lines: Vec<Vec<Line<L>>> = x
         .par_chunks(L * k)
         .map(|x| {
@@ -74,15 +115,19 @@ fn panels<const L: usize>(x: &[f32], w: &Packed, y: &mut [f32]) {
             lines
         })
         .collect();
-    let blocks: Vec<Vec<[f32; L]>> = (0..lines.len() * tiles)
-        .into_par_iter()
-        .map(|at| tile_product(&lines[at / tiles], w, at % tiles))
-        .collect();
-    y.par_chunks_mut(out).enumerate().for_each(|(i, y)| {
-        let (panel, l) = (i / L, i % L);
-        for (t, block) in blocks[panel * tiles..][..tiles].iter().enumerate() {
-            for (r, acc) in (t * w.v..).zip(block) {
-                y[w.out_perm[r] as usize] = acc[l];
+    let y = Out(y.as_mut_ptr());
+    (0..lines.len() * tiles).into_par_iter().for_each(|at| {
+        let (panel, t) = (at / tiles, at % tiles);
+        let block = tile_product(&lines[panel], w, t);
+        let perm = &w.out_perm[t * w.v..(t + 1) * w.v];
+        for l in 0..L.min(m - panel * L) {
+            let row = (panel * L + l) * out;
+            for (&r, acc) in perm.iter().zip(&block) {
+                // SAFETY: `row + r < m · out = y.len()` (`r < out`, and the row is one of the
+                // `m`); `out_perm` is a permutation (asserted in `spmm`), so the tiles' column
+                // sets are disjoint and every place is written by one task only (its panel's
+                // row, its tile's column), while `y` is borrowed mutably for the whole call.
+                unsafe { y.write(row + r as usize, acc[l]) };
             }
         }
     });
@@ -241,7 +286,15 @@ mod tests {
 
     #[test]
     fn the_fast_product_is_the_definition_bit_for_bit() {
-        for (out, k, v, nnz, m) in [(16, 24, 8, 12, 5), (64, 64, 64, 32, 33), (12, 8, 4, 4, 1)] {
+        for (out, k, v, nnz, m) in [
+            (16, 24, 8, 12, 5),
+            (64, 64, 64, 32, 33),
+            (12, 8, 4, 4, 1),
+            // remainders of 8, 12 and 20 rows after whole panels: each panel width
+            (32, 40, 16, 20, 40),
+            (32, 40, 16, 20, 44),
+            (32, 40, 16, 20, 52),
+        ] {
             let w = random(out, k, v, nnz, 7);
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 37 % 97) as f32 - 48.0) / 17.0)
