@@ -4,9 +4,27 @@
 //! stored in the BCRC compact format (reorder, row offset, occurrence, column stride, compact
 //! column, weights) and run by a reordered sparse GEMM, with a block-size tuner.
 //!
-//! Status: this crate is empty until the Bcr issue lands.
+//! ```
+//! use burn_bcr::project::{project, View};
+//! // a 16 × 64 GEMM view pruned 10× in blocks of 4 × 16
+//! let w: Vec<f32> = (0..16 * 64).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+//! let view = View::new(16, 64, w).unwrap();
+//! let mask = project(&view, "10x:4x16".parse().unwrap()).unwrap();
+//! assert_eq!(mask.nnz(), 16 * 64 / 10);
+//! ```
+//!
+//! - [`level`]: the `RATEx:RxC` levels of the CLI and policy files, and block sizes.
+//! - [`project`]: GEMM views and the Euclidean projection onto the BCR set (exact per block
+//!   where the block's smaller side is small, a stated allocation across blocks).
 //!
 //! # Feature flags
 //!
 //! None yet.
 #![warn(missing_docs)]
+
+pub mod error;
+pub mod level;
+pub mod project;
+
+pub use error::BcrError;
+pub use level::{Block, Level};

@@ -54,13 +54,100 @@ fn fmt_time(ns: f64) -> String {
     }
 }
 
-/// Runs the benches (optionally filtered) and writes the report.
+/// The report's rows: `| `id` | mean | CI | ratio |`, ratios to the first row of each group
+/// (everything before the id's last `/`), `rows` sorted by id.
+fn table_rows(rows: &[Row]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut group_base: Option<(String, f64)> = None;
+    for r in rows {
+        let group =
+            r.id.rsplit_once('/')
+                .map_or(r.id.as_str(), |(g, _)| g)
+                .to_string();
+        let base = match &group_base {
+            Some((g, b)) if *g == group => *b,
+            _ => {
+                group_base = Some((group, r.mean_ns));
+                r.mean_ns
+            }
+        };
+        out.push((
+            r.id.clone(),
+            format!(
+                "| `{}` | {} | {} – {} | {:.3}× |",
+                r.id,
+                fmt_time(r.mean_ns),
+                fmt_time(r.low_ns),
+                fmt_time(r.high_ns),
+                r.mean_ns / base
+            ),
+        ));
+    }
+    out
+}
+
+/// The id of a report row (`| `id` | ...`), if `line` is one.
+fn row_id(line: &str) -> Option<&str> {
+    line.strip_prefix("| `")?.split_once('`').map(|(id, _)| id)
+}
+
+/// The report with the rows whose id contains `filter` replaced by `fresh` (a partial run):
+/// every other row of `old` is kept as it was, with its ratio (its group was measured in one
+/// run, since a filter selects whole groups by their common prefix), and a line under the
+/// header says which rows were refreshed at `when`.
+fn merge(old: &str, filter: &str, fresh: Vec<(String, String)>, when: &str) -> String {
+    let (mut head, mut rows) = (Vec::new(), fresh);
+    for line in old.lines() {
+        match row_id(line) {
+            Some(id) if id.contains(filter) => {}
+            Some(id) => rows.push((id.to_string(), line.to_string())),
+            None if line.starts_with("Rows containing `")
+                && line.contains(&format!("`{filter}`")) => {}
+            None => head.push(line.to_string()),
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    // the header (up to the table's two first lines), the refresh note, the table
+    let table = head
+        .iter()
+        .position(|l| l.starts_with("| benchmark"))
+        .unwrap_or(head.len());
+    let mut md = head[..table].join("\n");
+    md += &format!("\nRows containing `{filter}`: re-run alone at {when}.\n\n");
+    md = md.replace("\n\n\nRows", "\n\nRows");
+    for l in &head[table..] {
+        md += l;
+        md += "\n";
+    }
+    for (_, line) in rows {
+        md += &line;
+        md += "\n";
+    }
+    md
+}
+
+/// The checked-out commit's short hash, or `unknown`.
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(crate::root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "an unknown commit".into(),
+            |o| format!("commit {}", String::from_utf8_lossy(&o.stdout).trim()),
+        )
+}
+
+/// Runs the benches (optionally filtered) and writes the report. With a filter, only the rows
+/// whose id contains it are measured and replaced; the report's other rows are kept.
 pub fn run(filter: Option<&str>) -> Result<()> {
     let root = crate::root();
     let target = crate::target_dir();
     let criterion_dir = target.join("criterion");
     // Old results would be reported as new: start from an empty folder.
-    if criterion_dir.exists() && filter.is_none() {
+    if criterion_dir.exists() {
         std::fs::remove_dir_all(&criterion_dir)?;
     }
     let mut args = vec!["bench", "--workspace", "--benches"];
@@ -73,49 +160,75 @@ pub fn run(filter: Option<&str>) -> Result<()> {
     if criterion_dir.exists() {
         collect(&criterion_dir, &mut rows)?;
     }
-    rows.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut md = String::new();
-    writeln!(md, "# Benchmarks\n")?;
-    writeln!(
-        md,
-        "Written by `cargo xtask bench` on {} ({} cores). Mean of criterion's samples with its \
-         95% confidence interval. Ratios are taken between rows of the same group, measured in \
-         the same run. Burn's `autotune` feature was **off** for every row (Ember builds Burn's \
-         backends without it).\n",
-        std::env::consts::ARCH,
-        crate::cores()
-    )?;
-    writeln!(
-        md,
-        "| benchmark | mean | 95% CI | ratio to group's first row |"
-    )?;
-    writeln!(md, "|---|---:|---|---:|")?;
-    let mut group_base: Option<(String, f64)> = None;
-    for r in &rows {
-        // A group is everything before the last `/`: its rows are variants of one measurement.
-        let group =
-            r.id.rsplit_once('/')
-                .map_or(r.id.as_str(), |(g, _)| g)
-                .to_string();
-        let base = match &group_base {
-            Some((g, b)) if *g == group => *b,
-            _ => {
-                group_base = Some((group, r.mean_ns));
-                r.mean_ns
-            }
-        };
-        writeln!(
-            md,
-            "| `{}` | {} | {} – {} | {:.3}× |",
-            r.id,
-            fmt_time(r.mean_ns),
-            fmt_time(r.low_ns),
-            fmt_time(r.high_ns),
-            r.mean_ns / base
-        )?;
+    if let Some(f) = filter {
+        rows.retain(|r| r.id.contains(f));
     }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
+    let fresh = table_rows(&rows);
     let out = root.join("docs/benchmarks.md");
-    std::fs::write(&out, md)?;
-    println!("wrote {} ({} rows)", out.display(), rows.len());
+    let md = match filter {
+        Some(f) => {
+            let old = std::fs::read_to_string(&out)
+                .with_context(|| format!("reading {} to merge into", out.display()))?;
+            merge(&old, f, fresh, &commit())
+        }
+        None => {
+            let mut md = String::new();
+            writeln!(md, "# Benchmarks\n")?;
+            writeln!(
+                md,
+                "Written by `cargo xtask bench` on {} ({} cores) at {}. Mean of criterion's \
+                 samples with its 95% confidence interval. Ratios are taken between rows of the \
+                 same group, measured in the same run. Burn's `autotune` feature was **off** for \
+                 every row (Ember builds Burn's backends without it).\n",
+                std::env::consts::ARCH,
+                crate::cores(),
+                commit()
+            )?;
+            writeln!(
+                md,
+                "| benchmark | mean | 95% CI | ratio to group's first row |"
+            )?;
+            writeln!(md, "|---|---:|---|---:|")?;
+            for (_, line) in fresh {
+                writeln!(md, "{line}")?;
+            }
+            md
+        }
+    };
+    // a temporary file renamed over the report: an interrupted write leaves the old one
+    let tmp = out.with_extension("md.tmp");
+    std::fs::write(&tmp, md)?;
+    std::fs::rename(&tmp, &out)?;
+    println!("wrote {} ({} rows measured)", out.display(), rows.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str = "# Benchmarks\n\nWritten by a full run.\n\n| benchmark | mean | 95% CI | ratio to group's first row |\n|---|---:|---|---:|\n| `a/0-dense` | 1 ms | x | 1.000× |\n| `hinm_x/0-dense` | 9 ms | x | 1.000× |\n| `z/1` | 2 ms | x | 1.000× |\n";
+
+    #[test]
+    fn a_filtered_run_replaces_only_its_rows() {
+        let rows = [("hinm_x/0-dense", 4e6), ("hinm_x/75", 1e6)].map(|(id, ns)| Row {
+            id: id.into(),
+            mean_ns: ns,
+            low_ns: ns,
+            high_ns: ns,
+        });
+        let md = merge(OLD, "hinm", table_rows(&rows), "commit abc");
+        let ids: Vec<&str> = md.lines().filter_map(row_id).collect();
+        assert_eq!(ids, ["a/0-dense", "hinm_x/0-dense", "hinm_x/75", "z/1"]);
+        assert!(md.contains("| `hinm_x/75` | 1.000 ms | 1.000 ms – 1.000 ms | 0.250× |"));
+        assert!(!md.contains("9 ms"), "the old row is gone");
+        assert!(md.contains("Written by a full run."));
+        assert!(md.contains("Rows containing `hinm`: re-run alone at commit abc."));
+        // a second refresh replaces the note instead of adding one
+        let again = merge(&md, "hinm", table_rows(&rows), "commit def");
+        assert_eq!(again.matches("Rows containing `hinm`").count(), 1);
+        assert!(again.contains("commit def"));
+        assert_eq!(again.lines().filter_map(row_id).count(), 4);
+    }
 }

@@ -1,0 +1,21 @@
+//! What can go wrong when pruning a weight to BCR or reading BCRC.
+
+/// A BCR refusal, in words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BcrError {
+    /// A malformed or out-of-range `RATEx:RxC` level.
+    #[error("level: {0}")]
+    Level(String),
+    /// A block size that is zero or does not fit the weight.
+    #[error("block: {0}")]
+    Block(String),
+    /// Sizes that do not match.
+    #[error("shape: {0}")]
+    Shape(String),
+    /// A NaN or infinite weight.
+    #[error("non-finite value: {0}")]
+    NonFinite(String),
+    /// BCRC arrays that do not hold together (a corrupt or truncated file).
+    #[error("corrupt BCRC: {0}")]
+    Corrupt(String),
+}
