@@ -15,11 +15,17 @@
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.
 //!
+//! - [`hinm`]: HiNM's sparse product over packed hierarchical N:M weights (2:4 in kept column
+//!   vectors, the permutations folded into its loads and stores), with its host implementation.
+//! - [`bcrc`]: BCR's weights in the BCRC compact format and their sparse product, with its host
+//!   implementation (load-redundancy elimination across the rows of a column pattern) and the
+//!   CSR baseline.
+//!
 //! - `testing` (feature `testing`, for this workspace's tests; not public API): deterministic
 //!   test data and the set of multipliers every kernel test runs.
 //!
-//! The other technique kernels (`hinm/`, `bcrc/`, `broadcast/`) are added by the issues
-//! that bring each technique, each kernel with a host reference beside it.
+//! The broadcast kernels (`broadcast/`) are added by the issue that brings them, with a host
+//! reference beside each.
 //!
 //! ```
 //! use burn::backend::{Autodiff, NdArray};
@@ -46,9 +52,11 @@
 #![warn(missing_docs)]
 
 pub mod approx;
+pub mod bcrc;
 pub mod bsr;
 pub mod decorator;
 pub mod hinm;
+mod panel;
 pub mod runtime;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

@@ -128,4 +128,5 @@ pub fn multipliers() -> Vec<(&'static str, ApproxMultiply)> {
     ]
 }
 
+pub use crate::bcrc::random_bcrc;
 pub use crate::hinm::random_packed;

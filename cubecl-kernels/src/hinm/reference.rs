@@ -1,32 +1,18 @@
 //! The host implementation of HiNM's sparse product: the kernel's test oracle and the path of
 //! backends without CubeCL kernels.
 //!
-//! Activation rows are taken 32 at a time (a *panel*; a remainder of more than 16 rows is one
-//! more, partial, panel, a smaller one takes a panel of 16 or 8 rows) and transposed once, so that one input column of a panel is one contiguous,
-//! aligned line. Work is shared among threads by (panel, tile), and each task stores its outputs
-//! itself, through the output permutation, while they are still in L1. Every row of the tile reads
-//! its kept columns from the panel through the tile's column array, the 2:4 positions decoded
-//! from its metadata on the fly; the groups are walked in chunks small enough for their lines
-//! to stay in L1 while all `V` rows of the tile use them, and rows are taken four at a time so
-//! that independent vector sums keep the adders busy. The inner loop is a contiguous
-//! multiply-add over the panel's lanes that the compiler vectorises (AVX-512 or AVX where the
-//! CPU has it, chosen at run time). Every output still sums its products groups ascending from
-//! `+0`, one product and one add each (no fused multiply-add): the kernel's order, bit for bit.
+//! It runs on activation panels ([`crate::panel`]): one task per tile of `V` rows. Every row of
+//! the tile reads its kept columns from the panel through the tile's column array, the 2:4
+//! positions decoded from its metadata on the fly; the groups are walked in chunks small enough
+//! for their lines to stay in L1 while all `V` rows of the tile use them, and rows are taken
+//! four at a time so that independent vector sums keep the adders busy. The inner loop is a
+//! contiguous multiply-add over the panel's lanes that the compiler vectorises (AVX-512 or AVX
+//! where the CPU has it, chosen at run time). Every output still sums its products groups
+//! ascending from `+0`, one product and one add each (no fused multiply-add): the kernel's
+//! order, bit for bit.
 
 use super::{GROUPS_PER_WORD, Packed, meta_words};
-use rayon::prelude::*;
-
-/// Activation rows of a full panel.
-const WIDE: usize = 32;
-/// Activation rows of the remainder's panel when at most this many rows remain.
-const NARROW: usize = 16;
-/// Activation rows of the remainder's panel when at most this many rows remain.
-const SLIM: usize = 8;
-
-/// One input column of a panel: its `L` activations, on cache-line boundaries.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line<const L: usize>([f32; L]);
+use crate::panel::{Line, PanelWeight, product};
 
 /// Groups of 4 walked together by every row of a tile: 32 groups touch at most 128 lines of a
 /// panel (16 KiB for 32 lanes), which stay in L1 while the tile's rows read them.
@@ -43,7 +29,6 @@ const _: () = assert!(
 /// If `x` does not have `m · K` values, a column of `w` is out of range, or its output
 /// permutation is not one.
 pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
-    assert_eq!(x.len(), m * w.k, "spmm: x is not [{m}, {}]", w.k);
     let mut seen = vec![false; w.out];
     assert!(
         w.out_perm.len() == w.out
@@ -53,84 +38,31 @@ pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
         "spmm: out_perm is not a permutation of 0..{}",
         w.out
     );
-    // whole panels, and a remainder of more than `NARROW` rows as one more (partial) panel of
-    // the same call; a smaller remainder in a panel just wide enough for it
-    let wide = if m % WIDE > NARROW {
-        m
-    } else {
-        m / WIDE * WIDE
-    };
-    let mut y = vec![0f32; m * w.out];
-    let (head, tail) = y.split_at_mut(wide * w.out);
-    panels::<WIDE>(&x[..wide * w.k], w, head);
-    let x = &x[wide * w.k..];
-    if m - wide > SLIM {
-        panels::<NARROW>(x, w, tail);
-    } else {
-        panels::<SLIM>(x, w, tail);
-    }
-    y
+    product(x, m, &Tiles(w))
 }
 
-/// `y`'s values, written by the (panel, tile) tasks at the places each owns.
-struct Out(*mut f32);
+/// A packed weight whose output permutation is one (checked by [`spmm`]), run tile by tile.
+struct Tiles<'a>(&'a Packed);
 
-// SAFETY: the tasks write through the pointer at disjoint places only (see `panels`).
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// Writes `value` at place `i`.
-    ///
-    /// # Safety
-    /// `i` is in bounds of the slice the pointer came from, that slice is borrowed mutably for
-    /// as long as this is used, and no other thread writes or reads place `i` meanwhile.
-    unsafe fn write(&self, i: usize, value: f32) {
-        // SAFETY: as the caller guarantees.
-        unsafe { *self.0.add(i) = value };
+// SAFETY: task `t` returns the columns `out_perm[t·V..(t+1)·V]`; `out_perm` is a permutation of
+// `0..out` (checked in `spmm`, the only constructor), so every column belongs to one tile.
+unsafe impl PanelWeight for Tiles<'_> {
+    fn k(&self) -> usize {
+        self.0.k
     }
-}
-
-/// The product for `x`'s rows in panels of `L` (the last one possibly partial), written into `y`
-/// (those rows of the result). Each (panel, tile) task writes its outputs as soon as they are
-/// summed, while they are in L1: its panel's rows at its tile's output columns.
-fn panels<const L: usize>(x: &[f32], w: &Packed, y: &mut [f32]) {
-    let (k, out, tiles) = (w.k, w.out, w.out / w.v);
-    let m = x.len() / k;
-    if m == 0 {
-        return;
+    fn out(&self) -> usize {
+        self.0.out
     }
-    assert_eq!(y.len(), m * out, "spmm: y is not [{m}, {out}]");
-    let lines: Vec<Vec<Line<L>>> = x
-        .par_chunks(L * k)
-        .map(|x| {
-            let mut lines = vec![Line([0.0; L]); k];
-            // by blocks of 64 columns, so that the lines being filled stay in L1
-            for (b, block) in lines.chunks_mut(64).enumerate() {
-                for (l, x) in x.chunks_exact(k).enumerate() {
-                    for (line, v) in block.iter_mut().zip(&x[b * 64..]) {
-                        line.0[l] = *v;
-                    }
-                }
-            }
-            lines
-        })
-        .collect();
-    let y = Out(y.as_mut_ptr());
-    (0..lines.len() * tiles).into_par_iter().for_each(|at| {
-        let (panel, t) = (at / tiles, at % tiles);
-        let block = tile_product(&lines[panel], w, t);
-        let perm = &w.out_perm[t * w.v..(t + 1) * w.v];
-        for l in 0..L.min(m - panel * L) {
-            let row = (panel * L + l) * out;
-            for (&r, acc) in perm.iter().zip(&block) {
-                // SAFETY: `row + r < m · out = y.len()` (`r < out`, and the row is one of the
-                // `m`); `out_perm` is a permutation (asserted in `spmm`), so the tiles' column
-                // sets are disjoint and every place is written by one task only (its panel's
-                // row, its tile's column), while `y` is borrowed mutably for the whole call.
-                unsafe { y.write(row + r as usize, acc[l]) };
-            }
-        }
-    });
+    fn tasks(&self) -> usize {
+        self.0.out / self.0.v
+    }
+    fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
+        let w = self.0;
+        (
+            tile_product(lines, w, t),
+            &w.out_perm[t * w.v..(t + 1) * w.v],
+        )
+    }
 }
 
 /// Tile `t`'s outputs for one panel: `[V]` rows of `L` lanes.

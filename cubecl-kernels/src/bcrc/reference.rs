@@ -1,0 +1,320 @@
+//! The host implementation of BCRC's sparse product (the kernel's test oracle and the path of
+//! backends without CubeCL kernels), and the two products it is measured against: the same
+//! arrays without load-redundancy elimination, and CSR.
+//!
+//! All three run on activation panels ([`crate::panel`]); a task is a run of at most
+//! [`UNIT_ROWS`] rows of one column pattern (CSR: of the view). With **load-redundancy
+//! elimination** ([`spmm`]) the rows of a pattern are taken four at a time: every activation
+//! line the pattern names is loaded once and multiplied into four rows' sums (GRIM's
+//! register-level LRE, Fig. 9). Without it ([`spmm_no_lre`]) each row loads its lines alone,
+//! as CSR does ([`spmm_csr`]). Columns are walked in chunks of [`CHUNK`] so that their lines
+//! stay in L1 while a unit's rows use them. Every output sums its products in pattern order
+//! from `+0`, one product and one add each, in all three: the kernel's order, bit for bit.
+
+use super::{Bcrc, Csr};
+use crate::panel::{Line, PanelWeight, product};
+
+/// Rows of one task at most.
+pub const UNIT_ROWS: usize = 32;
+/// Columns of a pattern walked together (their lines: 16 KiB at 32 lanes).
+pub const CHUNK: usize = 128;
+/// Rows sharing each loaded line under load-redundancy elimination.
+const ROWS: usize = 4;
+
+/// `y = x · Wᵀ` through the BCRC weight, rows of a pattern together (LRE): `x: [m, K]`
+/// row-major → `y: [m, out]`, rows in the view's order.
+///
+/// # Panics
+/// If `x` does not have `m · K` values or `w` does not hold together ([`Bcrc::validate`]).
+pub fn spmm(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
+    product(x, m, &Units::new(w, true))
+}
+
+/// [`spmm`] without load-redundancy elimination: the same arrays, each row loading its lines
+/// alone.
+///
+/// # Panics
+/// As [`spmm`].
+pub fn spmm_no_lre(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
+    product(x, m, &Units::new(w, false))
+}
+
+/// `y = x · Wᵀ` through CSR, one row at a time.
+///
+/// # Panics
+/// If `x` does not have `m · K` values or a column is out of range.
+pub fn spmm_csr(x: &[f32], m: usize, w: &Csr) -> Vec<f32> {
+    assert!(
+        w.row_ptr.len() == w.out + 1
+            && w.row_ptr[0] == 0
+            && w.row_ptr.windows(2).all(|p| p[0] <= p[1])
+            && w.row_ptr[w.out] as usize == w.col_idx.len()
+            && w.col_idx.len() == w.values.len(),
+        "spmm_csr: the CSR arrays do not hold together"
+    );
+    let rows: Vec<u32> = (0..w.out as u32).collect();
+    product(
+        x,
+        m,
+        &CsrRows {
+            w,
+            rows,
+            units: w.out.div_ceil(UNIT_ROWS),
+        },
+    )
+}
+
+/// A validated BCRC weight cut into tasks: `(group, first row, end row)` of the reordered matrix.
+struct Units<'a> {
+    w: &'a Bcrc,
+    units: Vec<(usize, usize, usize)>,
+    lre: bool,
+}
+
+impl<'a> Units<'a> {
+    fn new(w: &'a Bcrc, lre: bool) -> Self {
+        if let Err(e) = w.validate() {
+            panic!("spmm: {e}");
+        }
+        let mut units = Vec::new();
+        for g in 0..w.groups() {
+            let (a, b) = (w.occurrence[g] as usize, w.occurrence[g + 1] as usize);
+            for p in (a..b).step_by(UNIT_ROWS) {
+                units.push((g, p, (p + UNIT_ROWS).min(b)));
+            }
+        }
+        Self { w, units, lre }
+    }
+}
+
+// SAFETY: a task returns the columns `reorder[p0..p1]` of its rows; the units' row ranges are
+// disjoint and `reorder` is a permutation of `0..out` (validated in `Units::new`, the only
+// constructor), so every column belongs to one task.
+unsafe impl PanelWeight for Units<'_> {
+    fn k(&self) -> usize {
+        self.w.k
+    }
+    fn out(&self) -> usize {
+        self.w.out
+    }
+    fn tasks(&self) -> usize {
+        self.units.len()
+    }
+    fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
+        let (g, p0, p1) = self.units[t];
+        let w = self.w;
+        let cols = w.pattern(g);
+        let rows: Vec<&[f32]> = (p0..p1).map(|p| w.row_weights(p)).collect();
+        let mut acc = vec![[0f32; L]; p1 - p0];
+        let step = if self.lre { ROWS } else { 1 };
+        rows_product(lines, cols, &rows, &mut acc, step);
+        (acc, &w.reorder[p0..p1])
+    }
+}
+
+/// A CSR weight cut into tasks of [`UNIT_ROWS`] rows.
+struct CsrRows<'a> {
+    w: &'a Csr,
+    /// `0..out`: the output column of every row.
+    rows: Vec<u32>,
+    units: usize,
+}
+
+// SAFETY: task `t` returns the columns `t·UNIT_ROWS..` of its own rows, disjoint ranges of
+// `0..out`.
+unsafe impl PanelWeight for CsrRows<'_> {
+    fn k(&self) -> usize {
+        self.w.k
+    }
+    fn out(&self) -> usize {
+        self.w.out
+    }
+    fn tasks(&self) -> usize {
+        self.units
+    }
+    fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
+        let w = self.w;
+        let (r0, r1) = (t * UNIT_ROWS, ((t + 1) * UNIT_ROWS).min(w.out));
+        let mut acc = vec![[0f32; L]; r1 - r0];
+        for (r, acc) in (r0..r1).zip(&mut acc) {
+            let (a, b) = (w.row_ptr[r] as usize, w.row_ptr[r + 1] as usize);
+            rows_product(
+                lines,
+                &w.col_idx[a..b],
+                &[&w.values[a..b]],
+                std::array::from_mut(acc).as_mut_slice(),
+                1,
+            );
+        }
+        (acc, &self.rows[r0..r1])
+    }
+}
+
+/// `acc[q] = Σ_t rows[q][t] · lines[cols[t]]` for every row `q` (all over the same columns),
+/// `step` rows sharing each loaded line, columns in chunks of [`CHUNK`].
+fn rows_product<const L: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: &[&[f32]],
+    acc: &mut [[f32; L]],
+    step: usize,
+) {
+    assert!(
+        cols.iter().all(|&c| (c as usize) < lines.len())
+            && rows.iter().all(|r| r.len() == cols.len()),
+        "spmm: a column out of range or a row of the wrong length"
+    );
+    for t0 in (0..cols.len()).step_by(CHUNK) {
+        let t1 = (t0 + CHUNK).min(cols.len());
+        let cols = &cols[t0..t1];
+        for (rows, acc) in rows.chunks(step).zip(acc.chunks_mut(step)) {
+            if let Ok(acc) = <&mut [[f32; L]; ROWS]>::try_from(&mut *acc) {
+                let rows: [&[f32]; ROWS] = std::array::from_fn(|q| &rows[q][t0..t1]);
+                accumulate(lines, cols, rows, acc);
+            } else {
+                for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+                    accumulate(lines, cols, [&row[t0..t1]], std::array::from_mut(acc));
+                }
+            }
+        }
+    }
+}
+
+/// For every column `t` in order and every row `q`: `acc[q] += rows[q][t] · lines[cols[t]]`.
+fn accumulate<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: [&[f32]; R],
+    acc: &mut [[f32; L]; R],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { accumulate_avx512(lines, cols, rows, acc) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX (checked just above).
+            unsafe { accumulate_avx(lines, cols, rows, acc) };
+            return;
+        }
+    }
+    accumulate_plain(lines, cols, rows, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn accumulate_avx512<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: [&[f32]; R],
+    acc: &mut [[f32; L]; R],
+) {
+    accumulate_plain(lines, cols, rows, acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn accumulate_avx<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: [&[f32]; R],
+    acc: &mut [[f32; L]; R],
+) {
+    accumulate_plain(lines, cols, rows, acc)
+}
+
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // lanes indexed alike in both arrays: vectorised as is
+fn accumulate_plain<const L: usize, const R: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: [&[f32]; R],
+    acc: &mut [[f32; L]; R],
+) {
+    let mut sum = *acc;
+    for (t, &c) in cols.iter().enumerate() {
+        let x = &lines[c as usize].0;
+        for (sum, row) in sum.iter_mut().zip(&rows) {
+            let v = row[t];
+            for l in 0..L {
+                sum[l] += v * x[l];
+            }
+        }
+    }
+    *acc = sum;
+}
+
+/// The same product one output at a time, in the order of the definition: the oracle of the
+/// three products above.
+pub fn spmm_naive(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
+    let mut y = vec![0f32; m * w.out];
+    for i in 0..m {
+        for g in 0..w.groups() {
+            let cols = w.pattern(g);
+            for p in w.occurrence[g] as usize..w.occurrence[g + 1] as usize {
+                let mut acc = 0f32;
+                for (&c, &v) in cols.iter().zip(w.row_weights(p)) {
+                    acc += v * x[i * w.k + c as usize];
+                }
+                y[i * w.out + w.reorder[p] as usize] = acc;
+            }
+        }
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bcrc::random_bcrc;
+
+    fn input(m: usize, k: usize) -> Vec<f32> {
+        (0..m * k)
+            .map(|i| ((i * 37 % 97) as f32 - 48.0) / 17.0)
+            .collect()
+    }
+
+    #[test]
+    fn every_product_is_the_definition_bit_for_bit() {
+        for (out, k, block, keep, m) in [
+            (16, 40, (4, 16), (2, 5), 5),
+            (64, 96, (4, 96), (3, 20), 33), // wide blocks: rows share patterns
+            (30, 50, (4, 16), (2, 5), 40),  // remainders in the view and in the panels
+            (40, 300, (8, 300), (5, 200), 20), // patterns longer than one chunk
+            (8, 8, (1, 1), (1, 1), 1),
+        ] {
+            let w = random_bcrc(out, k, block, keep, 7);
+            let x = input(m, k);
+            let want = spmm_naive(&x, m, &w);
+            assert_eq!(spmm(&x, m, &w), want, "{out}x{k} m={m}");
+            assert_eq!(spmm_no_lre(&x, m, &w), want, "{out}x{k} m={m}");
+            assert_eq!(spmm_csr(&x, m, &Csr::of(&w)), want, "{out}x{k} m={m}");
+        }
+    }
+
+    #[test]
+    fn the_product_is_the_dense_product() {
+        let w = random_bcrc(24, 32, (4, 8), (2, 3), 9);
+        let dense = w.dense();
+        let m = 3;
+        let x: Vec<f32> = (0..m * 32).map(|i| (i % 7) as f32 - 3.0).collect();
+        let y = spmm(&x, m, &w);
+        for i in 0..m {
+            for o in 0..24 {
+                // another summation order: equal up to rounding
+                let want: f32 = (0..32).map(|c| x[i * 32 + c] * dense[o * 32 + c]).sum();
+                assert!((y[i * 24 + o] - want).abs() <= 1e-4 * want.abs().max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "permutation")]
+    fn a_weight_that_does_not_hold_together_is_refused() {
+        let mut w = random_bcrc(8, 16, (4, 16), (2, 4), 1);
+        w.reorder[0] = w.reorder[1];
+        spmm(&input(2, 16), 2, &w);
+    }
+}
