@@ -20,11 +20,16 @@
 //!
 //! `y[i, reorder[p]] = Σ_t weights[row_offset[p] + t] · x[i, compact_column[column_stride[g] + t]]`
 //! over `t` ascending from `+0`, one product then one add each: the order of the kernel and of
-//! the host implementation ([`reference::spmm`]), which agree bit for bit. The host
+//! the host implementation ([`reference::spmm`]), which agree bit for bit (`kernel.rs`,
+//! `launch.rs`: [`launch_spmm`]). The host
 //! implementation computes all rows of a pattern together, so each activation is loaded once per
 //! pattern (the paper's load-redundancy elimination, Fig. 9).
 
+mod kernel;
+mod launch;
 pub mod reference;
+
+pub use launch::{BcrcCube, launch_spmm};
 
 use thiserror::Error;
 

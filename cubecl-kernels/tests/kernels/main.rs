@@ -3,6 +3,7 @@
 //! monomorphised once for all of them.
 
 mod approx_gemm;
+mod bcrc;
 mod bsr;
 mod hinm;
 mod identity;

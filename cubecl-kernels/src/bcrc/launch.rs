@@ -1,0 +1,128 @@
+//! Launch of the BCRC sparse-product kernel.
+
+use super::kernel::spmm_kernel;
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_std::{DType, Shape};
+use cubecl::prelude::*;
+
+/// A BCRC weight's arrays on the device (see [`Bcrc`](super::Bcrc)), with one derived array:
+/// `row_cols[p]`, the start of reordered row `p`'s pattern in `compact_column` (so a unit needs
+/// no search for its row's group).
+#[derive(Clone, Debug)]
+pub struct BcrcCube<R: CubeRuntime> {
+    /// `[nnz]` f32.
+    pub weights: CubeTensor<R>,
+    /// `[out + 1]` u32.
+    pub row_offset: CubeTensor<R>,
+    /// `[out]` u32.
+    pub row_cols: CubeTensor<R>,
+    /// `[compact]` u32.
+    pub compact_column: CubeTensor<R>,
+    /// `[out]` u32.
+    pub reorder: CubeTensor<R>,
+    /// Rows and columns of the view.
+    pub dims: [usize; 2],
+}
+
+const UNITS_X: u32 = 16;
+const UNITS_Y: u32 = 16;
+
+/// Launches [`spmm_kernel`]: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
+///
+/// # Panics
+/// If `x` is not f32 or its columns are not the weight's.
+pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &BcrcCube<R>) -> CubeTensor<R> {
+    let [m, k] = x.meta.shape().dims::<2>();
+    let [out, wk] = w.dims;
+    assert_eq!(k, wk, "BCRC spmm: x has {k} columns, the weight {wk}");
+    assert_eq!(x.dtype, DType::F32, "BCRC spmm works on f32 tensors");
+    let client = x.client.clone();
+    let y = empty_device_contiguous_dtype(
+        client.clone(),
+        x.device.clone(),
+        Shape::new([m, out]),
+        DType::F32,
+    );
+    if m * out == 0 {
+        return y;
+    }
+    let count = CubeCount::Static(
+        (out as u32).div_ceil(UNITS_X),
+        (m as u32).div_ceil(UNITS_Y),
+        1,
+    );
+    spmm_kernel::launch::<R>(
+        &client,
+        count,
+        CubeDim::new_2d(UNITS_X, UNITS_Y),
+        x.clone().into_tensor_arg(),
+        w.weights.clone().into_array_arg(),
+        w.row_offset.clone().into_array_arg(),
+        w.row_cols.clone().into_array_arg(),
+        w.compact_column.clone().into_array_arg(),
+        w.reorder.clone().into_array_arg(),
+        y.clone().into_array_arg(),
+        m as u32,
+        out as u32,
+    );
+    y
+}
+
+impl<R: CubeRuntime> BcrcCube<R> {
+    /// Copies a BCRC weight to `device`.
+    ///
+    /// # Panics
+    /// If the weight does not hold together ([`Bcrc::validate`](super::Bcrc::validate)): the
+    /// kernel indexes through its arrays unchecked.
+    pub fn upload(w: &super::Bcrc, device: &R::Device) -> Self {
+        if let Err(e) = w.validate() {
+            panic!("BCRC upload: {e}");
+        }
+        let client = R::client(device);
+        let tensor = |bytes: &[u8], len: usize, dtype: DType| {
+            CubeTensor::new_contiguous(
+                client.clone(),
+                device.clone(),
+                Shape::new([len]),
+                client.create_from_slice(bytes),
+                dtype,
+            )
+        };
+        // an empty array still needs a buffer: one unused element
+        let or_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        let mut row_cols = vec![0u32; w.out];
+        for g in 0..w.groups() {
+            for p in w.occurrence[g] as usize..w.occurrence[g + 1] as usize {
+                row_cols[p] = w.column_stride[g];
+            }
+        }
+        let weights = if w.weights.is_empty() {
+            vec![0.0]
+        } else {
+            w.weights.clone()
+        };
+        let compact = or_one(&w.compact_column);
+        Self {
+            weights: tensor(bytemuck::cast_slice(&weights), weights.len(), DType::F32),
+            row_offset: tensor(
+                bytemuck::cast_slice(&w.row_offset),
+                w.row_offset.len(),
+                DType::U32,
+            ),
+            row_cols: tensor(
+                bytemuck::cast_slice(&or_one(&row_cols)),
+                w.out.max(1),
+                DType::U32,
+            ),
+            compact_column: tensor(bytemuck::cast_slice(&compact), compact.len(), DType::U32),
+            reorder: tensor(
+                bytemuck::cast_slice(&or_one(&w.reorder)),
+                w.out.max(1),
+                DType::U32,
+            ),
+            dims: [w.out, w.k],
+        }
+    }
+}
