@@ -17,13 +17,19 @@
 //! - [`project`]: GEMM views and the Euclidean projection onto the BCR set (exact per block
 //!   where the block's smaller side is small, a stated allocation across blocks).
 //!
+//! - `pack` (feature `backend`): a projected weight in the BCRC format of
+//!   `cubecl_kernels::bcrc`, and its index bytes beside CSR's and a bitmask's.
+//!
 //! # Feature flags
 //!
-//! None yet.
+//! - `backend` (default): BCRC packing (depends on `cubecl-kernels`). Without it the crate is
+//!   the level and projection library alone.
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod level;
+#[cfg(feature = "backend")]
+pub mod pack;
 pub mod project;
 
 pub use error::BcrError;

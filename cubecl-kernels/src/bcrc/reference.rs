@@ -25,7 +25,8 @@ const ROWS: usize = 4;
 /// row-major → `y: [m, out]`, rows in the view's order.
 ///
 /// # Panics
-/// If `x` does not have `m · K` values or `w` does not hold together ([`Bcrc::validate`]).
+/// If `x` does not have `m · K` values or `w` does not hold together (its permutation, groups
+/// and offsets are checked as they are used; [`Bcrc::validate`] checks everything).
 pub fn spmm(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
     product(x, m, &Units::new(w, true))
 }
@@ -64,7 +65,9 @@ pub fn spmm_csr(x: &[f32], m: usize, w: &Csr) -> Vec<f32> {
     )
 }
 
-/// A validated BCRC weight cut into tasks: `(group, first row, end row)` of the reordered matrix.
+/// A validated BCRC weight cut into tasks: runs of at most [`UNIT_ROWS`] consecutive rows of the
+/// reordered matrix (a run may span several patterns: many patterns have one or two rows), with
+/// the pattern of each run's first row.
 struct Units<'a> {
     w: &'a Bcrc,
     units: Vec<(usize, usize, usize)>,
@@ -73,15 +76,35 @@ struct Units<'a> {
 
 impl<'a> Units<'a> {
     fn new(w: &'a Bcrc, lre: bool) -> Self {
-        if let Err(e) = w.validate() {
-            panic!("spmm: {e}");
-        }
+        // what the tasks rely on beyond slicing (which checks the offsets as it goes): the
+        // output permutation and the groups' rows (a full `validate` reads every weight, a cost
+        // of the order of the product itself at 10×)
+        let mut seen = vec![false; w.out];
+        assert!(
+            w.reorder.len() == w.out
+                && w.reorder.iter().all(|&r| {
+                    (r as usize) < w.out && !std::mem::replace(&mut seen[r as usize], true)
+                }),
+            "spmm: reorder is not a permutation of 0..{}",
+            w.out
+        );
+        assert!(
+            w.row_offset.len() == w.out + 1
+                && !w.occurrence.is_empty()
+                && w.occurrence.len() == w.column_stride.len()
+                && w.occurrence[0] == 0
+                && w.occurrence.windows(2).all(|o| o[0] <= o[1])
+                && w.occurrence[w.occurrence.len() - 1] as usize == w.out,
+            "spmm: occurrence does not rise from 0 to {} rows",
+            w.out
+        );
         let mut units = Vec::new();
-        for g in 0..w.groups() {
-            let (a, b) = (w.occurrence[g] as usize, w.occurrence[g + 1] as usize);
-            for p in (a..b).step_by(UNIT_ROWS) {
-                units.push((g, p, (p + UNIT_ROWS).min(b)));
+        let mut g = 0;
+        for p0 in (0..w.out).step_by(UNIT_ROWS) {
+            while w.occurrence[g + 1] as usize <= p0 {
+                g += 1;
             }
+            units.push((g, p0, (p0 + UNIT_ROWS).min(w.out)));
         }
         Self { w, units, lre }
     }
@@ -101,13 +124,23 @@ unsafe impl PanelWeight for Units<'_> {
         self.units.len()
     }
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
-        let (g, p0, p1) = self.units[t];
+        let (mut g, p0, p1) = self.units[t];
         let w = self.w;
-        let cols = w.pattern(g);
-        let rows: Vec<&[f32]> = (p0..p1).map(|p| w.row_weights(p)).collect();
         let mut acc = vec![[0f32; L]; p1 - p0];
         let step = if self.lre { ROWS } else { 1 };
-        rows_product(lines, cols, &rows, &mut acc, step);
+        let mut p = p0;
+        while p < p1 {
+            // the rows of pattern `g` within the run
+            let end = (w.occurrence[g + 1] as usize).min(p1);
+            let mut rows: [&[f32]; UNIT_ROWS] = [&[]; UNIT_ROWS];
+            for (row, p) in rows.iter_mut().zip(p..end) {
+                *row = w.row_weights(p);
+            }
+            let rows = &rows[..end - p];
+            rows_product(lines, w.pattern(g), rows, &mut acc[p - p0..end - p0], step);
+            p = end;
+            g += 1;
+        }
         (acc, &w.reorder[p0..p1])
     }
 }
@@ -167,15 +200,36 @@ fn rows_product<const L: usize>(
     for t0 in (0..cols.len()).step_by(CHUNK) {
         let t1 = (t0 + CHUNK).min(cols.len());
         let cols = &cols[t0..t1];
-        for (rows, acc) in rows.chunks(step).zip(acc.chunks_mut(step)) {
-            if let Ok(acc) = <&mut [[f32; L]; ROWS]>::try_from(&mut *acc) {
-                let rows: [&[f32]; ROWS] = std::array::from_fn(|q| &rows[q][t0..t1]);
-                accumulate(lines, cols, rows, acc);
+        // rows `step` at a time where there are that many, then two, then one
+        let (mut rows, mut acc) = (rows, &mut *acc);
+        while !rows.is_empty() {
+            let take = if rows.len() >= step {
+                step
             } else {
-                for (row, acc) in rows.iter().zip(acc.iter_mut()) {
-                    accumulate(lines, cols, [&row[t0..t1]], std::array::from_mut(acc));
+                rows.len().min(2)
+            };
+            let (now, rest) = rows.split_at(take.min(rows.len()));
+            let (sums, more) = acc.split_at_mut(now.len());
+            match take {
+                ROWS => accumulate(
+                    lines,
+                    cols,
+                    std::array::from_fn::<_, ROWS, _>(|q| &now[q][t0..t1]),
+                    sums.try_into().expect("ROWS sums"),
+                ),
+                2 => accumulate(
+                    lines,
+                    cols,
+                    [&now[0][t0..t1], &now[1][t0..t1]],
+                    sums.try_into().expect("two sums"),
+                ),
+                _ => {
+                    for (row, sum) in now.iter().zip(sums.iter_mut()) {
+                        accumulate(lines, cols, [&row[t0..t1]], std::array::from_mut(sum));
+                    }
                 }
             }
+            (rows, acc) = (rest, more);
         }
     }
 }

@@ -1,0 +1,99 @@
+//! A projected weight packed into BCRC (`cubecl_kernels::bcrc`), and what its index arrays cost
+//! beside CSR's and a dense bitmask's for the same kept entries.
+
+use crate::error::BcrError;
+use crate::project::{BcrMask, View};
+use cubecl_kernels::bcrc::{Bcrc, Csr, bitmask_bytes};
+
+/// The BCRC form of `view` under `mask` (pruned weights dropped; kept weights stored even where
+/// their value is zero, so the pattern is the mask's).
+pub fn pack(view: &View, mask: &BcrMask) -> Result<Bcrc, BcrError> {
+    if (mask.rows, mask.cols) != (view.rows, view.cols) {
+        return Err(BcrError::Shape(format!(
+            "a {} × {} mask for a {} × {} view",
+            mask.rows, mask.cols, view.rows, view.cols
+        )));
+    }
+    Bcrc::from_dense(view.rows, view.cols, &view.data, &mask.dense())
+        .map_err(|e| BcrError::Corrupt(e.to_string()))
+}
+
+/// Bytes of extra (index) data for one weight's kept entries, in three formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexBytes {
+    /// BCRC: reorder, row offset, occurrence, column stride, compact column.
+    pub bcrc: usize,
+    /// CSR: row pointers and column indices.
+    pub csr: usize,
+    /// A dense bitmask, one bit per weight of the view.
+    pub bitmask: usize,
+    /// Kept weights (4 bytes each in every format).
+    pub nnz: usize,
+    /// Column patterns of the BCRC form.
+    pub patterns: usize,
+}
+
+impl IndexBytes {
+    /// The three sizes of a packed weight's index data.
+    pub fn of(w: &Bcrc) -> Self {
+        Self {
+            bcrc: w.index_bytes(),
+            csr: Csr::of(w).index_bytes(),
+            bitmask: bitmask_bytes(w.out, w.k),
+            nnz: w.weights.len(),
+            patterns: w.groups(),
+        }
+    }
+
+    /// BCRC's index data less than CSR's, as a fraction of CSR's (negative: more).
+    pub fn saving_vs_csr(&self) -> f64 {
+        1.0 - self.bcrc as f64 / self.csr as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::level::Level;
+    use crate::project::project;
+
+    fn view(rows: usize, cols: usize) -> View {
+        let data = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1009) as f32 - 504.0) / 504.0)
+            .collect();
+        View::new(rows, cols, data).unwrap()
+    }
+
+    #[test]
+    fn a_projected_weight_packs_and_comes_back() {
+        let v = view(32, 96);
+        let level: Level = "10x:4x16".parse().unwrap();
+        let mask = project(&v, level).unwrap();
+        let w = pack(&v, &mask).unwrap();
+        assert_eq!(w.weights.len(), level.budget(32 * 96));
+        assert_eq!(w.dense(), mask.apply(&v).data);
+        let sizes = IndexBytes::of(&w);
+        assert_eq!(sizes.nnz, w.weights.len());
+        assert_eq!(sizes.bitmask, 32 * 96 / 8);
+    }
+
+    #[test]
+    fn rows_sharing_a_block_pattern_share_their_columns() {
+        // blocks as wide as the view: the kept rows of every strip keep the same columns, so
+        // BCRC stores each strip's columns once where CSR stores them per row
+        let v = view(64, 128);
+        let mask = project(&v, "8x:8x128".parse().unwrap()).unwrap();
+        let w = pack(&v, &mask).unwrap();
+        let sizes = IndexBytes::of(&w);
+        assert!(sizes.patterns <= 64 / 8 + 1, "{} patterns", sizes.patterns);
+        assert!(sizes.bcrc < sizes.csr, "{sizes:?}");
+    }
+
+    #[test]
+    fn a_mask_of_another_shape_is_refused() {
+        let v = view(8, 16);
+        let mask = project(&view(16, 8), "4x:4x4".parse().unwrap()).unwrap();
+        let e = pack(&v, &mask).unwrap_err().to_string();
+        assert!(e.contains("16 × 8 mask for a 8 × 16 view"), "{e}");
+    }
+}
