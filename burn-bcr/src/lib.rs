@@ -17,6 +17,9 @@
 //! - [`project`]: GEMM views and the Euclidean projection onto the BCR set (exact per block
 //!   where the block's smaller side is small, a stated allocation across blocks).
 //!
+//! - [`admm`]: ADMM state per pruned layer (`Z`, `U`, the staged or smooth `ρ` from 1e-4 to
+//!   1e-1), the penalty and its gradient, hard pruning.
+//! - [`tune`]: the block-size tuner, GRIM's Listing 1 as written.
 //! - `pack` (feature `backend`): a projected weight in the BCRC format of
 //!   `cubecl_kernels::bcrc`, and its index bytes beside CSR's and a bitmask's.
 //!
@@ -26,11 +29,13 @@
 //!   the level and projection library alone.
 #![warn(missing_docs)]
 
+pub mod admm;
 pub mod error;
 pub mod level;
 #[cfg(feature = "backend")]
 pub mod pack;
 pub mod project;
+pub mod tune;
 
 pub use error::BcrError;
 pub use level::{Block, Level};

@@ -3,6 +3,7 @@
 pub mod cifar;
 pub mod idx;
 pub mod mnist;
+pub mod ts;
 
 use crate::error::{Error, Result};
 use burn::prelude::*;
