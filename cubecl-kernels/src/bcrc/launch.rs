@@ -94,9 +94,8 @@ impl<R: CubeRuntime> BcrcCube<R> {
         let or_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
         let mut row_cols = vec![0u32; w.out];
         for g in 0..w.groups() {
-            for p in w.occurrence[g] as usize..w.occurrence[g + 1] as usize {
-                row_cols[p] = w.column_stride[g];
-            }
+            let rows = w.occurrence[g] as usize..w.occurrence[g + 1] as usize;
+            row_cols[rows].fill(w.column_stride[g]);
         }
         let weights = if w.weights.is_empty() {
             vec![0.0]
