@@ -177,17 +177,14 @@ mod tests {
         "8x:4x8".parse().unwrap()
     }
 
+    fn staged(w: &View, updates_per_stage: usize) -> Admm {
+        Admm::new(w, level(), Schedule::Staged { updates_per_stage }).unwrap()
+    }
+
     #[test]
     fn the_penalty_gradient_is_the_penalty_s_derivative() {
         let w = view(1);
-        let mut admm = Admm::new(
-            &w,
-            level(),
-            Schedule::Staged {
-                updates_per_stage: 2,
-            },
-        )
-        .unwrap();
+        let mut admm = staged(&w, 2);
         admm.rho = 0.3;
         admm.u
             .iter_mut()
@@ -216,14 +213,7 @@ mod tests {
         let (eps, lr) = (0.01f32, 5.0f32);
         let w0 = view(7);
         let mut w = w0.clone();
-        let mut admm = Admm::new(
-            &w,
-            level(),
-            Schedule::Staged {
-                updates_per_stage: 3,
-            },
-        )
-        .unwrap();
+        let mut admm = staged(&w, 3);
         let start = admm.distance(&w).unwrap();
         for _ in 0..15 {
             for _ in 0..10 {
@@ -248,14 +238,7 @@ mod tests {
     #[test]
     fn staged_rho_rises_tenfold_per_stage_and_resets_u() {
         let w = view(3);
-        let mut admm = Admm::new(
-            &w,
-            level(),
-            Schedule::Staged {
-                updates_per_stage: 2,
-            },
-        )
-        .unwrap();
+        let mut admm = staged(&w, 2);
         admm.update(&w).unwrap();
         assert_eq!(admm.rho, 1e-4);
         assert!(admm.u.iter().any(|&u| u != 0.0) || admm.distance(&w).unwrap() == 0.0);

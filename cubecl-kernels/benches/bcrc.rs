@@ -16,8 +16,10 @@ use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::bcrc::{Bcrc, BcrcCube, Csr, launch_spmm, reference};
-use cubecl_kernels::testing::{random_bcrc, uniform};
+use cubecl_kernels::testing::random_bcrc;
 use std::time::Duration;
+
+mod common;
 
 /// GRU (the paper's Fig. 15 matrices, batch 32 per step) and VGG-16 (CIFAR-10 conv at 16 × 16,
 /// ImageNet conv at 14 × 14) GEMMs: (name, M, K, out).
@@ -39,16 +41,10 @@ fn weights(out: usize, k: usize) -> [(&'static str, Bcrc); 2] {
 fn host(c: &mut Criterion) {
     for (name, m, k, out) in SHAPES {
         let group = format!("bcrc_host_{name}_m{m}_k{k}_o{out}");
-        let x = uniform(m * k, 3);
-        let device = Default::default();
-        let xt = Tensor::<NdArray, 2>::from_data(TensorData::new(x.clone(), [m, k]), &device);
-        let w = Tensor::<NdArray, 2>::from_data(
-            TensorData::new(uniform(k * out, 4), [k, out]),
-            &device,
-        );
-        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |b, _| {
-            b.iter(|| xt.clone().matmul(w.clone()).into_data())
-        });
+        let (x, _) =
+            common::dense_row::<NdArray>(c, &group, [m, k, out], &Default::default(), |y| {
+                y.into_data();
+            });
         for (shape, bcrc) in weights(out, k) {
             let csr = Csr::of(&bcrc);
             c.bench_with_input(
@@ -78,21 +74,10 @@ fn wgpu(c: &mut Criterion) {
     let device = Default::default();
     for (name, m, k, out) in SHAPES {
         let group = format!("bcrc_wgpu_{name}_m{m}_k{k}_o{out}");
-        let xs = uniform(m * k, 3);
-        let x = Tensor::<Wgpu, 2>::from_data(TensorData::new(xs.clone(), [m, k]), &device);
-        let w =
-            Tensor::<Wgpu, 2>::from_data(TensorData::new(uniform(k * out, 4), [k, out]), &device);
-        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |b, _| {
-            b.iter(|| {
-                let y = x.clone().matmul(w.clone());
-                <Wgpu as Backend>::sync(&device).unwrap();
-                y
-            })
+        let (xs, x) = common::dense_row::<Wgpu>(c, &group, [m, k, out], &device, |_| {
+            <Wgpu as Backend>::sync(&device).unwrap();
         });
-        let xp = match x.clone().into_primitive() {
-            TensorPrimitive::Float(t) => t,
-            TensorPrimitive::QFloat(_) => unreachable!("f32 input"),
-        };
+        let xp = common::primitive(x);
         for (shape, bcrc) in weights(out, k) {
             for (label, layout) in [("lre", bcrc.clone()), ("ungrouped", bcrc.ungrouped())] {
                 let cube = BcrcCube::upload(&layout, &device);

@@ -15,8 +15,10 @@ use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::hinm::{Packed, PackedCube, launch_spmm, reference};
-use cubecl_kernels::testing::{random_packed, uniform};
+use cubecl_kernels::testing::random_packed;
 use std::time::Duration;
+
+mod common;
 
 /// ResNet-18 (ImageNet, batch 1) and DeiT-S (batch 1) GEMMs: (name, M, K, out).
 const SHAPES: [(&str, usize, usize, usize); 4] = [
@@ -50,16 +52,10 @@ fn levels(out: usize, k: usize) -> Vec<(&'static str, Packed)> {
 fn host(c: &mut Criterion) {
     for (name, m, k, out) in SHAPES {
         let group = format!("hinm_host_{name}_m{m}_k{k}_o{out}");
-        let x = uniform(m * k, 3);
-        let device = Default::default();
-        let xt = Tensor::<NdArray, 2>::from_data(TensorData::new(x.clone(), [m, k]), &device);
-        let w = Tensor::<NdArray, 2>::from_data(
-            TensorData::new(uniform(k * out, 4), [k, out]),
-            &device,
-        );
-        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |b, _| {
-            b.iter(|| xt.clone().matmul(w.clone()).into_data())
-        });
+        let (x, _) =
+            common::dense_row::<NdArray>(c, &group, [m, k, out], &Default::default(), |y| {
+                y.into_data();
+            });
         for (level, packed) in levels(out, k) {
             c.bench_with_input(BenchmarkId::new(&group, level), &(), |b, _| {
                 b.iter(|| reference::spmm(&x, m, &packed))
@@ -95,20 +91,10 @@ where
     let device = R::Device::default();
     for (name, m, k, out) in SHAPES {
         let group = format!("hinm_{runtime}_{name}_m{m}_k{k}_o{out}");
-        let xs = uniform(m * k, 3);
-        let x = Tensor::<B, 2>::from_data(TensorData::new(xs.clone(), [m, k]), &device);
-        let w = Tensor::<B, 2>::from_data(TensorData::new(uniform(k * out, 4), [k, out]), &device);
-        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |b, _| {
-            b.iter(|| {
-                let y = x.clone().matmul(w.clone());
-                B::sync(&device).unwrap();
-                y
-            })
+        let (xs, x) = common::dense_row::<B>(c, &group, [m, k, out], &device, |_| {
+            B::sync(&device).unwrap();
         });
-        let xp = match x.clone().into_primitive() {
-            TensorPrimitive::Float(t) => t,
-            TensorPrimitive::QFloat(_) => unreachable!("f32 input"),
-        };
+        let xp = common::primitive(x);
         for (level, packed) in levels(out, k) {
             let cube = PackedCube::upload(&packed, &device);
             let got: Vec<f32> =

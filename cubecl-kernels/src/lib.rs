@@ -55,6 +55,7 @@ pub mod approx;
 pub mod bcrc;
 pub mod bsr;
 pub mod decorator;
+mod grid;
 pub mod hinm;
 mod panel;
 pub mod runtime;

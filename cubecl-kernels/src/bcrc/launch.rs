@@ -2,10 +2,8 @@
 
 use super::kernel::spmm_kernel;
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
-use cubecl::prelude::*;
 
 /// A BCRC weight's arrays on the device (see [`Bcrc`](super::Bcrc)), with one derived array:
 /// `row_cols[p]`, the start of reordered row `p`'s pattern in `compact_column` (so a unit needs
@@ -26,37 +24,20 @@ pub struct BcrcCube<R: CubeRuntime> {
     pub dims: [usize; 2],
 }
 
-const UNITS_X: u32 = 16;
-const UNITS_Y: u32 = 16;
-
 /// Launches [`spmm_kernel`]: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
 ///
 /// # Panics
 /// If `x` is not f32 or its columns are not the weight's.
 pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &BcrcCube<R>) -> CubeTensor<R> {
-    let [m, k] = x.meta.shape().dims::<2>();
     let [out, wk] = w.dims;
-    assert_eq!(k, wk, "BCRC spmm: x has {k} columns, the weight {wk}");
-    assert_eq!(x.dtype, DType::F32, "BCRC spmm works on f32 tensors");
-    let client = x.client.clone();
-    let y = empty_device_contiguous_dtype(
-        client.clone(),
-        x.device.clone(),
-        Shape::new([m, out]),
-        DType::F32,
-    );
-    if m * out == 0 {
+    let (m, y, grid) = crate::grid::outputs(x, wk, out, "BCRC spmm");
+    let Some((count, dim)) = grid else {
         return y;
-    }
-    let count = CubeCount::Static(
-        (out as u32).div_ceil(UNITS_X),
-        (m as u32).div_ceil(UNITS_Y),
-        1,
-    );
+    };
     spmm_kernel::launch::<R>(
-        &client,
+        &x.client,
         count,
-        CubeDim::new_2d(UNITS_X, UNITS_Y),
+        dim,
         x.clone().into_tensor_arg(),
         w.weights.clone().into_array_arg(),
         w.row_offset.clone().into_array_arg(),

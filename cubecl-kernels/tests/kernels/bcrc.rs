@@ -3,27 +3,11 @@
 //! fill a cube, padded-row and strided activations.
 
 use crate::hinm::padded_rows;
+use crate::{cube, floats};
 use burn::backend::Wgpu;
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-use burn_cubecl::tensor::CubeTensor;
-use cubecl::wgpu::WgpuRuntime;
+use burn::tensor::{Tensor, TensorData};
 use cubecl_kernels::bcrc::{Bcrc, BcrcCube, launch_spmm, reference};
 use cubecl_kernels::testing::{random_bcrc, uniform};
-
-type Cube = CubeTensor<WgpuRuntime>;
-
-fn cube(values: &[f32], shape: [usize; 2]) -> Cube {
-    Tensor::<Wgpu, 2>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
-        .into_primitive()
-        .tensor()
-}
-
-fn floats(t: Cube) -> Vec<f32> {
-    Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(t))
-        .into_data()
-        .to_vec()
-        .unwrap()
-}
 
 #[test]
 fn the_kernel_equals_the_host_implementation_bit_for_bit() {
@@ -37,14 +21,17 @@ fn the_kernel_equals_the_host_implementation_bit_for_bit() {
         let w = random_bcrc(out, k, block, keep, (m * out) as u64);
         let x = uniform(m * k, 3);
         let want = reference::spmm(&x, m, &w);
-        let got = floats(launch_spmm(
+        let got = floats::<2>(launch_spmm(
             &cube(&x, [m, k]),
             &BcrcCube::upload(&w, &device),
         ));
         assert_eq!(got, want, "m={m} {out}x{k} blocks {block:?}");
         // the layout without shared patterns gives the same outputs
         let ungrouped = BcrcCube::upload(&w.ungrouped(), &device);
-        assert_eq!(floats(launch_spmm(&cube(&x, [m, k]), &ungrouped)), want);
+        assert_eq!(
+            floats::<2>(launch_spmm(&cube(&x, [m, k]), &ungrouped)),
+            want
+        );
     }
 }
 
@@ -56,7 +43,7 @@ fn empty_rows_and_an_empty_weight_give_zeros() {
     let values: Vec<f32> = (0..out * k).map(|i| i as f32).collect();
     let w = Bcrc::from_dense(out, k, &values, &keep).unwrap();
     let x = uniform(m * k, 5);
-    let got = floats(launch_spmm(
+    let got = floats::<2>(launch_spmm(
         &cube(&x, [m, k]),
         &BcrcCube::upload(&w, &Default::default()),
     ));
@@ -67,7 +54,7 @@ fn empty_rows_and_an_empty_weight_give_zeros() {
             .all(|(i, &y)| (i % out == 2) || y == 0.0)
     );
     let none = Bcrc::from_dense(out, k, &values, &[false; 60]).unwrap();
-    let got = floats(launch_spmm(
+    let got = floats::<2>(launch_spmm(
         &cube(&x, [m, k]),
         &BcrcCube::upload(&none, &Default::default()),
     ));
@@ -81,7 +68,7 @@ fn padded_and_strided_activations_are_read_through_their_strides() {
     let x = uniform(m * k, 8);
     let want = reference::spmm(&x, m, &w);
     let device = Default::default();
-    let got = floats(launch_spmm(
+    let got = floats::<2>(launch_spmm(
         &padded_rows(&x, [m, k]),
         &BcrcCube::upload(&w, &device),
     ));
@@ -93,7 +80,7 @@ fn padded_and_strided_activations_are_read_through_their_strides() {
         .into_primitive()
         .tensor();
     assert_eq!(
-        floats(launch_spmm(&t, &BcrcCube::upload(&w, &device))),
+        floats::<2>(launch_spmm(&t, &BcrcCube::upload(&w, &device))),
         want
     );
 }

@@ -3,28 +3,14 @@
 //! the block-sparse weight gradient under every multiply kind, tile edges and long runs.
 
 use burn::backend::Wgpu;
-use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
-use burn_cubecl::tensor::CubeTensor;
+use burn::tensor::{Int, Tensor, TensorData};
 use cubecl::wgpu::WgpuRuntime;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::prune::{self, PrunedCube};
 use cubecl_kernels::bsr::{host, keep_count, spmm};
 use cubecl_kernels::testing::{multipliers, uniform};
 
-type Cube = CubeTensor<WgpuRuntime>;
-
-fn cube<const D: usize>(values: &[f32], shape: [usize; D]) -> Cube {
-    Tensor::<Wgpu, D>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
-        .into_primitive()
-        .tensor()
-}
-
-fn floats<const D: usize>(t: Cube) -> Vec<f32> {
-    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
-        .into_data()
-        .to_vec()
-        .unwrap()
-}
+use crate::{Cube, cube, floats};
 
 /// A u32 tensor read back (its handle reinterpreted as an int tensor of the same width).
 fn words<const D: usize>(mut t: Cube) -> Vec<u32> {

@@ -2,27 +2,11 @@
 //! is no GPU), bit for bit: tile heights below and above a cube, row counts that do not fill a
 //! cube, strided activations, a single group per row.
 
+use crate::{Cube, cube, floats};
 use burn::backend::Wgpu;
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-use burn_cubecl::tensor::CubeTensor;
-use cubecl::wgpu::WgpuRuntime;
+use burn::tensor::{Tensor, TensorData};
 use cubecl_kernels::hinm::{PackedCube, launch_spmm, reference};
 use cubecl_kernels::testing::{random_packed as packed, uniform};
-
-type Cube = CubeTensor<WgpuRuntime>;
-
-fn cube(values: &[f32], shape: [usize; 2]) -> Cube {
-    Tensor::<Wgpu, 2>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
-        .into_primitive()
-        .tensor()
-}
-
-fn floats(t: Cube) -> Vec<f32> {
-    Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(t))
-        .into_data()
-        .to_vec()
-        .unwrap()
-}
 
 #[test]
 fn the_kernel_equals_the_host_implementation_bit_for_bit() {
@@ -35,7 +19,7 @@ fn the_kernel_equals_the_host_implementation_bit_for_bit() {
     ] {
         let w = packed(out, k, v, nnz, (m * out) as u64);
         let x = uniform(m * k, 3);
-        let got = floats(launch_spmm(
+        let got = floats::<2>(launch_spmm(
             &cube(&x, [m, k]),
             &PackedCube::upload(&w, &device),
         ));
@@ -58,7 +42,7 @@ fn strided_activations_are_read_through_their_strides() {
         .transpose()
         .into_primitive()
         .tensor();
-    let got = floats(launch_spmm(
+    let got = floats::<2>(launch_spmm(
         &t,
         &PackedCube::upload(&w, &Default::default()),
     ));
@@ -88,7 +72,7 @@ fn device_values_with_padded_rows_are_read_as_values() {
     let w = packed(out, k, v, nnz, 21);
     let x = uniform(m * k, 4);
     let values = padded_rows(&w.values, [out, nnz / 2]);
-    let got = floats(launch_spmm(
+    let got = floats::<2>(launch_spmm(
         &cube(&x, [m, k]),
         &PackedCube::with_values(&w, values),
     ));
