@@ -1,7 +1,9 @@
 //! Data loaders. Every loader reads local files (nothing is downloaded at run time).
 
 pub mod cifar;
+pub mod fsdd;
 pub mod idx;
+pub mod mfcc;
 pub mod mnist;
 pub mod ts;
 
