@@ -10,12 +10,15 @@
 //! - [`resnet`]: ResNet-18/34/50 with the ImageNet or the CIFAR stem and a width knob;
 //!   [`deit`]: DeiT-Ti/S/B. Their trainable parameter counts are the published ones (tested).
 //!   They are library models for now: the CLI's [`classifier::ModelKind`] does not list them yet.
+//! - [`gru`]: a GRU sequence classifier (stacked stock `burn::nn::Gru`, logits from each
+//!   sequence's last valid step) for the speech and speaker tasks of BCR; a library model for now.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
 //! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
 //!   a loaded record).
 //! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw; CIFAR-10 as an
-//!   ImageFolder or the binary batches) and a real MNIST subset compiled into the crate, so
+//!   ImageFolder or the binary batches; FSDD's WAVs as MFCC sequences; `.ts` series such as
+//!   Japanese Vowels) and a real MNIST subset compiled into the crate, so
 //!   training runs offline with no arguments.
 //!
 //! ```
@@ -50,6 +53,7 @@ pub mod classifier;
 pub mod data;
 pub mod deit;
 pub mod error;
+pub mod gru;
 pub mod lenet;
 pub mod params;
 pub mod resmlp;
