@@ -47,9 +47,16 @@ pub fn module_graph(src: &Path) -> Result<BTreeMap<String, BTreeSet<String>>> {
     Ok(graph)
 }
 
+/// The `.rs` files at or below `path` (a module's folder may also hold test fixtures: data,
+/// not code, and not necessarily text).
 fn rust_files(path: &Path) -> Result<Vec<std::path::PathBuf>> {
     if path.is_file() {
-        return Ok(vec![path.to_path_buf()]);
+        let rust = path.extension().is_some_and(|e| e == "rs");
+        return Ok(if rust {
+            vec![path.to_path_buf()]
+        } else {
+            vec![]
+        });
     }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(path)? {
@@ -146,6 +153,13 @@ mod tests {
         std::fs::write(
             dir.join("src/data/mod.rs"),
             "// see crate::model\nfn f() -> crate::model::X { x() }\n",
+        )
+        .unwrap();
+        // a binary fixture beside the code is not read
+        std::fs::create_dir_all(dir.join("src/data/fixtures")).unwrap();
+        std::fs::write(
+            dir.join("src/data/fixtures/a.wav"),
+            [0xffu8, 0xfe, 0x00, 0x80],
         )
         .unwrap();
         let g = module_graph(&dir.join("src")).unwrap();
