@@ -10,6 +10,8 @@
 //! - [`resnet`]: ResNet-18/34/50 with the ImageNet or the CIFAR stem and a width knob;
 //!   [`deit`]: DeiT-Ti/S/B. Their trainable parameter counts are the published ones (tested).
 //!   They are library models for now: the CLI's [`classifier::ModelKind`] does not list them yet.
+//! - [`vgg`]: VGG-16 in its CIFAR-10 configuration (parameter count tested), for BCR's tuner and
+//!   kernel shapes; a library model for now.
 //! - [`gru`]: a GRU sequence classifier (stacked stock `burn::nn::Gru`, logits from each
 //!   sequence's last valid step) for the speech and speaker tasks of BCR; a library model for now.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
@@ -58,5 +60,6 @@ pub mod lenet;
 pub mod params;
 pub mod resmlp;
 pub mod resnet;
+pub mod vgg;
 
 pub use error::{Error, Result};
