@@ -5,6 +5,7 @@ pub mod fsdd;
 pub mod idx;
 pub mod mfcc;
 pub mod mnist;
+pub mod sequence;
 pub mod ts;
 
 use crate::error::{Error, Result};
