@@ -650,13 +650,9 @@ mod tests {
             assert_eq!(mask.dense().iter().filter(|&&k| k).count(), budget);
             assert_bcr(&mask);
             let z = mask.apply(&view);
-            let again = mask_of(&project(&z, level).unwrap(), &z);
+            let again = project(&z, level).unwrap().apply(&z);
             assert_eq!(again, z, "Π(Π(W)) = Π(W) at {rate}x:{block:?}");
         }
-    }
-
-    fn mask_of(mask: &BcrMask, view: &View) -> View {
-        mask.apply(view)
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The output and launch grid of the sparse products (HiNM's and BCRC's kernels): one unit per
-//! output of `y: [m, out]`, units along `x` over the outputs' columns (consecutive weight rows,
-//! which share their loads) and along `y` over the activation rows.
+//! What the sparse products (HiNM's and BCRC's kernels) share on the device: their weights'
+//! arrays uploaded, and the output and launch grid — one unit per output of `y: [m, out]`,
+//! units along `x` over the outputs' columns (consecutive weight rows, which share their loads)
+//! and along `y` over the activation rows.
 
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -40,4 +41,28 @@ pub(crate) fn outputs<R: CubeRuntime>(
         )
     });
     (m, y, grid)
+}
+
+/// `values` as a contiguous tensor of `shape` on `device`. An empty array becomes one unused
+/// element: a kernel argument needs a buffer.
+pub(crate) fn upload<R: CubeRuntime, T: bytemuck::Pod + Default>(
+    device: &R::Device,
+    values: &[T],
+    shape: &[usize],
+    dtype: DType,
+) -> CubeTensor<R> {
+    let client = R::client(device);
+    let one = [T::default()];
+    let (values, shape) = if values.is_empty() {
+        (&one[..], vec![1])
+    } else {
+        (values, shape.to_vec())
+    };
+    CubeTensor::new_contiguous(
+        client.clone(),
+        device.clone(),
+        Shape::from(shape),
+        client.create_from_slice(bytemuck::cast_slice(values)),
+        dtype,
+    )
 }

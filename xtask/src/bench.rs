@@ -112,9 +112,11 @@ fn merge(old: &str, filter: &str, fresh: Vec<(String, String)>, when: &str) -> S
         .iter()
         .position(|l| l.starts_with("| benchmark"))
         .unwrap_or(head.len());
-    let mut md = head[..table].join("\n");
-    md += &format!("\nRows containing `{filter}`: re-run alone at {when}.\n\n");
-    md = md.replace("\n\n\nRows", "\n\nRows");
+    let text = head[..table].join("\n");
+    let mut md = format!(
+        "{}\n\nRows containing `{filter}`: re-run alone at {when}.\n\n",
+        text.trim_end()
+    );
     for l in &head[table..] {
         md += l;
         md += "\n";

@@ -1,9 +1,10 @@
 //! Launch of the BCRC sparse-product kernel.
 
 use super::kernel::spmm_kernel;
+use crate::grid::upload;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
-use burn_std::{DType, Shape};
+use burn_std::DType;
 
 /// A BCRC weight's arrays on the device (see [`Bcrc`](super::Bcrc)), with one derived array:
 /// `row_cols[p]`, the start of reordered row `p`'s pattern in `compact_column` (so a unit needs
@@ -61,47 +62,18 @@ impl<R: CubeRuntime> BcrcCube<R> {
         if let Err(e) = w.validate() {
             panic!("BCRC upload: {e}");
         }
-        let client = R::client(device);
-        let tensor = |bytes: &[u8], len: usize, dtype: DType| {
-            CubeTensor::new_contiguous(
-                client.clone(),
-                device.clone(),
-                Shape::new([len]),
-                client.create_from_slice(bytes),
-                dtype,
-            )
-        };
-        // an empty array still needs a buffer: one unused element
-        let or_one = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
         let mut row_cols = vec![0u32; w.out];
         for g in 0..w.groups() {
             let rows = w.occurrence[g] as usize..w.occurrence[g + 1] as usize;
             row_cols[rows].fill(w.column_stride[g]);
         }
-        let weights = if w.weights.is_empty() {
-            vec![0.0]
-        } else {
-            w.weights.clone()
-        };
-        let compact = or_one(&w.compact_column);
+        let array = |values: &[u32]| upload(device, values, &[values.len()], DType::U32);
         Self {
-            weights: tensor(bytemuck::cast_slice(&weights), weights.len(), DType::F32),
-            row_offset: tensor(
-                bytemuck::cast_slice(&w.row_offset),
-                w.row_offset.len(),
-                DType::U32,
-            ),
-            row_cols: tensor(
-                bytemuck::cast_slice(&or_one(&row_cols)),
-                w.out.max(1),
-                DType::U32,
-            ),
-            compact_column: tensor(bytemuck::cast_slice(&compact), compact.len(), DType::U32),
-            reorder: tensor(
-                bytemuck::cast_slice(&or_one(&w.reorder)),
-                w.out.max(1),
-                DType::U32,
-            ),
+            weights: upload(device, &w.weights, &[w.weights.len()], DType::F32),
+            row_offset: array(&w.row_offset),
+            row_cols: array(&row_cols),
+            compact_column: array(&w.compact_column),
+            reorder: array(&w.reorder),
             dims: [w.out, w.k],
         }
     }

@@ -231,7 +231,6 @@ impl Bcrc {
     /// The same weight with every row its own group (no pattern shared), in the view's row
     /// order: the layout of the product without load-redundancy elimination.
     pub fn ungrouped(&self) -> Self {
-        let dense = self.dense();
         let mut w = Self {
             out: self.out,
             k: self.k,
@@ -242,16 +241,16 @@ impl Bcrc {
             compact_column: vec![],
             weights: vec![],
         };
-        let mut kept = vec![vec![]; self.out];
+        // each view row's reordered row and pattern
+        let mut at = vec![(0, 0); self.out];
         for g in 0..self.groups() {
             for p in self.occurrence[g] as usize..self.occurrence[g + 1] as usize {
-                kept[self.reorder[p] as usize] = self.pattern(g).to_vec();
+                at[self.reorder[p] as usize] = (p, g);
             }
         }
-        for (i, pat) in kept.into_iter().enumerate() {
-            w.weights
-                .extend(pat.iter().map(|&c| dense[i * self.k + c as usize]));
-            w.compact_column.extend(pat);
+        for (p, g) in at {
+            w.weights.extend_from_slice(self.row_weights(p));
+            w.compact_column.extend_from_slice(self.pattern(g));
             w.row_offset.push(w.weights.len() as u32);
             w.column_stride.push(w.compact_column.len() as u32);
         }

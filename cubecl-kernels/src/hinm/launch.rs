@@ -1,9 +1,10 @@
 //! Launch of the HiNM sparse-product kernel.
 
 use super::kernel::spmm_kernel;
+use crate::grid::upload;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
-use burn_std::{DType, Shape};
+use burn_std::DType;
 
 /// A packed weight's arrays on the device (see [`Packed`](super::Packed)).
 #[derive(Clone, Debug)]
@@ -51,14 +52,7 @@ pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &PackedCube<R>) -> Cube
 impl<R: CubeRuntime> PackedCube<R> {
     /// Copies a (validated) packed weight to `device`.
     pub fn upload(w: &super::Packed, device: &R::Device) -> Self {
-        let client = R::client(device);
-        let values = CubeTensor::new_contiguous(
-            client.clone(),
-            device.clone(),
-            Shape::new([w.out, w.nnz / 2]),
-            client.create_from_slice(bytemuck::cast_slice(&w.values)),
-            DType::F32,
-        );
+        let values = upload(device, &w.values, &[w.out, w.nnz / 2], DType::F32);
         Self::with_values(w, values)
     }
 
@@ -68,30 +62,12 @@ impl<R: CubeRuntime> PackedCube<R> {
     pub fn with_values(w: &super::Packed, values: CubeTensor<R>) -> Self {
         let values = burn_cubecl::kernel::into_contiguous(values);
         let device = values.device.clone();
-        let client = values.client.clone();
-        let tensor = |bytes: &[u8], shape: Vec<usize>, dtype: DType| {
-            CubeTensor::new_contiguous(
-                client.clone(),
-                device.clone(),
-                Shape::from(shape),
-                client.create_from_slice(bytes),
-                dtype,
-            )
-        };
         let words = super::meta_words(w.groups());
         Self {
             values,
-            meta: tensor(
-                bytemuck::cast_slice(&w.meta),
-                vec![w.out, words],
-                DType::U32,
-            ),
-            cols: tensor(
-                bytemuck::cast_slice(&w.cols),
-                vec![w.out / w.v, w.nnz],
-                DType::U32,
-            ),
-            out_perm: tensor(bytemuck::cast_slice(&w.out_perm), vec![w.out], DType::U32),
+            meta: upload(&device, &w.meta, &[w.out, words], DType::U32),
+            cols: upload(&device, &w.cols, &[w.out / w.v, w.nnz], DType::U32),
+            out_perm: upload(&device, &w.out_perm, &[w.out], DType::U32),
             dims: [w.out, w.k, w.v, w.nnz],
         }
     }

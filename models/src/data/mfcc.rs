@@ -127,10 +127,60 @@ pub fn deltas(frames: &[Vec<f64>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The per-frame steps: window, FFT power spectrum, mel filters, log.
+pub struct FrontEnd {
+    cfg: MfccConfig,
+    bank: Vec<Vec<f64>>,
+    window: Vec<f64>,
+    fft: std::sync::Arc<dyn rustfft::Fft<f64>>,
+}
+
+impl FrontEnd {
+    /// The filterbank, Hamming window and FFT plan of `cfg`.
+    pub fn new(cfg: &MfccConfig) -> Self {
+        let n = cfg.frame;
+        Self {
+            cfg: *cfg,
+            bank: filterbank(cfg),
+            window: (0..n)
+                .map(|i| {
+                    0.54 - 0.46 * (2.0 * std::f64::consts::PI * i as f64 / (n - 1) as f64).cos()
+                })
+                .collect(),
+            fft: FftPlanner::<f64>::new().plan_fft_forward(cfg.fft),
+        }
+    }
+
+    /// The log mel energies of one frame of `cfg.frame` samples (windowed, zero-padded to the
+    /// FFT size; each energy floored at 1e-10 before the log).
+    pub fn log_mel(&self, frame: &[f64]) -> Vec<f64> {
+        let mut buf = vec![Complex::new(0.0, 0.0); self.cfg.fft];
+        for (b, (s, w)) in buf.iter_mut().zip(frame.iter().zip(&self.window)) {
+            b.re = s * w;
+        }
+        self.fft.process(&mut buf);
+        let power: Vec<f64> = buf[..self.cfg.fft / 2 + 1]
+            .iter()
+            .map(|c| c.norm_sqr() / self.cfg.fft as f64)
+            .collect();
+        self.bank
+            .iter()
+            .map(|f| {
+                f.iter()
+                    .zip(&power)
+                    .map(|(w, p)| w * p)
+                    .sum::<f64>()
+                    .max(1e-10)
+                    .ln()
+            })
+            .collect()
+    }
+}
+
 /// The 39 features (13 MFCCs, Δ, ΔΔ) of every frame of `samples` (in `[-1, 1]`), normalised
 /// per utterance (module documentation).
 pub fn mfcc(samples: &[f32], cfg: &MfccConfig) -> Vec<Vec<f32>> {
-    let bank = filterbank(cfg);
+    let front = FrontEnd::new(cfg);
     let mut x: Vec<f64> = samples.iter().map(|&s| f64::from(s)).collect();
     for i in (1..x.len()).rev() {
         x[i] -= 0.97 * x[i - 1];
@@ -139,39 +189,12 @@ pub fn mfcc(samples: &[f32], cfg: &MfccConfig) -> Vec<Vec<f32>> {
         x.resize(cfg.frame, 0.0);
     }
     let frames = 1 + (x.len() - cfg.frame) / cfg.hop;
-    let window: Vec<f64> = (0..cfg.frame)
-        .map(|n| {
-            0.54 - 0.46 * (2.0 * std::f64::consts::PI * n as f64 / (cfg.frame - 1) as f64).cos()
-        })
-        .collect();
-    let fft = FftPlanner::<f64>::new().plan_fft_forward(cfg.fft);
-    let mut buf = vec![Complex::new(0.0, 0.0); cfg.fft];
     let cepstra: Vec<Vec<f64>> = (0..frames)
         .map(|t| {
-            buf.fill(Complex::new(0.0, 0.0));
-            for (b, (s, w)) in buf
-                .iter_mut()
-                .zip(x[t * cfg.hop..t * cfg.hop + cfg.frame].iter().zip(&window))
-            {
-                b.re = s * w;
-            }
-            fft.process(&mut buf);
-            let power: Vec<f64> = buf[..cfg.fft / 2 + 1]
-                .iter()
-                .map(|c| c.norm_sqr() / cfg.fft as f64)
-                .collect();
-            let logs: Vec<f64> = bank
-                .iter()
-                .map(|f| {
-                    f.iter()
-                        .zip(&power)
-                        .map(|(w, p)| w * p)
-                        .sum::<f64>()
-                        .max(1e-10)
-                        .ln()
-                })
-                .collect();
-            dct(&logs, cfg.coeffs)
+            dct(
+                &front.log_mel(&x[t * cfg.hop..t * cfg.hop + cfg.frame]),
+                cfg.coeffs,
+            )
         })
         .collect();
     let d1 = deltas(&cepstra);
@@ -267,7 +290,6 @@ mod tests {
     #[test]
     fn a_tone_lights_the_filter_around_its_frequency() {
         let cfg = MfccConfig::default();
-        let bank = filterbank(&cfg);
         let tone = 1000.0;
         // the filter whose centre is nearest 1 kHz in mel
         let top = hz_to_mel(4000.0);
@@ -279,19 +301,12 @@ mod tests {
                     .total_cmp(&(centre(b) - tone).abs())
             })
             .unwrap();
-        // the tone's power spectrum through the filters, by the same steps as `mfcc`
+        // the tone's first frame through the front end's filters
         let samples: Vec<f32> = (0..800)
             .map(|n| (2.0 * std::f64::consts::PI * tone * n as f64 / 8000.0).sin() as f32 * 0.5)
             .collect();
-        let fft = FftPlanner::<f64>::new().plan_fft_forward(256);
-        let mut buf: Vec<Complex<f64>> = (0..256)
-            .map(|n| Complex::new(if n < 200 { f64::from(samples[n]) } else { 0.0 }, 0.0))
-            .collect();
-        fft.process(&mut buf);
-        let energies: Vec<f64> = bank
-            .iter()
-            .map(|f| f.iter().zip(&buf).map(|(w, c)| w * c.norm_sqr()).sum())
-            .collect();
+        let frame: Vec<f64> = samples[..200].iter().map(|&s| f64::from(s)).collect();
+        let energies = FrontEnd::new(&cfg).log_mel(&frame);
         let loudest = (0..26)
             .max_by(|&a, &b| energies[a].total_cmp(&energies[b]))
             .unwrap();
