@@ -141,4 +141,10 @@ mod tests {
         let m = GruClassifier::<B>::init(2, 4, 1, 3, &device);
         m.forward(Tensor::zeros([1, 4, 2], &device), &[5]);
     }
+
+    #[test]
+    #[should_panic(expected = "needs inputs, hidden units, layers and classes")]
+    fn a_classifier_without_layers_is_refused() {
+        GruClassifier::<B>::init(2, 4, 0, 3, &Default::default());
+    }
 }

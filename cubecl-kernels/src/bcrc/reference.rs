@@ -371,4 +371,21 @@ mod tests {
         w.reorder[0] = w.reorder[1];
         spmm(&input(2, 16), 2, &w);
     }
+
+    #[test]
+    #[should_panic(expected = "occurrence does not rise")]
+    fn groups_that_do_not_cover_the_rows_are_refused() {
+        let mut w = random_bcrc(8, 16, (4, 16), (2, 4), 1);
+        let last = w.occurrence.len() - 1;
+        w.occurrence[last] -= 1;
+        spmm(&input(2, 16), 2, &w);
+    }
+
+    #[test]
+    #[should_panic(expected = "CSR arrays do not hold together")]
+    fn csr_arrays_that_do_not_hold_together_are_refused() {
+        let mut csr = Csr::of(&random_bcrc(8, 16, (4, 16), (2, 4), 1));
+        csr.col_idx.pop();
+        spmm_csr(&input(2, 16), 2, &csr);
+    }
 }

@@ -84,3 +84,11 @@ fn padded_and_strided_activations_are_read_through_their_strides() {
         want
     );
 }
+
+#[test]
+#[should_panic(expected = "BCRC upload")]
+fn a_corrupt_weight_is_not_uploaded() {
+    let mut w = random_bcrc(8, 16, (4, 16), (2, 4), 1);
+    w.compact_column[0] = 99;
+    BcrcCube::<cubecl::wgpu::WgpuRuntime>::upload(&w, &Default::default());
+}

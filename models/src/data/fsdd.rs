@@ -153,6 +153,12 @@ mod tests {
         out.into_inner()
     }
 
+    /// A WAV whose data stops 101 bytes before its header says it does.
+    fn truncated(mut bytes: Vec<u8>) -> Vec<u8> {
+        bytes.truncate(bytes.len() - 101);
+        bytes
+    }
+
     /// A `.tar.gz` of `files` (name, bytes) under `recordings/`, in a fresh temporary folder.
     fn archive(files: &[(&str, Vec<u8>)]) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -207,6 +213,11 @@ mod tests {
             ("1_a_5.wav", wav(8000, 2, 16, 800), "2 channel(s)"),
             ("1_a_5.wav", wav(8000, 1, 8, 800), "8-bit"),
             ("1_a_5.wav", b"RIFF....garbage".to_vec(), "not a WAV file"),
+            (
+                "1_a_5.wav",
+                truncated(wav(8000, 1, 16, 800)),
+                "truncated samples",
+            ),
             (
                 "one_a_5.wav",
                 wav(8000, 1, 16, 800),

@@ -76,4 +76,17 @@ mod tests {
         let a = vec![vec![1.0, 2.0], vec![3.0]];
         batch::<NdArray>(&[(&a, 0)], 2, &Default::default());
     }
+
+    #[test]
+    #[should_panic(expected = "at least one sequence")]
+    fn an_empty_batch_is_refused() {
+        batch::<NdArray>(&[], 2, &Default::default());
+    }
+
+    #[test]
+    #[should_panic(expected = "at least one frame")]
+    fn an_empty_sequence_is_refused() {
+        let a: Vec<Vec<f32>> = vec![];
+        batch::<NdArray>(&[(&a, 0)], 2, &Default::default());
+    }
 }

@@ -181,6 +181,7 @@ mod tests {
             ("@data\n1:2\n", "lacks @dimensions"),
             ("@dimensions 0\n", "positive number"),
             ("@classLabel false\n", "no class label"),
+            ("@classLabel true\n", "lists no label"),
             ("garbage\n", "expected a header line"),
             ("", "no @dimensions"),
         ] {
