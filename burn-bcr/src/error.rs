@@ -18,4 +18,8 @@ pub enum BcrError {
     /// BCRC arrays that do not hold together (a corrupt or truncated file).
     #[error("corrupt BCRC: {0}")]
     Corrupt(String),
+    /// A packed model file (`model.bcr`) that cannot be read: not one, damaged, truncated, of
+    /// another version, or with sizes that do not hold together.
+    #[error("packed BCR model file: {0}")]
+    File(String),
 }

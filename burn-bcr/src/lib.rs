@@ -21,17 +21,38 @@
 //!   1e-1), the penalty and its gradient, hard pruning.
 //! - [`tune`]: the block-size tuner, GRIM's Listing 1 as written.
 //! - `pack` (feature `backend`): a projected weight in the BCRC format of
-//!   `cubecl_kernels::bcrc`, and its index bytes beside CSR's and a bitmask's.
+//!   `cubecl_kernels::bcrc`, Burn's weights to their GEMM views and back masked, and a
+//!   weight's index bytes beside CSR's and a bitmask's.
+//! - `backend` (feature `backend`): the `Bcr<B>` decorator, whose BCRC-packed weights stay
+//!   packed: `linear`, `matmul` (Burn's `Gru`) and `conv2d` run BCRC's reordered sparse
+//!   product (the CubeCL kernel, or the host implementation on ndarray), every other op
+//!   densifies and says so (`docs/bcr.md`).
+//! - `module` (feature `backend`): packing an unmodified `burn::nn` model's weights
+//!   (`pack_module`), checking a BCRC weight against a model's (`check_fits`) and loading a
+//!   packed model file into a model (`load_packed`).
+//! - `file` (feature `backend`): the packed model file `model.bcr` (magic `EMBERBCR`, a JSON
+//!   header, every parameter dense or in BCRC, a CRC-32), read with every check.
+//!
+//! HiNM's `Hinm<B>` is built on the same plumbing: `cubecl_kernels::decorator::packed` (the
+//! float primitive, the sparse `linear` / `matmul` / `conv2d`), `decorator::module` (the model
+//! walks) and `decorator::file` (the file framing).
 //!
 //! # Feature flags
 //!
-//! - `backend` (default): BCRC packing (depends on `cubecl-kernels`). Without it the crate is
-//!   the level and projection library alone.
+//! - `backend` (default): BCRC packing, the `Bcr<B>` decorator, the packed model file and the
+//!   model helpers (depends on Burn, `cubecl-kernels` with its `module` feature, serde). Without
+//!   it the crate is the level, projection, ADMM and tuner library alone.
 #![warn(missing_docs)]
 
 pub mod admm;
+#[cfg(feature = "backend")]
+pub mod backend;
 pub mod error;
+#[cfg(feature = "backend")]
+pub mod file;
 pub mod level;
+#[cfg(feature = "backend")]
+pub mod module;
 #[cfg(feature = "backend")]
 pub mod pack;
 pub mod project;

@@ -4,6 +4,33 @@
 use crate::error::BcrError;
 use crate::project::{BcrMask, View};
 use cubecl_kernels::bcrc::{Bcrc, Csr, bitmask_bytes};
+use cubecl_kernels::decorator::layout::Layout;
+
+/// The GEMM view of a weight of shape `dims` in Burn's layout: a Linear `[d_in, d_out]`
+/// ([`View::linear`]) or a convolution `[c_out, c_in, k…]` ([`View::conv`]).
+pub fn view_of(weight: &[f32], dims: &[usize]) -> Result<View, BcrError> {
+    match Layout::of(dims) {
+        Some(Layout::Linear { d_in, d_out }) => View::linear(weight, d_in, d_out),
+        Some(Layout::Conv { .. }) => View::conv(weight, dims),
+        None => Err(BcrError::Shape(format!(
+            "a weight of shape {dims:?} has no GEMM view"
+        ))),
+    }
+}
+
+/// The dense masked weight of a BCRC one, in Burn's layout for `dims` (pruned weights `0`).
+pub fn masked(w: &Bcrc, dims: &[usize]) -> Result<Vec<f32>, BcrError> {
+    let layout = Layout::of(dims)
+        .filter(|l| l.view() == (w.out, w.k))
+        .ok_or_else(|| {
+            BcrError::Shape(format!(
+                "a {} × {} BCRC weight for a weight of shape {dims:?}",
+                w.out, w.k
+            ))
+        })?;
+    w.validate().map_err(|e| BcrError::Corrupt(e.0))?;
+    Ok(layout.from_view(&w.dense()))
+}
 
 /// The BCRC form of `view` under `mask` (pruned weights dropped; kept weights stored even where
 /// their value is zero, so the pattern is the mask's).
@@ -87,6 +114,24 @@ mod tests {
         let sizes = IndexBytes::of(&w);
         assert!(sizes.patterns <= 64 / 8 + 1, "{} patterns", sizes.patterns);
         assert!(sizes.bcrc < sizes.csr, "{sizes:?}");
+    }
+
+    #[test]
+    fn burn_weights_go_to_their_view_and_back_masked() {
+        // a Linear [d_in = 6, d_out = 4]: the view is its transpose
+        let w: Vec<f32> = (0..24).map(|i| i as f32 + 1.0).collect();
+        let v = view_of(&w, &[6, 4]).unwrap();
+        assert_eq!((v.rows, v.cols), (4, 6));
+        assert_eq!(v.data[..3], [1.0, 5.0, 9.0]);
+        let mask = project(&v, "2x:2x3".parse().unwrap()).unwrap();
+        let packed = pack(&v, &mask).unwrap();
+        let back = masked(&packed, &[6, 4]).unwrap();
+        assert_eq!(back, mask.apply(&v).to_linear());
+        // a convolution's view is its layout
+        let c = view_of(&w, &[2, 3, 2, 2]).unwrap();
+        assert_eq!((c.rows, c.cols, &c.data), (2, 12, &w));
+        assert!(view_of(&w, &[24]).is_err());
+        assert!(masked(&packed, &[4, 6]).is_err());
     }
 
     #[test]

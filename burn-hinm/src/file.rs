@@ -7,8 +7,10 @@
 //! tile columns, output permutation: [`Packed`]); every other parameter (biases, norms,
 //! unpruned layers) as dense f32. Reading checks the magic, the version, the checksum, the
 //! sizes and every packed weight's structure ([`Packed::validate`]): a file that fails any of
-//! these is refused with the reason, never half-read.
+//! these is refused with the reason, never half-read. The framing (magic, version, header,
+//! CRC-32) is the one Ember's packed model files share ([`cubecl_kernels::decorator::file`]).
 
+use cubecl_kernels::decorator::file::{Format, checked_count, put_f32s, put_u32s};
 use cubecl_kernels::hinm::Packed;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,6 +19,13 @@ use std::collections::BTreeMap;
 pub const MAGIC: &[u8; 8] = b"EMBERHNM";
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
+
+/// The file format's framing.
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    version: VERSION,
+    what: "packed HiNM model",
+};
 
 /// What a packed model file says about itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,18 +74,17 @@ impl PackedModel {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut entries = Vec::new();
         let mut payload: Vec<u8> = Vec::new();
-        let mut put = |words: &[u8]| payload.extend_from_slice(words);
         for (path, (dims, stored)) in &self.params {
             let packed = match stored {
                 Stored::Dense(values) => {
-                    put(bytemuck::cast_slice(values));
+                    put_f32s(&mut payload, values);
                     None
                 }
                 Stored::Packed(p) => {
-                    put(bytemuck::cast_slice(&p.values));
-                    put(bytemuck::cast_slice(&p.meta));
-                    put(bytemuck::cast_slice(&p.cols));
-                    put(bytemuck::cast_slice(&p.out_perm));
+                    put_f32s(&mut payload, &p.values);
+                    put_u32s(&mut payload, &p.meta);
+                    put_u32s(&mut payload, &p.cols);
+                    put_u32s(&mut payload, &p.out_perm);
                     Some([p.out, p.k, p.v, p.nnz])
                 }
             };
@@ -92,74 +100,49 @@ impl PackedModel {
             params: entries,
         })
         .expect("a header serialises");
-        let mut bytes = Vec::with_capacity(16 + header.len() + payload.len() + 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&header);
-        bytes.extend_from_slice(&payload);
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        bytes
+        FORMAT.write(&header, &payload)
     }
 
     /// Reads a file's bytes; the error says what is wrong with them.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() < 20 || &bytes[..8] != MAGIC {
-            return Err("it is not a packed HiNM model (no EMBERHNM header)".into());
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        let stored = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
-        if crc32fast::hash(body) != stored {
-            return Err("it is corrupt (its CRC-32 does not match its contents)".into());
-        }
-        let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(format!(
-                "it is format version {version}; this build reads version {VERSION}"
-            ));
-        }
-        let len = u32::from_le_bytes(body[12..16].try_into().expect("4 bytes")) as usize;
-        let header: Header = body
-            .get(16..16 + len)
-            .ok_or("its header is truncated")
-            .and_then(|h| serde_json::from_slice(h).map_err(|_| "its header is not readable"))?;
-        let mut rest = &body[16 + len..];
-        let mut take = |n: usize, what: &str| -> Result<Vec<u32>, String> {
-            if rest.len() < 4 * n {
-                return Err(format!("it is truncated in {what}"));
-            }
-            let (now, later) = rest.split_at(4 * n);
-            rest = later;
-            Ok(now
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect())
-        };
-        let floats = |w: Vec<u32>| w.into_iter().map(f32::from_bits).collect::<Vec<f32>>();
+        let (header, mut payload) = FORMAT.read(bytes)?;
+        let header: Header =
+            serde_json::from_slice(header).map_err(|_| "its header is not readable")?;
         let mut params = BTreeMap::new();
         for e in header.params {
-            let count: usize = e.dims.iter().product();
+            if params.contains_key(&e.path) {
+                return Err(format!("it has {} twice", e.path));
+            }
+            let unfit = || format!("{}: packed sizes do not hold together", e.path);
+            let count = checked_count(&e.dims).ok_or_else(unfit)?;
             let stored = match e.packed {
-                None => Stored::Dense(floats(take(count, &e.path)?)),
+                None => Stored::Dense(payload.f32s(count, &e.path)?),
                 Some([out, k, v, nnz]) => {
                     if v == 0
                         || !nnz.is_multiple_of(4)
                         || !out.is_multiple_of(v)
-                        || out * k != count
+                        || out.checked_mul(k) != Some(count)
                     {
-                        return Err(format!("{}: packed sizes do not hold together", e.path));
+                        return Err(unfit());
                     }
                     let words = cubecl_kernels::hinm::meta_words(nnz / 4);
+                    let sizes = [
+                        out.checked_mul(nnz / 2),
+                        out.checked_mul(words),
+                        (out / v).checked_mul(nnz),
+                    ];
+                    let [Some(values), Some(meta), Some(cols)] = sizes else {
+                        return Err(unfit());
+                    };
                     let p = Packed {
                         out,
                         k,
                         v,
                         nnz,
-                        values: floats(take(out * nnz / 2, &e.path)?),
-                        meta: take(out * words, &e.path)?,
-                        cols: take(out / v * nnz, &e.path)?,
-                        out_perm: take(out, &e.path)?,
+                        values: payload.f32s(values, &e.path)?,
+                        meta: payload.u32s(meta, &e.path)?,
+                        cols: payload.u32s(cols, &e.path)?,
+                        out_perm: payload.u32s(out, &e.path)?,
                     };
                     p.validate().map_err(|err| format!("{}: {err}", e.path))?;
                     Stored::Packed(p)
@@ -167,9 +150,7 @@ impl PackedModel {
             };
             params.insert(e.path, (e.dims, stored));
         }
-        if !rest.is_empty() {
-            return Err(format!("{} bytes follow the last parameter", rest.len()));
-        }
+        payload.finish()?;
         Ok(Self {
             model: header.model,
             about: header.about,
@@ -234,5 +215,40 @@ mod tests {
                 .unwrap_err()
                 .contains("permutation")
         );
+    }
+
+    #[test]
+    fn headers_with_sizes_that_overflow_or_repeat_are_refused_without_panicking() {
+        let bytes = model().to_bytes();
+        let len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let header: Header = serde_json::from_slice(&bytes[16..16 + len]).unwrap();
+        let payload = &bytes[16 + len..bytes.len() - 4];
+        let refusal = |edit: &dyn Fn(&mut Header)| {
+            let mut h = header.clone();
+            edit(&mut h);
+            let bytes = FORMAT.write(&serde_json::to_vec(&h).unwrap(), payload);
+            PackedModel::from_bytes(&bytes).unwrap_err()
+        };
+        // fc.bias, then fc.weight (packed [out, k, v, nnz] = [16, 24, 8, 12])
+        let e = refusal(&|h| h.params[0].dims = vec![usize::MAX, 2]);
+        assert!(e.contains("fc.bias: packed sizes"), "{e}");
+        let e = refusal(&|h| h.params[1].packed = Some([16, 24, 8, usize::MAX - 3]));
+        assert!(e.contains("fc.weight"), "{e}");
+        let e = refusal(&|h| h.params.insert(1, h.params[0].clone()));
+        assert!(e.contains("it has fc.bias twice"), "{e}");
+        // a weight whose view claims 2^40 columns: read (and refused by a model it does not
+        // fit) without anything of that size allocated
+        let mut p = cubecl_kernels::testing::random_packed(8, 16, 8, 12, 1);
+        p.k = 1 << 40;
+        let m = PackedModel {
+            model: "huge".into(),
+            about: BTreeMap::new(),
+            params: [(
+                "fc.weight".to_string(),
+                (vec![1 << 40, 8], Stored::Packed(p)),
+            )]
+            .into(),
+        };
+        assert_eq!(PackedModel::from_bytes(&m.to_bytes()).unwrap(), m);
     }
 }

@@ -6,6 +6,8 @@
 //!   trait by forwarding to `B`; a decorator overrides only the ops it changes
 //!   ([`DecoratorOps`](decorator::DecoratorOps)) and learns what it sits on through
 //!   [`KernelBackend`](decorator::KernelBackend).
+//!   Weight-sparsity decorators share their packed weights' plumbing
+//!   ([`decorator::packed`]).
 //! - [`runtime`]: finding a wgpu adapter before CubeCL does, so that a machine without a Vulkan
 //!   driver gets a sentence saying what to install instead of a panic on a device thread.
 //!
@@ -44,6 +46,11 @@
 //!
 //! - `cuda`: compiles the CUDA runtime (`burn-cuda`, `cubecl/cuda`). Building needs no CUDA
 //!   toolkit; `libcuda` and `libnvrtc` are loaded when a CUDA device is first used.
+//!
+//! - `module`: the packed-model helpers the weight-sparsity decorators share
+//!   (`decorator::module`: walking, packing and loading an unmodified `burn::nn` model's
+//!   parameters; `decorator::file`: the framing of their packed model files). Depends on
+//!   `burn` (default features off) and `crc32fast`.
 //!
 //! - `testing`: compiles `cubecl_kernels::testing` for the workspace's test suites (hidden
 //!   from the docs; not public API).

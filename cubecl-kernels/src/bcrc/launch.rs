@@ -59,22 +59,77 @@ impl<R: CubeRuntime> BcrcCube<R> {
     /// If the weight does not hold together ([`Bcrc::validate`](super::Bcrc::validate)): the
     /// kernel indexes through its arrays unchecked.
     pub fn upload(w: &super::Bcrc, device: &R::Device) -> Self {
+        Self::with_weights(
+            w,
+            upload(device, &w.weights, &[w.weights.len()], DType::F32),
+        )
+    }
+
+    /// A BCRC weight whose kept values are already on the device (`weights`: `[nnz]`, or one
+    /// unused element when it keeps none): copies only its index arrays there. The kernel
+    /// reads the weights as a flat array, so a pitched tensor is copied out contiguous.
+    ///
+    /// # Panics
+    /// As [`BcrcCube::upload`], or if `weights` holds fewer values than the weight keeps.
+    pub fn with_weights(w: &super::Bcrc, weights: CubeTensor<R>) -> Self {
         if let Err(e) = w.validate() {
             panic!("BCRC upload: {e}");
         }
+        let held = weights.meta.shape().num_elements();
+        assert!(
+            held >= w.weights.len(),
+            "BCRC upload: {held} weights on the device for {} kept",
+            w.weights.len()
+        );
+        let weights = burn_cubecl::kernel::into_contiguous(weights);
+        let device = weights.device.clone();
         let mut row_cols = vec![0u32; w.out];
         for g in 0..w.groups() {
             let rows = w.occurrence[g] as usize..w.occurrence[g + 1] as usize;
             row_cols[rows].fill(w.column_stride[g]);
         }
-        let array = |values: &[u32]| upload(device, values, &[values.len()], DType::U32);
+        let array = |values: &[u32]| upload(&device, values, &[values.len()], DType::U32);
         Self {
-            weights: upload(device, &w.weights, &[w.weights.len()], DType::F32),
+            weights,
             row_offset: array(&w.row_offset),
             row_cols: array(&row_cols),
             compact_column: array(&w.compact_column),
             reorder: array(&w.reorder),
             dims: [w.out, w.k],
         }
+    }
+}
+
+/// A BCRC weight as `Bcr<B>` holds it: its kept values `[nnz]` are the device tensor (one
+/// unused zero when it keeps none), the index arrays go up on first use.
+impl crate::decorator::packed::PackedWeight for super::Bcrc {
+    const KERNEL_ROUTE: &'static str = "bcrc kernel";
+    const HOST_ROUTE: &'static str = "bcrc host";
+    type Cube<R: CubeRuntime> = BcrcCube<R>;
+
+    fn view(&self) -> (usize, usize) {
+        (self.out, self.k)
+    }
+    fn dense_view(&self) -> Vec<f32> {
+        self.dense()
+    }
+    fn device_values(&self) -> burn_backend::TensorData {
+        if self.weights.is_empty() {
+            burn_backend::TensorData::new(vec![0f32], [1])
+        } else {
+            burn_backend::TensorData::new(self.weights.clone(), [self.weights.len()])
+        }
+    }
+    fn multiplies(&self, m: usize) -> u64 {
+        (m * self.weights.len()) as u64
+    }
+    fn upload<R: CubeRuntime>(&self, values: CubeTensor<R>) -> BcrcCube<R> {
+        BcrcCube::with_weights(self, values)
+    }
+    fn launch<R: CubeRuntime>(x: &CubeTensor<R>, cube: &BcrcCube<R>) -> CubeTensor<R> {
+        launch_spmm(x, cube)
+    }
+    fn host_product(&self, x: &[f32], m: usize) -> Vec<f32> {
+        super::reference::spmm(x, m, self)
     }
 }

@@ -12,6 +12,12 @@
 //!   [`DecoratorOps<B>`] and overrides only the ops it changes.
 //! - [`KernelBackend`] tells a decorator what it sits on: a CubeCL backend (client, handles) or a
 //!   backend without CubeCL kernels.
+//! - [`packed`]: what weight-sparsity decorators (HiNM, BCR) share: their float primitive
+//!   holding a dense tensor or a packed weight, and `linear` / `matmul` / `conv2d` through a
+//!   packed weight's sparse product; [`layout`]: how Burn's weights map to the `out × K` view
+//!   their packed forms are stored in.
+//! - `module` and `file` (feature `module`): walking, packing and loading an unmodified
+//!   `burn::nn` model's parameters, and the framing of the packed model files.
 //!
 //! ```
 //! use burn::backend::NdArray;
@@ -30,8 +36,14 @@
 #[path = "generated/forward.rs"]
 mod forward;
 pub mod effects;
+#[cfg(feature = "module")]
+pub mod file;
 mod kernel;
 mod layer;
+pub mod layout;
+#[cfg(feature = "module")]
+pub mod module;
+pub mod packed;
 #[rustfmt::skip]
 #[path = "generated/transparent.rs"]
 mod transparent;

@@ -72,3 +72,33 @@ impl<R: CubeRuntime> PackedCube<R> {
         }
     }
 }
+
+/// A HiNM-packed weight as `Hinm<B>` holds it: its kept values `[out, nnz / 2]` are the device
+/// tensor, the index arrays go up on first use.
+impl crate::decorator::packed::PackedWeight for super::Packed {
+    const KERNEL_ROUTE: &'static str = "hinm kernel";
+    const HOST_ROUTE: &'static str = "hinm host";
+    type Cube<R: CubeRuntime> = PackedCube<R>;
+
+    fn view(&self) -> (usize, usize) {
+        (self.out, self.k)
+    }
+    fn dense_view(&self) -> Vec<f32> {
+        self.dense()
+    }
+    fn device_values(&self) -> burn_backend::TensorData {
+        burn_backend::TensorData::new(self.values.clone(), [self.out, self.nnz / 2])
+    }
+    fn multiplies(&self, m: usize) -> u64 {
+        (m * self.out * self.nnz / 2) as u64
+    }
+    fn upload<R: CubeRuntime>(&self, values: CubeTensor<R>) -> PackedCube<R> {
+        PackedCube::with_values(self, values)
+    }
+    fn launch<R: CubeRuntime>(x: &CubeTensor<R>, cube: &PackedCube<R>) -> CubeTensor<R> {
+        launch_spmm(x, cube)
+    }
+    fn host_product(&self, x: &[f32], m: usize) -> Vec<f32> {
+        super::reference::spmm(x, m, self)
+    }
+}

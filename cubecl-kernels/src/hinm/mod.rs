@@ -96,13 +96,16 @@ impl Packed {
                 return err("out_perm is not a permutation".into());
             }
         }
-        let mut mark = vec![usize::MAX; k];
+        // each tile's columns sorted (nothing sized by `k`: a file may claim any `k`)
+        let mut sorted = Vec::with_capacity(nnz);
         for (t, tile) in self.cols.chunks(nnz).enumerate() {
-            for &c in tile {
-                if c as usize >= k || mark[c as usize] == t {
-                    return err(format!("tile {t}: column {c} out of range or repeated"));
-                }
-                mark[c as usize] = t;
+            sorted.clear();
+            sorted.extend_from_slice(tile);
+            sorted.sort_unstable();
+            let repeated = sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0]);
+            let outside = sorted.last().copied().filter(|&c| c as usize >= k);
+            if let Some(c) = outside.or(repeated) {
+                return err(format!("tile {t}: column {c} out of range or repeated"));
             }
         }
         for r in 0..out {

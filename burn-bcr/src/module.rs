@@ -1,0 +1,94 @@
+//! Packing the weights of an unmodified `burn::nn` model in BCRC, and loading a packed model
+//! file into one: BCR's use of the model walks every weight-sparsity decorator shares
+//! ([`cubecl_kernels::decorator::module`]).
+
+use crate::backend::BcrLayer;
+use crate::error::BcrError;
+use crate::file::{PackedModel, Stored};
+use burn::module::Module;
+use cubecl_kernels::bcrc::Bcrc;
+use cubecl_kernels::decorator::layout::Layout;
+use cubecl_kernels::decorator::module::{self as shared, StoredParam};
+use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use cubecl_kernels::decorator::module::{params, weights};
+
+/// `model` with the weight of every layer named in `packed` (by layer path: Burn's module path
+/// without `.weight`) replaced by its BCRC form: [`BcrFloat::Packed`](crate::backend::BcrFloat)
+/// at the `Bcr` level of `B`, whatever decorators sit above or below it. Check each packed
+/// weight against the model first ([`check_fits`]): a weight it does not fit stays dense.
+pub fn pack_module<B: KernelBackend, M: Module<B>>(
+    model: M,
+    packed: &BTreeMap<String, Arc<Bcrc>>,
+) -> M {
+    shared::pack_module(model, &|layer| {
+        let w = packed.get(layer)?;
+        Some(LayerSettings::new(layer).with(BcrLayer(w.clone())))
+    })
+}
+
+/// Whether `bcrc` is a packed form of a weight of shape `dims` (Burn's layout): its `out × K`
+/// view is the weight's ([`BcrError::Shape`] otherwise) and its arrays hold together
+/// ([`Bcrc::validate`]; [`BcrError::Corrupt`] otherwise).
+pub fn check_fits(bcrc: &Bcrc, dims: &[usize]) -> Result<(), BcrError> {
+    let layout = Layout::of(dims)
+        .ok_or_else(|| BcrError::Shape(format!("a weight of shape {dims:?} cannot be packed")))?;
+    let (out, k) = layout.view();
+    if (out, k) != (bcrc.out, bcrc.k) {
+        return Err(BcrError::Shape(format!(
+            "the BCRC weight is {} × {} (out × K), the model's weight {dims:?} is {out} × {k}",
+            bcrc.out, bcrc.k
+        )));
+    }
+    bcrc.validate().map_err(|e| BcrError::Corrupt(e.0))
+}
+
+impl StoredParam for Stored {
+    fn dense(&self) -> Option<&[f32]> {
+        match self {
+            Stored::Dense(values) => Some(values),
+            Stored::Packed(_) => None,
+        }
+    }
+    fn fits(&self, dims: &[usize]) -> Result<(), String> {
+        match self {
+            Stored::Dense(values) => {
+                let count: usize = dims.iter().product();
+                if values.len() != count {
+                    return Err(format!(
+                        "{} values for a parameter of {dims:?}",
+                        values.len()
+                    ));
+                }
+                Ok(())
+            }
+            Stored::Packed(w) => check_fits(w, dims).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// `model` with every float parameter taken from `file` by path: dense ones as they are, packed
+/// ones as [`BcrFloat::Packed`](crate::backend::BcrFloat) weights. The file must hold exactly
+/// the model's parameters with their shapes, every packed weight fitting its parameter
+/// ([`check_fits`]); the error ([`BcrError::Shape`]) names the first parameter that does not.
+pub fn load_packed<B: KernelBackend, M: Module<B>>(
+    model: M,
+    file: &PackedModel,
+) -> Result<M, BcrError> {
+    let model = shared::load_params(model, &file.params)
+        .map_err(|e| BcrError::Shape(format!("the packed model does not fit: {e}")))?;
+    let packed: BTreeMap<String, Arc<Bcrc>> = file
+        .params
+        .iter()
+        .filter_map(|(path, (_, stored))| match stored {
+            Stored::Packed(w) => Some((
+                path.strip_suffix(".weight")?.to_string(),
+                Arc::new(w.clone()),
+            )),
+            Stored::Dense(_) => None,
+        })
+        .collect();
+    Ok(pack_module(model, &packed))
+}

@@ -1,0 +1,147 @@
+//! A small net with a Conv2d and a Linear: packed on ndarray and wgpu, unpacked, and through
+//! Autodiff.
+
+use crate::{close, net, packed_weights, with_weights};
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::module::Module;
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::{Distribution, Tensor, TensorData};
+use burn_bcr::backend::{Bcr, BcrDevice, BcrFloat};
+use burn_bcr::module::pack_module;
+use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::decorator::effects::{self, Pass};
+
+fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
+    let device = BcrDevice::<B>::new(Default::default(), ());
+    let model = net::<Bcr<B>>(&device);
+    let (packed, dense) = packed_weights(&model, |_| true);
+    assert_eq!(packed.len(), 2);
+    let reference = with_weights(model.clone(), &dense);
+    let sparse = pack_module(model, &packed);
+    let weight = sparse.fc.weight.val();
+    assert_eq!(weight.dims(), [24, 16], "a packed weight keeps its shape");
+    let primitive = weight.into_primitive().tensor();
+    assert!(
+        matches!(primitive.inner, BcrFloat::Packed(_)),
+        "the weight is packed"
+    );
+
+    let x = Tensor::<Bcr<B>, 4>::random([2, 6, 7, 5], Distribution::Default, &device);
+    let v = Tensor::<Bcr<B>, 2>::random([5, 24], Distribution::Default, &device);
+    let v3 = Tensor::<Bcr<B>, 3>::random([2, 3, 24], Distribution::Default, &device);
+    effects::start();
+    let conv = sparse.conv.forward(x.clone());
+    let fc = sparse.fc.forward(v.clone());
+    let fc3 = sparse.fc.forward(v3.clone());
+    let mm = v.clone().matmul(sparse.fc.weight.val());
+    let seen = effects::finish();
+    close(conv, reference.conv.forward(x), "conv2d");
+    close(fc, reference.fc.forward(v.clone()), "linear");
+    close(fc3, reference.fc.forward(v3), "linear of rank 3");
+    close(mm, v.matmul(reference.fc.weight.val()), "matmul");
+    for layer in ["conv", "fc"] {
+        let l = &seen.layers[layer];
+        assert!(l.densified.is_empty(), "{layer}: {:?}", l.densified);
+        let forward = &l.passes[Pass::Forward.index()];
+        assert!(!forward.is_empty(), "{layer} ran no forward contraction");
+        assert!(
+            forward.iter().all(|c| c.route == route),
+            "{layer}: {forward:?}"
+        );
+    }
+    // the conv's 16 × 54 view keeps a quarter: 2 · 4 · 5 output positions times 216 weights
+    let conv = &seen.layers["conv"].passes[Pass::Forward.index()][0];
+    assert_eq!(conv.multiplies, 2 * 4 * 5 * 216);
+    let mm = &seen.layers["fc"].passes[Pass::Matmul.index()];
+    assert_eq!((mm[0].route.as_str(), mm[0].multiplies), (route, 5 * 96));
+
+    // any other op densifies the packed weight and the effects say which
+    effects::start();
+    let shifted = sparse.fc.weight.val() + 1.0;
+    let seen = effects::finish();
+    assert_eq!(
+        seen.layers["fc"].densified.get("float_add_scalar"),
+        Some(&1)
+    );
+    close(shifted, reference.fc.weight.val() + 1.0, "densified");
+}
+
+#[test]
+fn ndarray_runs_the_host_product() {
+    packed_model_equals_masked_dense::<NdArray>("bcrc host");
+}
+
+#[test]
+fn wgpu_runs_the_kernel() {
+    packed_model_equals_masked_dense::<Wgpu>("bcrc kernel");
+}
+
+#[test]
+fn unpacked_models_are_the_inner_backend_bit_for_bit() {
+    let device = BcrDevice::<NdArray>::new(Default::default(), ());
+    let model = net::<Bcr<NdArray>>(&device);
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = recorder.record(model.clone().into_record(), ()).unwrap();
+    let plain = crate::net::<NdArray>(&Default::default())
+        .load_record(recorder.load(bytes, &Default::default()).unwrap());
+    let x: Vec<f32> = (0..2 * 6 * 7 * 5)
+        .map(|i| (i % 13) as f32 / 7.0 - 0.9)
+        .collect();
+    let v: Vec<f32> = (0..3 * 24).map(|i| (i % 11) as f32 / 5.0 - 1.0).collect();
+    let bx =
+        Tensor::<Bcr<NdArray>, 4>::from_data(TensorData::new(x.clone(), [2, 6, 7, 5]), &device);
+    let px = Tensor::<NdArray, 4>::from_data(TensorData::new(x, [2, 6, 7, 5]), &Default::default());
+    let bv = Tensor::<Bcr<NdArray>, 2>::from_data(TensorData::new(v.clone(), [3, 24]), &device);
+    let pv = Tensor::<NdArray, 2>::from_data(TensorData::new(v, [3, 24]), &Default::default());
+    let bits = |t: Vec<f32>| t.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(model.conv.forward(bx).into_data().to_vec().unwrap()),
+        bits(plain.conv.forward(px).into_data().to_vec().unwrap())
+    );
+    assert_eq!(
+        bits(model.fc.forward(bv.clone()).into_data().to_vec().unwrap()),
+        bits(plain.fc.forward(pv.clone()).into_data().to_vec().unwrap())
+    );
+    assert_eq!(
+        bits(
+            bv.matmul(model.fc.weight.val())
+                .into_data()
+                .to_vec()
+                .unwrap()
+        ),
+        bits(
+            pv.matmul(plain.fc.weight.val())
+                .into_data()
+                .to_vec()
+                .unwrap()
+        )
+    );
+}
+
+#[test]
+fn autodiff_runs_the_packed_forward_and_a_dense_backward() {
+    type A = Autodiff<Bcr<NdArray>>;
+    let device = BcrDevice::<NdArray>::new(Default::default(), ());
+    let model = net::<Bcr<NdArray>>(&device);
+    let (packed, dense) = packed_weights(&model, |l| l == "fc");
+    let reference = with_weights(model.clone(), &dense);
+    let sparse = pack_module(model, &packed);
+    let v = Tensor::<Bcr<NdArray>, 2>::random([4, 24], Distribution::Default, &device);
+    let grad_of = |w: Tensor<Bcr<NdArray>, 2>| {
+        let w = Tensor::<A, 2>::from_inner(w);
+        let x = Tensor::<A, 2>::from_inner(v.clone()).require_grad();
+        let y = x.clone().matmul(w);
+        let grads = (y.clone() * y.clone()).sum().backward();
+        (y.inner(), x.grad(&grads).unwrap())
+    };
+    effects::start();
+    let (y, dx) = grad_of(sparse.fc.weight.val());
+    let seen = effects::finish();
+    let (y_ref, dx_ref) = grad_of(reference.fc.weight.val());
+    close(y, y_ref, "forward under autodiff");
+    close(dx, dx_ref, "input gradient");
+    let fc = &seen.layers["fc"];
+    assert_eq!(fc.passes[Pass::Matmul.index()][0].route, "bcrc host");
+    // the backward multiplies by the transposed weight: densified, and said so
+    assert_eq!(fc.densified.get("float_transpose"), Some(&1), "{fc:?}");
+}
