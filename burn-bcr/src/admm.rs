@@ -77,6 +77,38 @@ impl Admm {
         })
     }
 
+    /// State saved by a run, back: the level and schedule it was made with, `ρ`, `Z`, `U` and
+    /// the updates done. `Z` must be a point of the level's BCR set's shape and `U` as long.
+    pub fn restore(
+        level: Level,
+        schedule: Schedule,
+        rho: f64,
+        z: View,
+        u: Vec<f32>,
+        updates: usize,
+    ) -> Result<Self, BcrError> {
+        if u.len() != z.data.len() || !(rho.is_finite() && rho > 0.0) {
+            return Err(BcrError::Shape(format!(
+                "ADMM state with {} duals for {} weights and ρ {rho}",
+                u.len(),
+                z.data.len()
+            )));
+        }
+        Ok(Self {
+            level,
+            schedule,
+            rho,
+            z,
+            u,
+            updates,
+        })
+    }
+
+    /// Updates done so far.
+    pub fn updates(&self) -> usize {
+        self.updates
+    }
+
     fn check(&self, w: &View) -> Result<(), BcrError> {
         if (w.rows, w.cols) != (self.z.rows, self.z.cols) {
             return Err(BcrError::Shape(format!(

@@ -1,12 +1,14 @@
 //! What the trainer needs of a model: the models Ember knows ([`ModelKind`]), the one place that
 //! builds them ([`ModelKind::build`]), and the [`Classifier`] trait every model implements.
 
-use crate::data::{ImageBatch, ImageSpec};
+use crate::data::{Batch, DataSpec, Inputs};
 use crate::deit::{Deit, DeitConfig};
 use crate::error::{Error, Result};
+use crate::gru::GruClassifier;
 use crate::lenet::{LeNet5, LeNet300};
 use crate::resmlp::{ResMlp, ResMlpConfig};
 use crate::resnet::{Depth, ResNet, ResNetConfig};
+use crate::vgg::Vgg16;
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::prelude::*;
@@ -53,6 +55,13 @@ pub enum ModelKind {
     /// DeiT-B (768 wide, 12 blocks, 12 heads) on 4×4 patches.
     #[serde(rename = "deit-b")]
     DeitB,
+    /// VGG-16 in its CIFAR configuration (13 convolutions with batch norm, one linear head).
+    #[serde(rename = "vgg16")]
+    Vgg16,
+    /// A GRU sequence classifier: 2 stacked `burn::nn::Gru` layers of 256 units, read at each
+    /// sequence's last valid step, and a linear head (FSDD, Japanese Vowels).
+    #[serde(rename = "gru")]
+    Gru,
 }
 
 crate::choices!(ModelKind {
@@ -68,7 +77,14 @@ crate::choices!(ModelKind {
     DeitTi => "deit-ti",
     DeitS => "deit-s",
     DeitB => "deit-b",
+    Vgg16 => "vgg16",
+    Gru => "gru",
 });
+
+/// Hidden units of each GRU layer of [`ModelKind::Gru`].
+pub const GRU_HIDDEN: usize = 256;
+/// Stacked GRU layers of [`ModelKind::Gru`].
+pub const GRU_LAYERS: usize = 2;
 
 /// Patch side of the DeiTs trained by the CLI (on CIFAR-sized images).
 pub const DEIT_PATCH: usize = 4;
@@ -77,8 +93,23 @@ pub const DEIT_PATCH: usize = 4;
 pub const RESMLP_PATCH: usize = 4;
 
 impl ModelKind {
-    /// Whether the model can classify images of this shape; the reason when not.
-    pub fn accepts(&self, input: ImageSpec) -> std::result::Result<(), String> {
+    /// Whether the model can classify this dataset's items; the reason when not.
+    pub fn accepts(&self, spec: DataSpec) -> std::result::Result<(), String> {
+        let input = match (self, spec) {
+            (Self::Gru, DataSpec::Sequences { .. }) => return Ok(()),
+            (Self::Gru, DataSpec::Images(_)) => {
+                return Err(format!(
+                    "{self} classifies sequences of feature frames (--dataset fsdd, \
+                     japanese-vowels), not {spec}"
+                ));
+            }
+            (_, DataSpec::Sequences { .. }) => {
+                return Err(format!(
+                    "{self} classifies images, not {spec}; use --model gru for this dataset"
+                ));
+            }
+            (_, DataSpec::Images(input)) => input,
+        };
         match self {
             Self::Lenet5 | Self::Lenet300 if (input.channels, input.side) != (1, 28) => {
                 Err(format!(
@@ -107,16 +138,23 @@ impl ModelKind {
         }
     }
 
-    /// Builds a freshly initialised model of this kind for images of shape `input` on `device`
+    /// Builds a freshly initialised model of this kind for the items `spec` describes on `device`
     /// and hands it to `visitor`: the one place that maps a [`ModelKind`] to a model type, for
     /// training and evaluation alike. Inputs the model cannot take are an error.
     pub fn build<B: AutodiffBackend, V: ModelVisitor<B>>(
         self,
-        input: ImageSpec,
+        spec: DataSpec,
         device: &B::Device,
         visitor: V,
     ) -> Result<V::Output> {
-        self.accepts(input).map_err(Error::Invalid)?;
+        self.accepts(spec).map_err(Error::Invalid)?;
+        let input = match spec {
+            DataSpec::Images(input) => input,
+            DataSpec::Sequences { features, classes } => {
+                let gru = GruClassifier::init(features, GRU_HIDDEN, GRU_LAYERS, classes, device);
+                return Ok(visitor.visit(gru));
+            }
+        };
         let resmlp = |config: fn(usize, usize, usize) -> ResMlpConfig| -> ResMlp<B> {
             config(input.side, RESMLP_PATCH, input.classes)
                 .with_channels(input.channels)
@@ -147,6 +185,8 @@ impl ModelKind {
             Self::ResmlpSmall => visitor.visit(resmlp(ResMlpConfig::small)),
             Self::ResmlpS12 => visitor.visit(resmlp(ResMlpConfig::s12)),
             Self::ResmlpS24 => visitor.visit(resmlp(ResMlpConfig::s24)),
+            Self::Vgg16 => visitor.visit(Vgg16::init(input.channels, input.classes, device)),
+            Self::Gru => unreachable!("accepts refuses a GRU on images"),
         })
     }
 }
@@ -159,14 +199,14 @@ pub trait ModelVisitor<B: AutodiffBackend> {
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output;
 }
 
-/// An image classifier the trainer can drive.
+/// A classifier the trainer can drive.
 pub trait Classifier<B: Backend>: Module<B> {
-    /// Logits `[batch, classes]` for images `[batch, channels, side, side]`.
-    fn logits(&self, images: Tensor<B, 4>) -> Tensor<B, 2>;
+    /// Logits `[batch, classes]` for a batch's inputs (images, or padded sequences).
+    fn logits(&self, inputs: Inputs<B>) -> Tensor<B, 2>;
 
     /// Logits, mean cross-entropy loss and targets, as burn-train's metrics expect them.
-    fn forward_classification(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
-        let output = self.logits(batch.images);
+    fn forward_classification(&self, batch: Batch<B>) -> ClassificationOutput<B> {
+        let output = self.logits(batch.inputs);
         let loss = CrossEntropyLossConfig::new()
             .init(&output.device())
             .forward(output.clone(), batch.targets.clone());
@@ -181,10 +221,10 @@ pub trait TrainableClassifier<B: AutodiffBackend>:
         B,
         InnerModule: Classifier<B::InnerBackend>
                          + InferenceStep<
-            Input = ImageBatch<B::InnerBackend>,
+            Input = Batch<B::InnerBackend>,
             Output = ClassificationOutput<B::InnerBackend>,
         >,
-    > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+    > + TrainStep<Input = Batch<B>, Output = ClassificationOutput<B>>
     + core::fmt::Display
     + 'static
 {
@@ -196,10 +236,10 @@ impl<B: AutodiffBackend, M> TrainableClassifier<B> for M where
             B,
             InnerModule: Classifier<B::InnerBackend>
                              + InferenceStep<
-                Input = ImageBatch<B::InnerBackend>,
+                Input = Batch<B::InnerBackend>,
                 Output = ClassificationOutput<B::InnerBackend>,
             >,
-        > + TrainStep<Input = ImageBatch<B>, Output = ClassificationOutput<B>>
+        > + TrainStep<Input = Batch<B>, Output = ClassificationOutput<B>>
         + core::fmt::Display
         + 'static
 {
@@ -210,45 +250,65 @@ impl<B: AutodiffBackend, M> TrainableClassifier<B> for M where
 macro_rules! classifiers {
     ($($model:ident),*) => {$(
         impl<B: Backend> Classifier<B> for $model<B> {
-            fn logits(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-                self.forward(images)
+            fn logits(&self, inputs: Inputs<B>) -> Tensor<B, 2> {
+                self.forward(inputs.images())
             }
         }
+        steps!($model);
+    )*};
+}
 
+/// burn-train's `TrainStep` / `InferenceStep` for a [`Classifier`].
+macro_rules! steps {
+    ($model:ident) => {
         impl<B: AutodiffBackend> TrainStep for $model<B> {
-            type Input = ImageBatch<B>;
+            type Input = Batch<B>;
             type Output = ClassificationOutput<B>;
-            fn step(&self, batch: ImageBatch<B>) -> burn::train::TrainOutput<ClassificationOutput<B>> {
+            fn step(&self, batch: Batch<B>) -> burn::train::TrainOutput<ClassificationOutput<B>> {
                 let item = self.forward_classification(batch);
                 burn::train::TrainOutput::new(self, item.loss.backward(), item)
             }
         }
 
         impl<B: Backend> InferenceStep for $model<B> {
-            type Input = ImageBatch<B>;
+            type Input = Batch<B>;
             type Output = ClassificationOutput<B>;
-            fn step(&self, batch: ImageBatch<B>) -> ClassificationOutput<B> {
+            fn step(&self, batch: Batch<B>) -> ClassificationOutput<B> {
                 self.forward_classification(batch)
             }
         }
-    )*};
+    };
 }
 
-classifiers!(LeNet5, LeNet300, ResMlp, ResNet, Deit);
+classifiers!(LeNet5, LeNet300, ResMlp, ResNet, Deit, Vgg16);
+
+impl<B: Backend> Classifier<B> for GruClassifier<B> {
+    fn logits(&self, inputs: Inputs<B>) -> Tensor<B, 2> {
+        let (frames, lengths) = inputs.sequences();
+        self.forward(frames, &lengths)
+    }
+}
+steps!(GruClassifier);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::ImageSpec;
     use burn::backend::{Autodiff, NdArray};
 
-    const MNIST: ImageSpec = ImageSpec {
+    const MNIST: DataSpec = DataSpec::Images(ImageSpec {
         channels: 1,
         side: 28,
         classes: 10,
-    };
-    const CIFAR: ImageSpec = ImageSpec {
+    });
+    const CIFAR: DataSpec = DataSpec::Images(CIFAR_IMAGES);
+    const CIFAR_IMAGES: ImageSpec = ImageSpec {
         channels: 3,
         side: 32,
+        classes: 10,
+    };
+    const SPEECH: DataSpec = DataSpec::Sequences {
+        features: 39,
         classes: 10,
     };
 
@@ -260,9 +320,17 @@ mod tests {
         for kind in [ModelKind::ResmlpSmall, ModelKind::ResmlpS12] {
             assert!(kind.accepts(MNIST).is_ok() && kind.accepts(CIFAR).is_ok());
         }
-        let odd = ImageSpec { side: 30, ..CIFAR };
+        let odd = DataSpec::Images(ImageSpec {
+            side: 30,
+            ..CIFAR_IMAGES
+        });
         let err = ModelKind::ResmlpSmall.accepts(odd).unwrap_err();
         assert!(err.contains("not a multiple of 4"), "{err}");
+        assert!(ModelKind::Gru.accepts(SPEECH).is_ok());
+        let err = ModelKind::Gru.accepts(CIFAR).unwrap_err();
+        assert!(err.contains("classifies sequences"), "{err}");
+        let err = ModelKind::Lenet5.accepts(SPEECH).unwrap_err();
+        assert!(err.contains("use --model gru"), "{err}");
     }
 
     /// Reports the parameter count of what was built.
@@ -296,8 +364,18 @@ mod tests {
         // the published counts at 10 classes (CIFAR stem), and the narrow ResNet-18
         assert_eq!(built(ModelKind::Resnet18Cifar, CIFAR).unwrap(), 11_173_962);
         assert_eq!(built(ModelKind::Resnet18CifarW16, CIFAR).unwrap(), 701_466);
+        assert_eq!(built(ModelKind::Vgg16, CIFAR).unwrap(), 14_728_266);
+        // 2 × 256 GRU over 39 features: 3 gates of input and hidden products with biases
+        let layer = |d: usize| 3 * (d * 256 + 256 + 256 * 256 + 256);
+        assert_eq!(
+            built(ModelKind::Gru, SPEECH).unwrap(),
+            layer(39) + layer(256) + 256 * 10 + 10
+        );
         assert!(built(ModelKind::DeitTi, CIFAR).is_ok());
-        let odd = ImageSpec { side: 30, ..CIFAR };
+        let odd = DataSpec::Images(ImageSpec {
+            side: 30,
+            ..CIFAR_IMAGES
+        });
         let err = built(ModelKind::DeitTi, odd).unwrap_err();
         assert!(err.to_string().contains("4×4 patches"), "{err}");
         let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();

@@ -27,7 +27,7 @@
 //! use burn::backend::{Autodiff, NdArray};
 //! use burn::prelude::*;
 //! use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-//! use ember_models::data::{DataSource, DatasetKind};
+//! use ember_models::data::{DataSource, DatasetKind, Inputs};
 //!
 //! type B = Autodiff<NdArray>;
 //! /// Classifies a batch of zeros with whatever model was built.
@@ -35,7 +35,8 @@
 //! impl ModelVisitor<B> for Logits {
 //!     type Output = [usize; 2];
 //!     fn visit<M: TrainableClassifier<B>>(self, model: M) -> [usize; 2] {
-//!         model.logits(Tensor::zeros([2, 1, 28, 28], &Default::default())).dims()
+//!         let images = Tensor::zeros([2, 1, 28, 28], &Default::default());
+//!         model.logits(Inputs::Images(images)).dims()
 //!     }
 //! }
 //! let mnist = DataSource::new(DatasetKind::Mnist, None)?; // the embedded subset

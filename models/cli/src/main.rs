@@ -25,12 +25,16 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Train a model (defaults: LeNet-5 on the embedded MNIST subset, ndarray backend).
-    Train(commands::train::TrainArgs),
+    Train(Box<commands::train::TrainArgs>),
     /// Evaluate a saved model (or a packed one from `ember prune`) on the test split.
     Eval(commands::eval::EvalArgs),
-    /// Prune a trained run's weights to HiNM (hierarchical N:M with Gyro-Permutation) and
-    /// write the packed model, with the saliency each permutation choice keeps per layer.
+    /// Prune a trained run's weights to HiNM (hierarchical N:M with Gyro-Permutation; a table
+    /// of the saliency each permutation choice keeps per layer) or to BCR (one-shot projection
+    /// and masked retraining), and write the packed model.
     Prune(commands::prune::PruneArgs),
+    /// GRIM's block-size tuner (Listing 1): per layer of a model, time synthesized BCR layers
+    /// of each candidate block and stop where the next one's speed-up falls below a threshold.
+    TuneBcr(commands::tune_bcr::TuneBcrArgs),
     /// Training memory by component (inputs, model, optimizer, activations), dense and under
     /// SparseAct policies, measured from the runtime (the paper's Tables I and III).
     Memory(commands::memory::MemoryArgs),
@@ -57,10 +61,11 @@ pub(crate) fn choice<T: Choice>() -> impl TypedValueParser<Value = T> {
 
 fn run(cli: Cli) -> Result<(), EmberError> {
     match cli.command {
-        Command::Train(args) => commands::train::run(args),
+        Command::Train(args) => commands::train::run(*args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Prune(args) => commands::prune::run(args),
         Command::Memory(args) => commands::memory::run(args),
+        Command::TuneBcr(args) => commands::tune_bcr::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Lut { command } => commands::lut::run(command),
         Command::Policy { command } => commands::policy::run(command),

@@ -243,7 +243,7 @@ pub fn decode_image(file: &Path) -> Result<Vec<u8>> {
 }
 
 /// A batch of normalised images `[batch, 3, 32, 32]` and their labels.
-pub type CifarBatch<B> = super::ImageBatch<B>;
+pub type CifarBatch<B> = super::Batch<B>;
 
 /// Batches CIFAR items; with `augment`, every image is randomly cropped (4-pixel zero padding)
 /// and flipped first, from a seeded generator.
@@ -307,7 +307,10 @@ impl<B: Backend> Batcher<B, CifarItem, CifarBatch<B>> for CifarBatcher {
         }
         let targets: Vec<i64> = items.iter().map(|i| i.label as i64).collect();
         CifarBatch {
-            images: Tensor::from_data(TensorData::new(data, [n, CHANNELS, SIDE, SIDE]), device),
+            inputs: super::Inputs::Images(Tensor::from_data(
+                TensorData::new(data, [n, CHANNELS, SIDE, SIDE]),
+                device,
+            )),
             targets: Tensor::from_data(TensorData::new(targets, [n]), device),
         }
     }
@@ -444,8 +447,9 @@ mod tests {
         };
         let batch: CifarBatch<NdArray> =
             CifarBatcher::plain().batch(vec![item.clone()], &Default::default());
-        assert_eq!(batch.images.dims(), [1, 3, 32, 32]);
-        let v: Vec<f32> = batch.images.into_data().to_vec().unwrap();
+        let images = batch.inputs.images();
+        assert_eq!(images.dims(), [1, 3, 32, 32]);
+        let v: Vec<f32> = images.into_data().to_vec().unwrap();
         assert!((v[0] - (1.0 - MEAN[0]) / STD[0]).abs() < 1e-6);
         assert!((v[2048] - (1.0 - MEAN[2]) / STD[2]).abs() < 1e-6);
         let varied = CifarItem {
@@ -455,7 +459,7 @@ mod tests {
         let run = |seed| -> Vec<f32> {
             let b: CifarBatch<NdArray> =
                 CifarBatcher::augmented(seed).batch(vec![varied.clone(); 4], &Default::default());
-            b.images.into_data().to_vec().unwrap()
+            b.inputs.images().into_data().to_vec().unwrap()
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));

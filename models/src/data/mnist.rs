@@ -166,7 +166,7 @@ pub fn load(source: &MnistSource, train: bool) -> Result<MnistSplit> {
 }
 
 /// A batch of normalised MNIST images `[batch, 1, 28, 28]` and their labels.
-pub type MnistBatch<B> = super::ImageBatch<B>;
+pub type MnistBatch<B> = super::Batch<B>;
 
 /// Turns items into a [`MnistBatch`].
 #[derive(Clone, Debug, Default)]
@@ -181,7 +181,10 @@ impl<B: Backend> Batcher<B, MnistItem, MnistBatch<B>> for MnistBatcher {
             .collect();
         let labels: Vec<i64> = items.iter().map(|it| it.label as i64).collect();
         MnistBatch {
-            images: Tensor::from_data(TensorData::new(pixels, [n, 1, SIDE, SIDE]), device),
+            inputs: super::Inputs::Images(Tensor::from_data(
+                TensorData::new(pixels, [n, 1, SIDE, SIDE]),
+                device,
+            )),
             targets: Tensor::from_data(TensorData::new(labels, [n]), device),
         }
     }

@@ -4,6 +4,7 @@ use crate::error::{EmberError, Result};
 use burn::backend::Autodiff;
 use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_bcr::backend::{Bcr, BcrDevice};
 use burn_hinm::backend::{Hinm, HinmDevice};
 use burn_sparse_act::{Policy, SparseAct, SparseDevice};
 use cubecl_kernels::decorator::KernelBackend;
@@ -26,9 +27,9 @@ ember_models::choices!(BackendKind {
     Cuda => "cuda",
 });
 
-/// The training stack over `B`: SparseAct over autodiff over Hinm (packed weights) over
-/// ApproxMul.
-pub type Stack<B> = SparseAct<Autodiff<Hinm<ApproxMul<B>>>>;
+/// The training stack over `B`: SparseAct over autodiff over Bcr and Hinm (packed weights of
+/// either format) over ApproxMul.
+pub type Stack<B> = SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>;
 /// The ndarray stack used for training.
 pub type NdarrayStack = Stack<burn::backend::NdArray>;
 /// The wgpu stack used for training.
@@ -41,9 +42,9 @@ pub type CudaStack = Stack<burn::backend::Cuda>;
 pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     multiplier: Multiplier,
     policy: Policy,
-) -> SparseDevice<Hinm<ApproxMul<B>>> {
+) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
     let approx = ApproxDevice::new(Default::default(), multiplier);
-    SparseDevice::new(HinmDevice::new(approx, ()), policy)
+    SparseDevice::new(BcrDevice::new(HinmDevice::new(approx, ()), ()), policy)
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every
@@ -82,7 +83,7 @@ impl BackendKind {
 
     /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
     /// `policy`, after checking that the backend can start here. Every stack is
-    /// `SparseAct<Autodiff<Hinm<ApproxMul<B>>>>`: [`Multiplier::native`], the default (off)
+    /// `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>`: [`Multiplier::native`], the default (off)
     /// policy and dense weights make it `Autodiff<B>` bit for bit, so one monomorphisation serves every combination.
     pub fn dispatch<J: BackendJob>(
         self,

@@ -143,13 +143,15 @@ fn pass_text(l: &LayerEffects, pass: Pass) -> String {
     if list.is_empty() {
         return "–".into();
     }
-    // a weight-sparse product says so: `native (hinm kernel)`
+    // a weight-sparse product says so: `native (hinm kernel)`, `native (bcrc host)`
     let mut names: Vec<String> = list
         .iter()
-        .map(|c| match c.route.starts_with("hinm") {
-            true => format!("{} ({})", c.multiplier, c.route),
-            false => c.multiplier.clone(),
-        })
+        .map(
+            |c| match c.route.starts_with("hinm") || c.route.starts_with("bcrc") {
+                true => format!("{} ({})", c.multiplier, c.route),
+                false => c.multiplier.clone(),
+            },
+        )
         .collect();
     names.dedup();
     names.join(" + ")

@@ -10,7 +10,7 @@
 //!   optimizer records, checksummed; [`atomic`]: every file written whole or not at all.
 //! - [`report`]: metrics as CSV and curves as PNG; [`progress`]: progress bar or lines.
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
-//!   `SparseAct<Autodiff<Hinm<ApproxMul<B>>>>` whose device carries the multiplier and the SparseAct
+//!   `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>` whose device carries the multiplier and the SparseAct
 //!   policy.
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
@@ -44,6 +44,7 @@
 //!     plain: true,
 //!     on_nan: ember_train::train::OnNan::Stop,
 //!     hinm: None,
+//!     bcr: None,
 //!     interrupt: None,
 //! })?;
 //! println!("test accuracy {:.2}%", report.test.accuracy);
@@ -60,6 +61,7 @@
 
 pub mod atomic;
 pub mod backend;
+pub mod bcr;
 pub mod compare;
 pub mod effects;
 pub mod error;

@@ -13,7 +13,7 @@ use burn_hinm::Level;
 use burn_sparse_act::{LayerPruning, Pruning};
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::ImageSpec;
+use ember_models::data::DataSpec;
 use ember_models::params::float_shapes;
 use std::fmt::Write as _;
 
@@ -39,7 +39,7 @@ impl ModuleParams {
 
 /// The modules of a `model` built for images of `spec`, in visiting order, each with the
 /// parameters it holds itself.
-pub fn module_params(model: ModelKind, spec: ImageSpec) -> Result<Vec<ModuleParams>> {
+pub fn module_params(model: ModelKind, spec: DataSpec) -> Result<Vec<ModuleParams>> {
     struct Shapes;
     impl ModelVisitor<Autodiff<NdArray>> for Shapes {
         type Output = Vec<(String, Vec<usize>)>;
@@ -64,7 +64,7 @@ pub fn module_params(model: ModelKind, spec: ImageSpec) -> Result<Vec<ModulePara
 
 /// The table `ember policy show` prints: one line per module with its parameters, and the
 /// `IN×OUT` key of every linear layer.
-pub fn describe(model: ModelKind, spec: ImageSpec) -> Result<String> {
+pub fn describe(model: ModelKind, spec: DataSpec) -> Result<String> {
     let modules = module_params(model, spec)?;
     let width = modules
         .iter()
@@ -73,12 +73,9 @@ pub fn describe(model: ModelKind, spec: ImageSpec) -> Result<String> {
         .unwrap_or(0)
         .max(6);
     let mut text = format!(
-        "{model} for {}×{}×{} images, {} classes: {} modules with parameters\n\n\
+        "{model} for {spec}, {} classes: {} modules with parameters\n\n\
          {:width$}  {:<9}  parameters\n",
-        spec.side,
-        spec.side,
-        spec.channels,
-        spec.classes,
+        spec.classes(),
         modules.len(),
         "module",
         "linear",
@@ -127,6 +124,9 @@ pub struct Settings {
     /// HiNM level `TOTAL:vV` (`75:v64`) for `ember prune --hinm` and `ember train --hinm`, or
     /// `off` to keep the layer's weight dense.
     pub hinm: Option<String>,
+    /// BCR level `RATEx:RxC` (`10x:4x16`) for `ember train --bcr` and `ember prune --bcr`, or
+    /// `off` to keep the layer's weight dense.
+    pub bcr: Option<String>,
 }
 
 /// One `[[layer]]` entry: a module-path pattern and what it sets.
@@ -203,6 +203,8 @@ pub struct LayerChoice {
     pub sparse_act: Option<Option<Pruning>>,
     /// Its HiNM level (`Some(None)`: weight kept dense), when the policy sets one.
     pub hinm: Option<Option<Level>>,
+    /// Its BCR level (`Some(None)`: weight kept dense), when the policy sets one.
+    pub bcr: Option<Option<burn_bcr::Level>>,
 }
 
 impl LayerChoice {
@@ -237,6 +239,11 @@ impl std::fmt::Display for LayerChoice {
             Some(None) => parts.push("hinm off".into()),
             None => {}
         }
+        match self.bcr {
+            Some(Some(l)) => parts.push(format!("bcr {l}")),
+            Some(None) => parts.push("bcr off".into()),
+            None => {}
+        }
         if parts.is_empty() {
             parts.push("run defaults".into());
         }
@@ -248,6 +255,16 @@ fn parse_hinm(text: &str) -> std::result::Result<Option<Level>, String> {
     match text.trim() {
         "off" => Ok(None),
         spec => spec.parse::<Level>().map(Some).map_err(|e| e.to_string()),
+    }
+}
+
+fn parse_bcr(text: &str) -> std::result::Result<Option<burn_bcr::Level>, String> {
+    match text.trim() {
+        "off" => Ok(None),
+        spec => spec
+            .parse::<burn_bcr::Level>()
+            .map(Some)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -294,6 +311,9 @@ impl LayerPolicy {
             if let Some(h) = &s.hinm {
                 parse_hinm(h).map_err(|e| error(format!("{what}: hinm {h:?}: {e}")))?;
             }
+            if let Some(b) = &s.bcr {
+                parse_bcr(b).map_err(|e| error(format!("{what}: bcr {b:?}: {e}")))?;
+            }
             Ok(())
         };
         check("[default]", &file.default)?;
@@ -323,6 +343,7 @@ impl LayerPolicy {
                         multiplier: (i == 0 || i == last).then(Multiplier::native),
                         sparse_act: None,
                         hinm: None,
+                        bcr: None,
                     })
                     .collect())
             }
@@ -358,6 +379,7 @@ impl LayerPolicy {
                                 s.multiplier = r.multiplier.clone().or(s.multiplier);
                                 s.sparse_act = r.sparse_act.clone().or(s.sparse_act);
                                 s.hinm = r.hinm.clone().or(s.hinm);
+                                s.bcr = r.bcr.clone().or(s.bcr);
                             }
                         }
                         let multiplier = s
@@ -371,11 +393,13 @@ impl LayerPolicy {
                             .transpose()
                             .map_err(error)?;
                         let hinm = s.hinm.map(|h| parse_hinm(&h)).transpose().map_err(error)?;
+                        let bcr = s.bcr.map(|b| parse_bcr(&b)).transpose().map_err(error)?;
                         Ok(LayerChoice {
                             path: path.clone(),
                             multiplier,
                             sparse_act,
                             hinm,
+                            bcr,
                         })
                     })
                     .collect()
@@ -402,6 +426,7 @@ pub fn uniform(layers: &[String]) -> Vec<LayerChoice> {
             multiplier: None,
             sparse_act: None,
             hinm: None,
+            bcr: None,
         })
         .collect()
 }

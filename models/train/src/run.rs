@@ -71,6 +71,9 @@ pub struct Manifest {
     /// `None` without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hinm: Option<String>,
+    /// BCR pruning (`--bcr LEVEL`, ADMM or one-shot, the source run); `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bcr: Option<String>,
     /// Epochs completed so far: `checkpoint/*-<completed_epochs>.mpk` hold the state to resume
     /// from. Written after every epoch.
     pub completed_epochs: usize,
@@ -192,6 +195,12 @@ pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
     dir.join("checkpoint").join(format!("{kind}-{epoch}.mpk"))
 }
 
+/// `dir/checkpoint/bcr-<epoch>.bin`: the BCR state (ADMM's `Z`, `U`, `ρ`, or the fixed masks)
+/// after `epoch` of a `--bcr` run.
+pub fn bcr_state_file(dir: &Path, epoch: usize) -> PathBuf {
+    dir.join("checkpoint").join(format!("bcr-{epoch}.bin"))
+}
+
 /// Whether `name` (a path relative to a run directory, `/`-separated) is a file Ember writes
 /// there: the manifest, `model.mpk`, `metrics.csv`, `curves.png`, checkpoints, burn-train's
 /// logs of version-2 runs (`train/epoch-<e>/*.log`, `valid/…`), and temporary files of
@@ -205,11 +214,22 @@ pub fn is_ember_file(name: &str) -> bool {
     };
     let temp = |s: &str| s.starts_with(crate::atomic::TEMP_PREFIX);
     match parts.as_slice() {
-        [f] => [MANIFEST, "model.mpk", "metrics.csv", "curves.png"].contains(f) || temp(f),
+        [f] => {
+            [
+                MANIFEST,
+                "model.mpk",
+                "metrics.csv",
+                "curves.png",
+                "model.bcr",
+            ]
+            .contains(f)
+                || temp(f)
+        }
         ["checkpoint", f] => {
             ["model-", "optim-", "scheduler-"]
                 .iter()
                 .any(|p| numbered(f, p, ".mpk"))
+                || numbered(f, "bcr-", ".bin")
                 || temp(f)
         }
         ["train" | "valid", epoch, log] => numbered(epoch, "epoch-", "") && log.ends_with(".log"),
@@ -396,7 +416,7 @@ pub(crate) fn manifest_dir(file: &Path) -> Option<PathBuf> {
 
 /// The model file that `path` designates, the manifest of its run (if any), and the checksum
 /// that manifest recorded for the file (if any).
-pub(crate) fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
+pub fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Option<u32>)> {
     let bad = |reason: String| EmberError::BadCheckpoint {
         path: path.to_path_buf(),
         reason,

@@ -21,7 +21,8 @@ use cubecl_kernels::decorator::effects;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::{self, CifarBatcher};
 use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::{DataSource, DatasetKind, ImageBatch, ImageSpec};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,6 +86,10 @@ pub struct TrainOptions {
     /// masks searched on them, re-apply the masks after every optimizer step (gradients of
     /// pruned weights masked too), and write the packed `model.hinm` at the end.
     pub hinm: Option<crate::hinm::HinmTune>,
+    /// BCR pruning (`--bcr LEVEL [--admm]`): ADMM training then hard pruning and masked
+    /// retraining, or one-shot masks and masked training; the packed `model.bcr` at the end
+    /// ([`crate::bcr`]).
+    pub bcr: Option<crate::bcr::BcrTrain>,
     /// Set (by a signal handler, or another thread) to end training before the next batch;
     /// the run keeps its last completed epoch and resumes from it.
     pub interrupt: Option<Arc<AtomicBool>>,
@@ -113,6 +118,14 @@ impl TrainOptions {
                 "--lr must be a positive number, got {}",
                 self.lr
             )));
+        }
+        if let Some(b) = &self.bcr {
+            if self.hinm.is_some() {
+                return Err(EmberError::Invalid(
+                    "--bcr and --hinm prune the same weights: choose one".into(),
+                ));
+            }
+            b.validate(self.epochs)?;
         }
         self.model
             .accepts(self.data.spec())
@@ -161,6 +174,12 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
         .as_ref()
         .map(|t| crate::hinm::tuning(t, opts.model, opts.policy.as_ref(), opts.seed))
         .transpose()?;
+    let bcr_source = opts
+        .bcr
+        .as_ref()
+        .and_then(|b| b.from.as_ref())
+        .map(|from| source_run(from, opts.model))
+        .transpose()?;
     opts.backend.dispatch(
         opts.multiplier.clone(),
         opts.sparse_act.clone(),
@@ -168,14 +187,32 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
             opts,
             splits,
             tuning,
+            bcr_source,
         },
     )
+}
+
+/// The model file of a trained run (`--from`) and its recorded checksum; the run must hold a
+/// `model` model.
+fn source_run(from: &Path, model: ModelKind) -> Result<(PathBuf, Option<u32>)> {
+    let (file, manifest, checksum) = run::resolve_checkpoint(from)?;
+    if let Some(m) = &manifest
+        && m.model != model
+    {
+        return Err(EmberError::BadCheckpoint {
+            path: from.to_path_buf(),
+            reason: format!("it holds a {} model, not {model}", m.model),
+        });
+    }
+    Ok((file, checksum))
 }
 
 /// The loaded splits of a dataset: training (when asked for) and test.
 enum Splits {
     Mnist(Option<mnist::MnistSplit>, mnist::MnistSplit),
     Cifar10(Option<cifar::CifarSplit>, cifar::CifarSplit),
+    /// FSDD or Japanese Vowels, with the values per frame.
+    Sequences(Option<SequenceSplit>, SequenceSplit, usize),
 }
 
 impl Splits {
@@ -188,7 +225,8 @@ impl Splits {
         let empty = |train: usize, test: usize| {
             if (with_train && train == 0) || test == 0 {
                 Err(EmberError::Invalid(format!(
-                    "{source} has no training or no test images"
+                    "{source} has no training or no test {}",
+                    source.spec().noun()
                 )))
             } else {
                 Ok(())
@@ -215,6 +253,20 @@ impl Splits {
                 empty(train.as_ref().map_or(0, |s| s.len()), test.len())?;
                 Self::Cifar10(train, test)
             }
+            DataSource::Fsdd(_) | DataSource::JapaneseVowels(_) => {
+                let (train, test) = match source {
+                    DataSource::Fsdd(archive) => sequence::load_fsdd(archive)?,
+                    DataSource::JapaneseVowels(dir) => sequence::load_japanese_vowels(dir)?,
+                    _ => unreachable!("matched above"),
+                };
+                let train = with_train.then(|| train.truncate(train_limit.unwrap_or(usize::MAX)));
+                let test = test.truncate(test_limit.unwrap_or(usize::MAX));
+                empty(train.as_ref().map_or(0, |s| s.len()), test.len())?;
+                let DataSpec::Sequences { features, .. } = source.spec() else {
+                    unreachable!("a sequence dataset")
+                };
+                Self::Sequences(train, test, features)
+            }
         })
     }
 }
@@ -223,6 +275,8 @@ struct TrainJob {
     opts: TrainOptions,
     splits: Splits,
     tuning: Option<crate::hinm::Tuning>,
+    /// The model file `--bcr --from` starts from, and its checksum.
+    bcr_source: Option<(PathBuf, Option<u32>)>,
 }
 
 impl BackendJob for TrainJob {
@@ -261,7 +315,10 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     model: M,
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
-    let tuning = job.tuning;
+    let tuning = Start {
+        hinm: job.tuning,
+        bcr_source: job.bcr_source,
+    };
     match job.splits {
         Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
@@ -289,12 +346,30 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
                 valid: CifarBatcher::plain(),
             },
         ),
+        Splits::Sequences(train, test, features) => train_model::<B, M, _, _, _>(
+            job.opts,
+            tuning,
+            device,
+            model,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: Box::new(move |_| SequenceBatcher { features }),
+                valid: SequenceBatcher { features },
+            },
+        ),
     }
+}
+
+/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run.
+struct Start {
+    hinm: Option<crate::hinm::Tuning>,
+    bcr_source: Option<(PathBuf, Option<u32>)>,
 }
 
 fn train_model<B, M, I, T, V>(
     opts: TrainOptions,
-    tuning: Option<crate::hinm::Tuning>,
+    start: Start,
     device: B::Device,
     model: M,
     train_split: InMemDataset<I>,
@@ -305,15 +380,16 @@ where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + core::fmt::Debug + 'static,
-    T: Batcher<B, I, ImageBatch<B>>,
-    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>>,
+    T: Batcher<B, I, Batch<B>>,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
 {
     // Everything that can be refused is checked before the run directory is touched.
     let (train_len, test_len) = (train_split.len(), test_split.len());
     if opts.batch_size > train_len {
         return Err(EmberError::Invalid(format!(
-            "--batch-size {} is larger than the {train_len} training images",
-            opts.batch_size
+            "--batch-size {} is larger than the {train_len} training {}",
+            opts.batch_size,
+            opts.data.spec().noun()
         )));
     }
     for warning in opts
@@ -329,6 +405,25 @@ where
         &opts.multiplier,
         opts.energy.as_deref(),
     )?;
+    let tuning = start.hinm;
+    let bcr_plan = opts
+        .bcr
+        .as_ref()
+        .map(|b| {
+            let shapes = ember_models::params::float_shapes(&model);
+            let layers = contraction_layers(&shapes);
+            let (plan, notes) = crate::bcr::plan(
+                &shapes.into_iter().collect(),
+                &layers,
+                opts.policy.as_ref(),
+                b.level,
+            )?;
+            for note in notes {
+                eprintln!("--bcr: {note}");
+            }
+            Ok::<_, EmberError>(plan)
+        })
+        .transpose()?;
     let out = opts.out.clone();
     let existed = out.exists();
     let previous = run::prepare(&out, opts.model, opts.on_existing)?;
@@ -341,13 +436,24 @@ where
         {
             model = record::load_checked(&t.file, t.checksum, model, opts.model, &device)?;
         }
+        if let Some((file, checksum)) = &start.bcr_source
+            && manifest.completed_epochs == 0
+        {
+            model = record::load_checked(file, *checksum, model, opts.model, &device)?;
+        }
         // A loaded record brings untagged weights: tag after restoring. Tagging also
         // initialises Burn's lazy parameters, from the seed the model was built under.
         let model = tag_layers::<B, M>(model, &choices);
-        let model = match &tuning {
-            Some(t) => crate::hinm::apply_masks(model, &t.masks),
-            None => model,
+        let bcr = match (&opts.bcr, &bcr_plan) {
+            (Some(b), Some(plan)) => Some(bcr_state(&opts, b, plan, &manifest, &model)?),
+            _ => None,
         };
+        let mut masks = match (&tuning, &bcr) {
+            (Some(t), _) => t.masks.clone(),
+            (None, Some(state)) => state.masks(),
+            (None, None) => Default::default(),
+        };
+        let model = crate::hinm::apply_masks(model, &masks);
         manifest.write(&out)?;
         fit(
             &opts,
@@ -364,6 +470,10 @@ where
                 choices: &choices,
                 energy: energy.as_ref(),
                 tuning: tuning.as_ref(),
+            },
+            Pruning {
+                masks: &mut masks,
+                bcr,
             },
         )
         .map(|test| (manifest, test))
@@ -388,12 +498,44 @@ where
                 }
             }
             eprintln!(
-                "({train_len} training / {test_len} test images; run directory {})",
+                "({train_len} training / {test_len} test {}; run directory {})",
+                opts.data.spec().noun(),
                 out.display()
             );
             Err(e)
         }
     }
+}
+
+/// The BCR state of this attempt: from the model's weights for a new run (ADMM's `Z = Π(W)` or
+/// the one-shot masks), from the checkpoint of the last completed epoch for a resumed one.
+fn bcr_state<B: Backend, M: Module<B>>(
+    opts: &TrainOptions,
+    b: &crate::bcr::BcrTrain,
+    plan: &[crate::bcr::Pruned],
+    manifest: &Manifest,
+    model: &M,
+) -> Result<crate::bcr::BcrState> {
+    let epoch = manifest.completed_epochs;
+    if epoch == 0 {
+        let params = burn_hinm::module::params(model);
+        return crate::bcr::BcrState::start(b, opts.epochs, plan, &params);
+    }
+    let file = run::bcr_state_file(&opts.out, epoch);
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.clone(),
+        reason,
+    };
+    let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if let Some(expected) = manifest.checksum(&opts.out, &file) {
+        let actual = record::checksum(&bytes);
+        if actual != expected {
+            return Err(bad(format!(
+                "it is corrupt: its CRC-32 is {actual:08x}, the run recorded {expected:08x}"
+            )));
+        }
+    }
+    crate::bcr::BcrState::from_bytes(&bytes, b, opts.epochs, plan).map_err(bad)
 }
 
 /// The manifest of this attempt: a new one, or the previous one checked against the options
@@ -422,6 +564,7 @@ fn start_manifest(
             test_limit: opts.test_limit,
             policy: policy_lines(choices, opts.policy.is_some()),
             hinm: opts.hinm.as_ref().map(|h| h.describe()),
+            bcr: opts.bcr.as_ref().map(|b| b.describe()),
             completed_epochs: 0,
             epoch_seconds: Vec::new(),
             history: Vec::new(),
@@ -472,6 +615,11 @@ fn start_manifest(
             "--hinm",
             prev.hinm.clone().unwrap_or_else(|| "off".into()),
             opts.hinm.as_ref().map_or("off".into(), |h| h.describe()),
+        ),
+        differs(
+            "--bcr",
+            prev.bcr.clone().unwrap_or_else(|| "off".into()),
+            opts.bcr.as_ref().map_or("off".into(), |b| b.describe()),
         ),
         differs("data", prev.data.clone(), opts.data.to_string()),
     ];
@@ -626,13 +774,14 @@ fn fit<B, M, I, T, V>(
     device: &B::Device,
     fit: Fit<'_, B, M, I, T, V>,
     layers: &Layers<'_>,
+    mut pruning: Pruning<'_>,
 ) -> Result<EvalReport>
 where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + 'static,
-    T: Batcher<B, I, ImageBatch<B>>,
-    V: Batcher<B::InnerBackend, I, ImageBatch<B::InnerBackend>>,
+    T: Batcher<B, I, Batch<B>>,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
 {
     let Fit {
         mut model,
@@ -644,13 +793,14 @@ where
     let out = &opts.out;
     let first = manifest.completed_epochs + 1;
     eprintln!(
-        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test images from {}) for epochs {first}..={}, into {}",
+        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test {} from {}) for epochs {first}..={}, into {}",
         opts.model,
         B::name(device),
         opts.multiplier,
         opts.sparse_act,
         train.len(),
         test.len(),
+        opts.data.spec().noun(),
         opts.data,
         opts.epochs,
         out.display()
@@ -700,16 +850,33 @@ where
                 });
             }
             let mut grads = step.grads;
-            if let Some(t) = layers.tuning {
-                crate::hinm::mask_grads(&model, &mut grads, &t.masks);
+            if let Some(state) = &pruning.bcr {
+                state.add_penalty_grads(&model, &mut grads);
+            }
+            if !pruning.masks.is_empty() {
+                crate::hinm::mask_grads(&model, &mut grads, pruning.masks);
             }
             model = optim.step(opts.lr, model, grads);
-            if let Some(t) = layers.tuning {
-                model = crate::hinm::apply_masks(model, &t.masks);
+            if !pruning.masks.is_empty() {
+                model = crate::hinm::apply_masks(model, pruning.masks);
             }
             progress.batch(b + 1, &sums);
         }
         recorded = Some((effects::finish(), batches as u64, epoch));
+        if let Some(state) = pruning.bcr.as_mut()
+            && state.in_admm()
+        {
+            progress.finish();
+            let params = burn_hinm::module::params(&model);
+            let (lines, hard) = state.end_epoch(epoch, &params)?;
+            for line in lines {
+                eprintln!("  bcr: {line}");
+            }
+            if hard {
+                *pruning.masks = state.masks();
+                model = crate::hinm::apply_masks(model, pruning.masks);
+            }
+        }
         let valid = evaluate_items::<B::InnerBackend, _, I, V>(
             &model.valid(),
             test,
@@ -743,6 +910,11 @@ where
             let file = run::checkpoint_file(out, kind, epoch);
             std::fs::create_dir_all(file.parent().expect("in checkpoint/"))
                 .map_err(|e| EmberError::write(&file, e))?;
+            crate::atomic::write(&file, &bytes)?;
+            manifest.record_file(out, &file, &bytes);
+        }
+        if let Some(state) = &pruning.bcr {
+            let (file, bytes) = (run::bcr_state_file(out, epoch), state.to_bytes());
             crate::atomic::write(&file, &bytes)?;
             manifest.record_file(out, &file, &bytes);
         }
@@ -781,6 +953,22 @@ where
         let file = out.join(crate::hinm::PACKED_FILE);
         crate::atomic::write(&file, &packed.to_bytes())?;
     }
+    if let (Some(state), Some(b)) = (&pruning.bcr, &opts.bcr) {
+        let about = [
+            ("level", b.describe()),
+            ("seed", opts.seed.to_string()),
+            ("source", file.display().to_string()),
+            ("dataset", opts.data.kind().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let params = burn_hinm::module::params(&model.valid());
+        let packed = crate::bcr::packed_model(opts.model, &params, state, about)?;
+        let file = out.join(crate::bcr::PACKED_FILE);
+        crate::atomic::write(&file, &packed.to_bytes())?;
+        eprintln!("packed BCR model: {}", file.display());
+    }
     manifest.write(out)?;
     if let Some((seen, steps, epoch)) = recorded {
         let step = format!("training step of epoch {epoch}");
@@ -791,6 +979,13 @@ where
         report_effects(&report, Some(out))?;
     }
     Ok(test)
+}
+
+/// What pruning does to each training step: the fixed masks (HiNM fine-tuning, BCR's one-shot
+/// or hard-pruned ones; empty: none) and BCR's state.
+struct Pruning<'a> {
+    masks: &'a mut std::collections::BTreeMap<String, Vec<f32>>,
+    bcr: Option<crate::bcr::BcrState>,
 }
 
 /// The per-layer choices of a run and its energy table.
@@ -885,7 +1080,7 @@ where
     B: Backend,
     M: Classifier<B>,
     I: Clone + Send + Sync,
-    V: Batcher<B, I, ImageBatch<B>>,
+    V: Batcher<B, I, Batch<B>>,
 {
     let mut sums = Sums::default();
     for start in (0..items.len()).step_by(batch_size) {
@@ -936,9 +1131,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         ));
     }
     opts.backend.check_available()?;
-    let packed = crate::hinm::packed_file(&opts.checkpoint)
-        .map(|f| crate::hinm::read_packed(&f).map(|m| (f, m)))
-        .transpose()?;
+    let packed = Packed::find(&opts.checkpoint)?;
     let (file, manifest, checksum) = match &packed {
         Some((f, _)) => (f.clone(), None, None),
         None => run::resolve_checkpoint(&opts.checkpoint)?,
@@ -946,11 +1139,14 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     let from_file = match &packed {
         Some((f, m)) => {
             Some(
-                m.model
+                m.model()
                     .parse::<ModelKind>()
                     .map_err(|_| EmberError::BadCheckpoint {
                         path: f.clone(),
-                        reason: format!("it holds a model this build does not know ({})", m.model),
+                        reason: format!(
+                            "it holds a model this build does not know ({})",
+                            m.model()
+                        ),
                     })?,
             )
         }
@@ -973,7 +1169,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     };
     let packed_dataset = packed
         .as_ref()
-        .and_then(|(_, m)| m.about.get("dataset"))
+        .and_then(|(_, m)| m.about().get("dataset"))
         .and_then(|d| d.parse::<DatasetKind>().ok());
     let dataset = opts
         .dataset
@@ -1008,13 +1204,54 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     )
 }
 
+/// A packed model file: HiNM's `model.hinm` or BCR's `model.bcr`.
+enum Packed {
+    Hinm(burn_hinm::file::PackedModel),
+    Bcr(burn_bcr::file::PackedModel),
+}
+
+impl Packed {
+    /// The packed model `path` is or holds (a run directory with `model.bcr` or `model.hinm`,
+    /// or such a file), read and checked; `None` when it is neither.
+    fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
+        if let Some(f) = crate::bcr::packed_file(path) {
+            let m = crate::bcr::read_packed(&f)?;
+            return Ok(Some((f, Self::Bcr(m))));
+        }
+        crate::hinm::packed_file(path)
+            .map(|f| crate::hinm::read_packed(&f).map(|m| (f, Self::Hinm(m))))
+            .transpose()
+    }
+    fn model(&self) -> &str {
+        match self {
+            Self::Hinm(m) => &m.model,
+            Self::Bcr(m) => &m.model,
+        }
+    }
+    fn about(&self) -> &std::collections::BTreeMap<String, String> {
+        match self {
+            Self::Hinm(m) => &m.about,
+            Self::Bcr(m) => &m.about,
+        }
+    }
+    fn load<B: cubecl_kernels::decorator::KernelBackend, M: Module<B>>(
+        &self,
+        model: M,
+    ) -> std::result::Result<M, String> {
+        match self {
+            Self::Hinm(m) => burn_hinm::module::load_packed(model, m),
+            Self::Bcr(m) => burn_bcr::module::load_packed(model, m).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 struct EvalJob {
-    /// The packed model when the checkpoint is one (`ember prune --hinm`).
-    packed: Option<burn_hinm::file::PackedModel>,
+    /// The packed model when the checkpoint is one (`ember prune`, `ember train --hinm|--bcr`).
+    packed: Option<Packed>,
     file: PathBuf,
     checksum: Option<u32>,
     model: ModelKind,
-    spec: ImageSpec,
+    spec: DataSpec,
     test: Splits,
     batch_size: usize,
     multiplier: Multiplier,
@@ -1048,15 +1285,16 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
             job.energy.as_deref(),
         )?;
         let model = match &job.packed {
-            // a packed model: the weights of the pruned layers stay packed (Hinm's primitive)
+            // a packed model: the weights of the pruned layers stay packed (Hinm's or Bcr's
+            // primitive)
             Some(packed) => {
                 let model = tag_layers::<B, M>(model, &choices).valid();
-                burn_hinm::module::load_packed(model, packed).map_err(|reason| {
-                    EmberError::BadCheckpoint {
+                packed
+                    .load(model)
+                    .map_err(|reason| EmberError::BadCheckpoint {
                         path: job.file.clone(),
                         reason: format!("cannot load it as {}: {reason}", job.model),
-                    }
-                })?
+                    })?
             }
             None => {
                 let model =
@@ -1078,6 +1316,13 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
                 &model,
                 &test.dataset(),
                 &CifarBatcher::plain(),
+                job.batch_size,
+                &device,
+            ),
+            Splits::Sequences(_, test, features) => evaluate_items(
+                &model,
+                &test.dataset(),
+                &SequenceBatcher { features },
                 job.batch_size,
                 &device,
             ),

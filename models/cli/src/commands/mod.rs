@@ -7,6 +7,7 @@ pub mod memory;
 pub mod policy;
 pub mod prune;
 pub mod train;
+pub mod tune_bcr;
 
 use burn_approx_mul::{BUILT_IN_HELP, Multiplier};
 use burn_sparse_act::Pruning;

@@ -12,8 +12,26 @@ pub struct PruneArgs {
     /// HiNM level TOTAL:vV: total sparsity 75, 87.5 or 93.75 percent (2:4 on the columns a
     /// column-vector pruning of 50, 75 or 87.5 % keeps), V the tile height (64 in the paper).
     /// The first and the last contraction layer stay dense unless --policy sets them.
-    #[arg(long, value_name = "TOTAL:vV", value_parser = parse_level)]
-    hinm: Level,
+    #[arg(long, value_name = "TOTAL:vV", value_parser = parse_level, required_unless_present = "bcr", conflicts_with = "bcr")]
+    hinm: Option<Level>,
+    /// BCR level RATEx:RxC (e.g. 10x:4x16): the trained weights projected onto the BCR set
+    /// (one-shot), then --epochs of masked retraining; --out becomes a run directory with the
+    /// packed model.bcr. Every contraction layer but the last is pruned unless --policy sets
+    /// bcr = "RATEx:RxC" or "off" per layer.
+    #[arg(long, value_name = "RATEx:RxC", value_parser = super::train::parse_bcr_level)]
+    bcr: Option<burn_bcr::Level>,
+    /// BCR: epochs of masked retraining after the one-shot projection.
+    #[arg(long, default_value_t = 1)]
+    epochs: usize,
+    /// BCR: Adam learning rate of the retraining.
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// BCR: backend of the retraining.
+    #[arg(long, value_parser = crate::choice::<ember_train::backend::BackendKind>(), default_value_t = ember_train::backend::BackendKind::Ndarray)]
+    backend: ember_train::backend::BackendKind,
+    /// BCR: the dataset's directory (default: where the trained run read it).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Permutation search the packed model is written with: gyro (output and tile-wise input
     /// permutations), ovw (output only) or none. The table reports all three.
     #[arg(long, default_value = "gyro", value_parser = parse_method)]
@@ -44,14 +62,19 @@ pub fn parse_method(s: &str) -> Result<Method, String> {
 }
 
 /// Runs `ember prune`.
-pub fn run(args: PruneArgs) -> Result<(), EmberError> {
+pub fn run(mut args: PruneArgs) -> Result<(), EmberError> {
     let policy = args
         .policy
+        .take()
         .map(|arg| ember_train::policy::LayerPolicy::from_arg(&arg))
         .transpose()?;
+    let Some(level) = args.hinm else {
+        let level = args.bcr.expect("clap requires --hinm or --bcr");
+        return prune_bcr(args, level, policy);
+    };
     let report = hinm::prune(PruneOptions {
         checkpoint: args.checkpoint,
-        level: args.hinm,
+        level,
         perm: args.perm,
         seed: args.seed,
         out: args.out,
@@ -61,6 +84,62 @@ pub fn run(args: PruneArgs) -> Result<(), EmberError> {
     println!(
         "wrote {} (evaluate it with `ember eval --checkpoint {}`)",
         report.out.join(hinm::PACKED_FILE).display(),
+        report.out.display()
+    );
+    Ok(())
+}
+
+/// `ember prune --bcr`: one-shot projection of the trained run and masked retraining, into a
+/// new run directory.
+fn prune_bcr(
+    args: PruneArgs,
+    level: burn_bcr::Level,
+    policy: Option<ember_train::policy::LayerPolicy>,
+) -> Result<(), EmberError> {
+    use ember_train::train::{self, OnNan, TrainOptions};
+    let (_, manifest, _) = ember_train::run::resolve_checkpoint(&args.checkpoint)?;
+    let manifest = manifest.ok_or_else(|| EmberError::BadCheckpoint {
+        path: args.checkpoint.clone(),
+        reason: "no ember-run.json beside it: give a run directory".into(),
+    })?;
+    let data_dir = args.data_dir.or_else(|| {
+        let p = PathBuf::from(&manifest.data);
+        p.exists().then_some(p)
+    });
+    let report = train::train(TrainOptions {
+        model: manifest.model,
+        backend: args.backend,
+        multiplier: burn_approx_mul::Multiplier::native(),
+        sparse_act: Default::default(),
+        policy,
+        energy: None,
+        epochs: args.epochs,
+        batch_size: manifest.batch_size,
+        lr: args.lr,
+        seed: args.seed,
+        out: args.out,
+        data: ember_models::data::DataSource::new(manifest.dataset, data_dir)?,
+        on_existing: ember_train::run::OnExisting::Refuse,
+        train_limit: manifest.train_limit,
+        test_limit: manifest.test_limit,
+        plain: false,
+        on_nan: OnNan::Stop,
+        hinm: None,
+        bcr: Some(ember_train::bcr::BcrTrain {
+            level,
+            admm_every: None,
+            smooth: false,
+            retrain: 0,
+            from: Some(args.checkpoint),
+        }),
+        interrupt: None,
+    })?;
+    println!(
+        "test accuracy {:.2}% after BCR {level} and {} epochs of masked retraining; wrote {} \
+         (evaluate it with `ember eval --checkpoint {}`)",
+        report.test.accuracy,
+        args.epochs,
+        report.out.join(ember_train::bcr::PACKED_FILE).display(),
         report.out.display()
     );
     Ok(())

@@ -46,12 +46,15 @@ pub struct TrainArgs {
     /// Run directory (default: runs/<model>-<date>-<time>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Dataset: mnist (idx files: MNIST or Fashion-MNIST) or cifar10.
+    /// Dataset: mnist (idx files: MNIST or Fashion-MNIST), cifar10, fsdd (spoken digits, MFCC
+    /// sequences) or japanese-vowels (speaker identification); the last two take --model gru.
     #[arg(long, value_parser = choice::<DatasetKind>(), default_value_t = DatasetKind::Mnist)]
     dataset: DatasetKind,
     /// Directory of the dataset: idx files (gz or raw) for mnist, default the MNIST subset
     /// embedded in the binary; for cifar10 (required) train/ and test/ image folders
-    /// (cifar10-jpg.tar.gz extracted) or the official binary batches.
+    /// (cifar10-jpg.tar.gz extracted) or the official binary batches; for fsdd the archive
+    /// fsdd-recordings.tar.gz or its directory; for japanese-vowels the directory of its .ts
+    /// files.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Continue the run in --out from its last checkpoint.
@@ -78,12 +81,62 @@ pub struct TrainArgs {
     /// optimizer step, and write the packed model.hinm beside model.mpk.
     #[arg(long, value_name = "TOTAL:vV", value_parser = super::prune::parse_level, requires = "from")]
     hinm: Option<burn_hinm::Level>,
-    /// The trained run a --hinm fine-tuning starts from (same --model).
-    #[arg(long, value_name = "RUN", requires = "hinm")]
+    /// The trained run a --hinm fine-tuning or a --bcr run starts from (same --model).
+    #[arg(long, value_name = "RUN")]
     from: Option<std::path::PathBuf>,
     /// Permutation search of --hinm: gyro, ovw or none.
     #[arg(long, default_value = "gyro", value_parser = super::prune::parse_method, requires = "hinm")]
     perm: burn_hinm::gyro::Method,
+    #[command(flatten)]
+    bcr: BcrArgs,
+}
+
+/// BCR pruning (GRIM): block column-row sparsity, ADMM, the packed model.bcr.
+#[derive(clap::Args)]
+pub struct BcrArgs {
+    /// BCR level RATEx:RxC: pruning rate (total ÷ kept weights, > 1) and the block of the GEMM
+    /// view (R output rows × C inputs), e.g. 10x:4x16. Every contraction layer but the last is
+    /// pruned (a --policy may set bcr = "RATEx:RxC" or "off" per layer). Without --admm the
+    /// masks are the projection of the starting weights (one-shot) and every epoch trains
+    /// masked; the packed model.bcr is written at the end.
+    #[arg(long, value_name = "RATEx:RxC", value_parser = parse_bcr_level, conflicts_with = "hinm")]
+    pub bcr: Option<burn_bcr::Level>,
+    /// Train with ADMM first (the penalty ρ/2·‖W − Z + U‖², ρ from 1e-4 to 1e-1), then
+    /// hard-prune and retrain masked for --retrain-epochs.
+    #[arg(long, requires = "bcr")]
+    pub admm: bool,
+    /// Epochs between ADMM updates of Z and U.
+    #[arg(long, default_value_t = 1, requires = "admm")]
+    pub admm_every: usize,
+    /// ρ's schedule: staged (×10 per stage, Z re-projected and U reset) or smooth.
+    #[arg(long, default_value = "staged", value_parser = ["staged", "smooth"], requires = "admm")]
+    pub admm_schedule: String,
+    /// Masked-retraining epochs after ADMM (default: half of --epochs).
+    #[arg(long, requires = "admm")]
+    pub retrain_epochs: Option<usize>,
+}
+
+impl BcrArgs {
+    /// The BCR options of a run of `epochs` starting from `from`.
+    pub fn options(
+        self,
+        epochs: usize,
+        from: Option<PathBuf>,
+    ) -> Option<ember_train::bcr::BcrTrain> {
+        let level = self.bcr?;
+        Some(ember_train::bcr::BcrTrain {
+            level,
+            admm_every: self.admm.then_some(self.admm_every),
+            smooth: self.admm_schedule == "smooth",
+            retrain: self.retrain_epochs.unwrap_or(epochs / 2),
+            from,
+        })
+    }
+}
+
+/// Parses `RATEx:RxC`.
+pub fn parse_bcr_level(s: &str) -> Result<burn_bcr::Level, String> {
+    s.parse::<burn_bcr::Level>().map_err(|e| e.to_string())
 }
 
 /// SparseAct: which inputs of linear layers are kept pruned for backward.
@@ -152,6 +205,16 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         _ => OnExisting::Refuse,
     };
     let (policy, energy) = args.layers.parse()?;
+    if args.from.is_some() && args.hinm.is_none() && args.bcr.bcr.is_none() {
+        return Err(EmberError::Invalid(
+            "--from starts a --hinm or --bcr run from a trained one: give one of them".into(),
+        ));
+    }
+    let bcr = if args.hinm.is_none() {
+        args.bcr.options(args.epochs, args.from.clone())
+    } else {
+        None
+    };
     let report = train::train(TrainOptions {
         model: args.model,
         backend: args.backend,
@@ -175,6 +238,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
             perm: args.perm,
             from: args.from.expect("clap requires --from with --hinm"),
         }),
+        bcr,
         interrupt: interrupt_flag(),
     })?;
     println!(

@@ -2,6 +2,7 @@
 //! it refuses (one error line, non-zero exit, nothing of the user's changed). One test binary.
 
 mod basics;
+mod bcr_cli;
 mod cifar_cli;
 mod common;
 mod compare_cli;

@@ -23,6 +23,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
             test_limit: None,
             policy: None,
             hinm: None,
+            bcr: None,
             completed_epochs: 1,
             epoch_seconds: vec![1.0],
             history: Vec::new(),

@@ -2,6 +2,7 @@
 //! the whole library a second time in test mode (its training loops monomorphised over every
 //! backend: minutes of CI per build), while this binary links the library as it is.
 
+mod bcr;
 mod compare;
 mod memory;
 mod policy;

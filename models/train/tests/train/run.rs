@@ -24,6 +24,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         test_limit: None,
         policy: None,
         hinm: None,
+        bcr: None,
         completed_epochs: completed,
         epoch_seconds: vec![],
         history: vec![],
