@@ -26,8 +26,8 @@ fn forward_backward<B: AutodiffBackend>(params: &[u8], device: &B::Device) -> Ve
         .take(32)
         .collect();
     let mut batch: mnist::MnistBatch<B> = MnistBatcher.batch(items, device);
-    batch.images = batch.images.require_grad();
-    let images = batch.images.clone();
+    let images = batch.inputs.images().require_grad();
+    batch.inputs = ember_models::data::Inputs::Images(images.clone());
     let out = model.forward_classification(batch);
     let grads = out.loss.backward();
     let mut all = vec![
