@@ -68,6 +68,9 @@ enum Task {
         /// Epochs of each masked fine-tune (hinm-cifar10).
         #[arg(long, default_value_t = 1)]
         tune_epochs: usize,
+        /// Epochs of each FSDD run (grim-gru; --epochs sets Japanese Vowels').
+        #[arg(long, default_value_t = 6)]
+        fsdd_epochs: usize,
         /// A prebuilt `ember` binary (e.g. a `--features cuda` build on a GPU machine without
         /// Rust); default: `cargo build --release --bin ember`.
         #[arg(long)]
@@ -174,6 +177,7 @@ fn main() -> Result<()> {
             model,
             tile,
             tune_epochs,
+            fsdd_epochs,
             ember,
         } => reproduce::run(
             &name,
@@ -189,6 +193,7 @@ fn main() -> Result<()> {
                     tune_epochs,
                 },
                 ember,
+                fsdd_epochs,
             },
         ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),

@@ -288,9 +288,15 @@ fn sparse_act_cifar10(
 const GRIM_RATES: [&str; 3] = ["10", "20", "100"];
 
 /// GRIM's GRU experiment on the two speech-like datasets here: the 2 × 256 GRU trained dense for
-/// `epochs`, then for each rate `ember train --bcr RATEx:4x16 --admm --from dense` (half of
-/// `epochs` with ADMM, half masked), every accuracy from `ember eval` of the packed `model.bcr`.
-fn grim_gru(datasets: &Path, epochs: usize, train_limit: Option<usize>) -> Result<String> {
+/// `epochs` (FSDD: `fsdd_epochs`), then for each rate `ember train --bcr RATEx:4x16 --admm
+/// --from dense` for as many epochs (half with ADMM, half masked), every accuracy from
+/// `ember eval` of the packed `model.bcr`.
+fn grim_gru(
+    datasets: &Path,
+    jv_epochs: usize,
+    fsdd_epochs: usize,
+    train_limit: Option<usize>,
+) -> Result<String> {
     let bin = ember_binary()?;
     let root = crate::root();
     let work = root.join("target/reproduce/grim-gru");
@@ -304,11 +310,13 @@ fn grim_gru(datasets: &Path, epochs: usize, train_limit: Option<usize>) -> Resul
     )?;
     writeln!(
         md,
-        "Written by `cargo xtask reproduce grim-gru --epochs {epochs}{}` at commit {} ({} CPU \
-         cores, ndarray backend). The model is `--model gru`: 2 stacked `burn::nn::Gru` layers of \
-         256 units read at each sequence's last valid step, and a linear head. Dense: `ember \
-         train --epochs {epochs}` (Adam 2e-3, seed 42). BCR: `ember train --bcr RATEx:4x16 \
-         --admm --from dense --epochs {epochs} --retrain-epochs {}` (ADMM with the staged ρ from \
+        "Written by `cargo xtask reproduce grim-gru --epochs {jv_epochs} --fsdd-epochs \
+         {fsdd_epochs}{}` at commit {} ({} CPU cores, ndarray backend). The model is `--model \
+         gru`: 2 stacked `burn::nn::Gru` layers of 256 units read at each sequence's last valid \
+         step, and a linear head. Dense: `ember train --epochs E` (E = {jv_epochs} on Japanese \
+         Vowels, batch 16; {fsdd_epochs} on FSDD, batch 32; Adam 2e-3, seed 42). BCR: `ember \
+         train --bcr RATEx:4x16 --admm --from dense --epochs E --retrain-epochs E/2` (ADMM with \
+         the staged ρ from \
          1e-4 to 1e-1 over the first half, then hard pruning and masked retraining); every GRU \
          gate weight whose GEMM view a 4 × 16 block fits is pruned (the first layer's 12-input \
          weights on Japanese Vowels stay dense), the classifier stays dense. Every accuracy is \
@@ -317,16 +325,25 @@ fn grim_gru(datasets: &Path, epochs: usize, train_limit: Option<usize>) -> Resul
         train_limit.map_or(String::new(), |n| format!(" --train-limit {n}")),
         commit(),
         crate::cores(),
-        (epochs / 2).max(1),
     )?;
     writeln!(
         md,
         "| dataset | dense | 10× | 20× | 100× |\n|---|---:|---:|---:|---:|"
     )?;
     let mut curves = Vec::new();
-    for (dataset, dir, batch) in [
-        ("japanese-vowels", datasets.join("japanese-vowels"), "16"),
-        ("fsdd", datasets.join("fsdd-recordings.tar.gz"), "32"),
+    for (dataset, dir, batch, epochs) in [
+        (
+            "japanese-vowels",
+            datasets.join("japanese-vowels"),
+            "16",
+            jv_epochs,
+        ),
+        (
+            "fsdd",
+            datasets.join("fsdd-recordings.tar.gz"),
+            "32",
+            fsdd_epochs,
+        ),
     ] {
         if !dir.exists() {
             bail!("{} not found: pass --datasets", dir.display());
@@ -829,6 +846,7 @@ pub struct Options {
     pub test_limit: Option<usize>,
     pub hinm: HinmSetup,
     pub ember: Option<PathBuf>,
+    pub fsdd_epochs: usize,
 }
 
 /// The settings of `hinm-cifar10` that other machines change.
@@ -848,6 +866,7 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         test_limit,
         hinm,
         ember,
+        fsdd_epochs,
     } = options;
     if let Some(bin) = ember {
         if !bin.is_file() {
@@ -872,7 +891,7 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         "sparse-act-cifar10" => {
             sparse_act_cifar10(&datasets, epochs.unwrap_or(4), train_limit, test_limit)?
         }
-        "grim-gru" => grim_gru(&datasets, epochs.unwrap_or(20), train_limit)?,
+        "grim-gru" => grim_gru(&datasets, epochs.unwrap_or(20), fsdd_epochs, train_limit)?,
         "hinm-cifar10" => hinm_cifar10(
             &datasets,
             epochs.unwrap_or(3),
