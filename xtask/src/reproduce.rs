@@ -972,6 +972,7 @@ mod tests {
                 tune_epochs: 1,
             },
             ember: Some(PathBuf::from("/nonexistent/ember")),
+            fsdd_epochs: 6,
         };
         let err = run("hinm-cifar10", options).unwrap_err().to_string();
         assert!(
