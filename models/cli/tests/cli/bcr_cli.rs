@@ -3,24 +3,16 @@
 //! Japanese Vowels excerpt (one utterance of each of the 9 speakers, as both splits), and every
 //! bad input of that path: one clear error line, a non-zero exit, and nothing written.
 
-use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
-use std::path::{Path, PathBuf};
+use crate::common::{ember, fails_with, jv_dir, ok, read_manifest, s, scratch};
+use std::path::Path;
 
-/// The committed excerpt of `JapaneseVowels_TRAIN.ts` (models/src/data/fixtures).
-const JV: &str = include_str!("../../../src/data/fixtures/japanese_vowels_9.ts");
-
-/// A Japanese Vowels directory whose two splits are the 9-utterance excerpt.
-fn jv_dir(dir: &Path) -> PathBuf {
-    let jv = dir.join("jv");
-    std::fs::create_dir_all(&jv).unwrap();
-    for f in ["JapaneseVowels_TRAIN.ts", "JapaneseVowels_TEST.ts"] {
-        std::fs::write(jv.join(f), JV).unwrap();
-    }
-    jv
-}
-
-/// `ember train --model gru` on the excerpt for `epochs` epochs into `out`, with `extra`.
-fn gru_args<'a>(jv: &'a Path, out: &'a Path, epochs: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+/// `ember train --model gru` on the excerpt ([`jv_dir`]) for `epochs` epochs into `out`, with `extra`.
+pub fn gru_args<'a>(
+    jv: &'a Path,
+    out: &'a Path,
+    epochs: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "train",
         "--model",

@@ -111,3 +111,17 @@ pub fn s(p: &Path) -> &str {
 pub fn read_manifest(run: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap()
 }
+
+/// The committed excerpt of `JapaneseVowels_TRAIN.ts` (models/src/data/fixtures): one
+/// utterance of each of the 9 speakers.
+const JV: &str = include_str!("../../../src/data/fixtures/japanese_vowels_9.ts");
+
+/// A Japanese Vowels directory under `dir` whose two splits are the 9-utterance excerpt.
+pub fn jv_dir(dir: &Path) -> PathBuf {
+    let jv = dir.join("jv");
+    std::fs::create_dir_all(&jv).unwrap();
+    for f in ["JapaneseVowels_TRAIN.ts", "JapaneseVowels_TEST.ts"] {
+        std::fs::write(jv.join(f), JV).unwrap();
+    }
+    jv
+}

@@ -215,6 +215,41 @@ fn killed_and_interrupted_runs_resume_to_the_uninterrupted_result() {
 }
 
 #[test]
+fn a_killed_admm_run_resumes_from_its_bcr_state_to_the_uninterrupted_result() {
+    let tmp = scratch("kill-admm");
+    let jv = crate::common::jv_dir(&tmp);
+    let (whole, broken) = (tmp.join("whole"), tmp.join("broken"));
+    let bcr = ["--bcr", "4x:4x4", "--admm", "--retrain-epochs", "2"];
+    let args = |out| crate::bcr_cli::gru_args(&jv, out, "5", &bcr);
+    ok(&ember(&args(&whole)));
+    let reference = history(&whole);
+    assert_eq!(reference.len(), 5);
+    // killed during ADMM (epochs 1-3): Z, U and ρ must come back from checkpoint/bcr-<e>.bin
+    let (status, _) = kill_when(&args(&broken), "epoch 3/5 [", "KILL");
+    assert!(!status.success());
+    let done = read_manifest(&broken)["completed_epochs"].as_u64().unwrap();
+    assert!((1..5).contains(&done), "{done} epochs done");
+    assert!(broken.join(format!("checkpoint/bcr-{done}.bin")).is_file());
+    let mut resume = args(&broken);
+    resume.push("--resume");
+    ok(&ember(&resume));
+    assert_same_history(&history(&broken), &reference);
+    assert_eq!(
+        std::fs::read(broken.join("model.bcr")).unwrap().len(),
+        std::fs::read(whole.join("model.bcr")).unwrap().len()
+    );
+    // a resume that asks for other BCR settings is refused, the run untouched
+    let before = std::fs::read(broken.join("ember-run.json")).unwrap();
+    let mut other = crate::bcr_cli::gru_args(&jv, &broken, "6", &["--bcr", "8x:4x4", "--admm"]);
+    other.push("--resume");
+    crate::common::fails_with(&ember(&other), "--bcr");
+    assert_eq!(
+        std::fs::read(broken.join("ember-run.json")).unwrap(),
+        before
+    );
+}
+
+#[test]
 fn a_diverging_loss_stops_cleanly_or_is_plotted_as_gaps() {
     let tmp = scratch("nan");
     let stopped = tmp.join("stopped");
