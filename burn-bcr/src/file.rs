@@ -19,44 +19,28 @@
 
 use crate::error::BcrError;
 use cubecl_kernels::bcrc::Bcrc;
-use cubecl_kernels::decorator::file::{Format, Payload, checked_count, put_f32s, put_u32s};
+use cubecl_kernels::decorator::file::{self, Format, PackedFormat, Payload, put_f32s, put_u32s};
 use cubecl_kernels::decorator::layout::Layout;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The first bytes of a packed BCR model file.
 pub const MAGIC: &[u8; 8] = b"EMBERBCR";
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
 
-/// The file format's framing.
-const FORMAT: Format = Format {
-    magic: MAGIC,
-    version: VERSION,
-    what: "packed BCR model",
-};
+/// The `model.bcr` format: its framing, and its packed weights in BCRC ([`Bcrc`]) with their
+/// [`Sizes`] in the header, refused with a [`BcrError`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BcrFormat;
 
-/// What a packed model file says about itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    /// The model's name (Ember's `--model`).
-    pub model: String,
-    /// Free-form provenance: level, source checkpoint, ...
-    pub about: BTreeMap<String, String>,
-    /// Every parameter, in payload order.
-    pub params: Vec<Entry>,
-}
+/// What a packed model file says about itself: the model's name, provenance (level, source
+/// checkpoint, ...) and every parameter, in payload order.
+pub type Header = file::Header<Sizes>;
 
-/// One parameter of a packed model file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    /// Burn's parameter path (`update_gate.input_transform.weight`).
-    pub path: String,
-    /// Its shape in Burn's layout.
-    pub dims: Vec<usize>,
-    /// `None`: dense f32 values; `Some`: a BCRC weight of these sizes.
-    pub packed: Option<Sizes>,
-}
+/// One parameter of a packed model file: its path (`update_gate.input_transform.weight`), its
+/// shape in Burn's layout, and `None` for dense f32 values or `Some` for a BCRC weight of
+/// these [`Sizes`].
+pub type Entry = file::Entry<Sizes>;
 
 /// The sizes of a BCRC weight in a packed model file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,145 +55,102 @@ pub struct Sizes {
     pub nnz: usize,
 }
 
-/// A parameter's values as the file holds them.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Stored {
-    /// Dense values in Burn's layout.
-    Dense(Vec<f32>),
-    /// A weight in BCRC (its GEMM view's).
-    Packed(Bcrc),
-}
+/// A parameter's values as the file holds them: `Dense` values in Burn's layout, or a
+/// `Packed` weight in BCRC (its GEMM view's).
+pub type Stored = file::Stored<BcrFormat>;
 
-/// A packed model: its name, provenance and every parameter by path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PackedModel {
-    /// The model's name.
-    pub model: String,
-    /// Provenance (`level`, `source`, ...).
-    pub about: BTreeMap<String, String>,
-    /// Every parameter by Burn's parameter path: shape and values.
-    pub params: BTreeMap<String, (Vec<usize>, Stored)>,
-}
+/// A packed model: its name, provenance and every parameter by path (shape and values).
+/// [`to_bytes`](file::PackedModel::to_bytes) writes a packed weight as it is: one that does not
+/// hold together ([`Bcrc::validate`]) makes a file that
+/// [`from_bytes`](file::PackedModel::from_bytes) refuses.
+pub type PackedModel = file::PackedModel<BcrFormat>;
 
-impl PackedModel {
-    /// The file's bytes. A packed weight is written as it is: one that does not hold together
-    /// ([`Bcrc::validate`]) makes a file that reading refuses.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut entries = Vec::new();
-        let mut payload: Vec<u8> = Vec::new();
-        for (path, (dims, stored)) in &self.params {
-            let packed = match stored {
-                Stored::Dense(values) => {
-                    put_f32s(&mut payload, values);
-                    None
-                }
-                Stored::Packed(w) => {
-                    put_u32s(&mut payload, &w.reorder);
-                    put_u32s(&mut payload, &w.row_offset);
-                    put_u32s(&mut payload, &w.occurrence);
-                    put_u32s(&mut payload, &w.column_stride);
-                    put_u32s(&mut payload, &w.compact_column);
-                    put_f32s(&mut payload, &w.weights);
-                    Some(Sizes {
-                        out: w.out,
-                        k: w.k,
-                        groups: w.groups(),
-                        nnz: w.weights.len(),
-                    })
-                }
-            };
-            entries.push(Entry {
-                path: path.clone(),
-                dims: dims.clone(),
-                packed,
-            });
-        }
-        let header = serde_json::to_vec(&Header {
-            model: self.model.clone(),
-            about: self.about.clone(),
-            params: entries,
-        })
-        .expect("a header serialises");
-        FORMAT.write(&header, &payload)
-    }
-
-    /// Reads a file's bytes; the error says what is wrong with them.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, BcrError> {
-        let (header, mut payload) = FORMAT.read(bytes).map_err(BcrError::File)?;
-        let header: Header = serde_json::from_slice(header)
-            .map_err(|e| BcrError::File(format!("its header is not readable ({e})")))?;
-        let mut params = BTreeMap::new();
-        for e in header.params {
-            if params.contains_key(&e.path) {
-                return Err(BcrError::File(format!("it has {} twice", e.path)));
-            }
-            let count = checked_count(&e.dims).ok_or_else(|| {
-                BcrError::File(format!("{}: shape {:?} overflows", e.path, e.dims))
-            })?;
-            let stored = match e.packed {
-                None => Stored::Dense(payload.f32s(count, &e.path).map_err(BcrError::File)?),
-                Some(sizes) => Stored::Packed(read_bcrc(&mut payload, &e, sizes)?),
-            };
-            params.insert(e.path, (e.dims, stored));
-        }
-        payload.finish().map_err(BcrError::File)?;
-        Ok(Self {
-            model: header.model,
-            about: header.about,
-            params,
-        })
-    }
-}
-
-/// The BCRC weight of entry `e` from the payload: sizes checked against its shape, arrays
-/// read, structure validated.
-fn read_bcrc(payload: &mut Payload<'_>, e: &Entry, sizes: Sizes) -> Result<Bcrc, BcrError> {
-    let Sizes {
-        out,
-        k,
-        groups,
-        nnz,
-    } = sizes;
-    let view = Layout::of(&e.dims).map(|l| l.view());
-    if view != Some((out, k)) {
-        return Err(BcrError::File(format!(
-            "{}: a {out} × {k} BCRC weight for a parameter of shape {:?}",
-            e.path, e.dims
-        )));
-    }
-    let file = BcrError::File;
-    let lines = |n: usize| {
-        n.checked_add(1)
-            .ok_or_else(|| file(format!("{}: BCRC sizes overflow", e.path)))
+impl PackedFormat for BcrFormat {
+    type Weight = Bcrc;
+    type Sizes = Sizes;
+    type Error = BcrError;
+    const FORMAT: Format = Format {
+        magic: MAGIC,
+        version: VERSION,
+        what: "packed BCR model",
     };
-    let what = |array: &str| format!("{}'s {array}", e.path);
-    let reorder = payload.u32s(out, &what("reorder")).map_err(file)?;
-    let row_offset = payload
-        .u32s(lines(out)?, &what("row_offset"))
-        .map_err(file)?;
-    let occurrence = payload
-        .u32s(lines(groups)?, &what("occurrence"))
-        .map_err(file)?;
-    let column_stride = payload
-        .u32s(lines(groups)?, &what("column_stride"))
-        .map_err(file)?;
-    // as many compact columns as the last column stride says (its array's end)
-    let columns = column_stride.last().map_or(0, |&c| c as usize);
-    let compact_column = payload
-        .u32s(columns, &what("compact_column"))
-        .map_err(file)?;
-    let weights = payload.f32s(nnz, &what("weights")).map_err(file)?;
-    let w = Bcrc {
-        out,
-        k,
-        reorder,
-        row_offset,
-        occurrence,
-        column_stride,
-        compact_column,
-        weights,
-    };
-    w.validate()
-        .map_err(|err| BcrError::Corrupt(format!("{}: {}", e.path, err.0)))?;
-    Ok(w)
+
+    fn put(w: &Bcrc, payload: &mut Vec<u8>) -> Sizes {
+        put_u32s(payload, &w.reorder);
+        put_u32s(payload, &w.row_offset);
+        put_u32s(payload, &w.occurrence);
+        put_u32s(payload, &w.column_stride);
+        put_u32s(payload, &w.compact_column);
+        put_f32s(payload, &w.weights);
+        Sizes {
+            out: w.out,
+            k: w.k,
+            groups: w.groups(),
+            nnz: w.weights.len(),
+        }
+    }
+
+    fn read(
+        payload: &mut Payload<'_>,
+        path: &str,
+        dims: &[usize],
+        _count: usize,
+        sizes: Sizes,
+    ) -> Result<Bcrc, BcrError> {
+        let Sizes {
+            out,
+            k,
+            groups,
+            nnz,
+        } = sizes;
+        let view = Layout::of(dims).map(|l| l.view());
+        if view != Some((out, k)) {
+            return Err(BcrError::File(format!(
+                "{path}: a {out} × {k} BCRC weight for a parameter of shape {dims:?}"
+            )));
+        }
+        let file = BcrError::File;
+        let lines = |n: usize| {
+            n.checked_add(1)
+                .ok_or_else(|| file(format!("{path}: BCRC sizes overflow")))
+        };
+        let what = |array: &str| format!("{path}'s {array}");
+        let reorder = payload.u32s(out, &what("reorder")).map_err(file)?;
+        let row_offset = payload
+            .u32s(lines(out)?, &what("row_offset"))
+            .map_err(file)?;
+        let occurrence = payload
+            .u32s(lines(groups)?, &what("occurrence"))
+            .map_err(file)?;
+        let column_stride = payload
+            .u32s(lines(groups)?, &what("column_stride"))
+            .map_err(file)?;
+        // as many compact columns as the last column stride says (its array's end)
+        let columns = column_stride.last().map_or(0, |&c| c as usize);
+        let compact_column = payload
+            .u32s(columns, &what("compact_column"))
+            .map_err(file)?;
+        let weights = payload.f32s(nnz, &what("weights")).map_err(file)?;
+        let w = Bcrc {
+            out,
+            k,
+            reorder,
+            row_offset,
+            occurrence,
+            column_stride,
+            compact_column,
+            weights,
+        };
+        w.validate()
+            .map_err(|err| BcrError::Corrupt(format!("{path}: {}", err.0)))?;
+        Ok(w)
+    }
+
+    fn refused(reason: String) -> BcrError {
+        BcrError::File(reason)
+    }
+
+    fn fits(w: &Bcrc, dims: &[usize]) -> Result<(), String> {
+        crate::module::check_fits(w, dims).map_err(|e| e.to_string())
+    }
 }

@@ -35,7 +35,7 @@
 //!
 //! HiNM's `Hinm<B>` is built on the same plumbing: `cubecl_kernels::decorator::packed` (the
 //! float primitive, the sparse `linear` / `matmul` / `conv2d`), `decorator::module` (the model
-//! walks) and `decorator::file` (the file framing).
+//! walks) and `decorator::file` (the packed model file: framing, header and payload loops).
 //!
 //! # Feature flags
 //!

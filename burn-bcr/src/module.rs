@@ -4,11 +4,11 @@
 
 use crate::backend::BcrLayer;
 use crate::error::BcrError;
-use crate::file::{PackedModel, Stored};
+use crate::file::PackedModel;
 use burn::module::Module;
 use cubecl_kernels::bcrc::Bcrc;
 use cubecl_kernels::decorator::layout::Layout;
-use cubecl_kernels::decorator::module::{self as shared, StoredParam};
+use cubecl_kernels::decorator::module as shared;
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,30 +45,6 @@ pub fn check_fits(bcrc: &Bcrc, dims: &[usize]) -> Result<(), BcrError> {
     bcrc.validate().map_err(|e| BcrError::Corrupt(e.0))
 }
 
-impl StoredParam for Stored {
-    fn dense(&self) -> Option<&[f32]> {
-        match self {
-            Stored::Dense(values) => Some(values),
-            Stored::Packed(_) => None,
-        }
-    }
-    fn fits(&self, dims: &[usize]) -> Result<(), String> {
-        match self {
-            Stored::Dense(values) => {
-                let count: usize = dims.iter().product();
-                if values.len() != count {
-                    return Err(format!(
-                        "{} values for a parameter of {dims:?}",
-                        values.len()
-                    ));
-                }
-                Ok(())
-            }
-            Stored::Packed(w) => check_fits(w, dims).map_err(|e| e.to_string()),
-        }
-    }
-}
-
 /// `model` with every float parameter taken from `file` by path: dense ones as they are, packed
 /// ones as [`BcrFloat::Packed`](crate::backend::BcrFloat) weights. The file must hold exactly
 /// the model's parameters with their shapes, every packed weight fitting its parameter
@@ -77,18 +53,6 @@ pub fn load_packed<B: KernelBackend, M: Module<B>>(
     model: M,
     file: &PackedModel,
 ) -> Result<M, BcrError> {
-    let model = shared::load_params(model, &file.params)
-        .map_err(|e| BcrError::Shape(format!("the packed model does not fit: {e}")))?;
-    let packed: BTreeMap<String, Arc<Bcrc>> = file
-        .params
-        .iter()
-        .filter_map(|(path, (_, stored))| match stored {
-            Stored::Packed(w) => Some((
-                path.strip_suffix(".weight")?.to_string(),
-                Arc::new(w.clone()),
-            )),
-            Stored::Dense(_) => None,
-        })
-        .collect();
-    Ok(pack_module(model, &packed))
+    shared::load_packed(model, file, pack_module::<B, M>)
+        .map_err(|e| BcrError::Shape(format!("the packed model does not fit: {e}")))
 }

@@ -10,158 +10,118 @@
 //! these is refused with the reason, never half-read. The framing (magic, version, header,
 //! CRC-32) is the one Ember's packed model files share ([`cubecl_kernels::decorator::file`]).
 
-use cubecl_kernels::decorator::file::{Format, checked_count, put_f32s, put_u32s};
+use cubecl_kernels::decorator::file::{self, Format, PackedFormat, Payload, put_f32s, put_u32s};
 use cubecl_kernels::hinm::Packed;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::fmt::Display;
 
 /// The first bytes of a packed model file.
 pub const MAGIC: &[u8; 8] = b"EMBERHNM";
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
 
-/// The file format's framing.
-const FORMAT: Format = Format {
-    magic: MAGIC,
-    version: VERSION,
-    what: "packed HiNM model",
-};
+/// The `model.hinm` format: its framing, and its packed weights in HiNM's layout ([`Packed`])
+/// with their sizes `[out, k, v, nnz]` in the header, refused with the reason in words.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HinmFormat;
 
-/// What a packed model file says about itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    /// The model's name (Ember's `--model`).
-    pub model: String,
-    /// Free-form provenance: level, permutation, seed, source checkpoint.
-    pub about: BTreeMap<String, String>,
-    /// Every parameter, in payload order.
-    pub params: Vec<Entry>,
-}
+/// What a packed model file says about itself: the model's name, provenance (level,
+/// permutation, seed, source checkpoint) and every parameter, in payload order.
+pub type Header = file::Header<[usize; 4]>;
 
-/// One parameter of a packed model file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    /// Burn's parameter path (`layer1.0.conv1.weight`).
-    pub path: String,
-    /// Its shape in Burn's layout.
-    pub dims: Vec<usize>,
-    /// `None`: dense f32 values; `Some([out, k, v, nnz])`: HiNM-packed.
-    pub packed: Option<[usize; 4]>,
-}
+/// One parameter of a packed model file: its path (`layer1.0.conv1.weight`), its shape in
+/// Burn's layout, and `None` for dense f32 values or `Some([out, k, v, nnz])` for a
+/// HiNM-packed weight.
+pub type Entry = file::Entry<[usize; 4]>;
 
-/// A parameter's values as the file holds them.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Stored {
-    /// Dense values in Burn's layout.
-    Dense(Vec<f32>),
-    /// A packed weight.
-    Packed(Packed),
-}
+/// A parameter's values as the file holds them: `Dense` values in Burn's layout, or a
+/// `Packed` weight.
+pub type Stored = file::Stored<HinmFormat>;
 
-/// A packed model: its header and every parameter by path.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PackedModel {
-    /// The model's name and provenance.
-    pub model: String,
-    /// Provenance (`level`, `perm`, `seed`, `source`, ...).
-    pub about: BTreeMap<String, String>,
-    /// Every parameter: shape and values.
-    pub params: BTreeMap<String, (Vec<usize>, Stored)>,
-}
+/// A packed model: its name, provenance (`level`, `perm`, `seed`, `source`, ...) and every
+/// parameter by path (shape and values).
+pub type PackedModel = file::PackedModel<HinmFormat>;
 
-impl PackedModel {
-    /// The file's bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut entries = Vec::new();
-        let mut payload: Vec<u8> = Vec::new();
-        for (path, (dims, stored)) in &self.params {
-            let packed = match stored {
-                Stored::Dense(values) => {
-                    put_f32s(&mut payload, values);
-                    None
-                }
-                Stored::Packed(p) => {
-                    put_f32s(&mut payload, &p.values);
-                    put_u32s(&mut payload, &p.meta);
-                    put_u32s(&mut payload, &p.cols);
-                    put_u32s(&mut payload, &p.out_perm);
-                    Some([p.out, p.k, p.v, p.nnz])
-                }
-            };
-            entries.push(Entry {
-                path: path.clone(),
-                dims: dims.clone(),
-                packed,
-            });
-        }
-        let header = serde_json::to_vec(&Header {
-            model: self.model.clone(),
-            about: self.about.clone(),
-            params: entries,
-        })
-        .expect("a header serialises");
-        FORMAT.write(&header, &payload)
+impl PackedFormat for HinmFormat {
+    type Weight = Packed;
+    type Sizes = [usize; 4];
+    type Error = String;
+    const FORMAT: Format = Format {
+        magic: MAGIC,
+        version: VERSION,
+        what: "packed HiNM model",
+    };
+
+    fn put(p: &Packed, payload: &mut Vec<u8>) -> [usize; 4] {
+        put_f32s(payload, &p.values);
+        put_u32s(payload, &p.meta);
+        put_u32s(payload, &p.cols);
+        put_u32s(payload, &p.out_perm);
+        [p.out, p.k, p.v, p.nnz]
     }
 
-    /// Reads a file's bytes; the error says what is wrong with them.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let (header, mut payload) = FORMAT.read(bytes)?;
-        let header: Header =
-            serde_json::from_slice(header).map_err(|_| "its header is not readable")?;
-        let mut params = BTreeMap::new();
-        for e in header.params {
-            if params.contains_key(&e.path) {
-                return Err(format!("it has {} twice", e.path));
-            }
-            let unfit = || format!("{}: packed sizes do not hold together", e.path);
-            let count = checked_count(&e.dims).ok_or_else(unfit)?;
-            let stored = match e.packed {
-                None => Stored::Dense(payload.f32s(count, &e.path)?),
-                Some([out, k, v, nnz]) => {
-                    if v == 0
-                        || !nnz.is_multiple_of(4)
-                        || !out.is_multiple_of(v)
-                        || out.checked_mul(k) != Some(count)
-                    {
-                        return Err(unfit());
-                    }
-                    let words = cubecl_kernels::hinm::meta_words(nnz / 4);
-                    let sizes = [
-                        out.checked_mul(nnz / 2),
-                        out.checked_mul(words),
-                        (out / v).checked_mul(nnz),
-                    ];
-                    let [Some(values), Some(meta), Some(cols)] = sizes else {
-                        return Err(unfit());
-                    };
-                    let p = Packed {
-                        out,
-                        k,
-                        v,
-                        nnz,
-                        values: payload.f32s(values, &e.path)?,
-                        meta: payload.u32s(meta, &e.path)?,
-                        cols: payload.u32s(cols, &e.path)?,
-                        out_perm: payload.u32s(out, &e.path)?,
-                    };
-                    p.validate().map_err(|err| format!("{}: {err}", e.path))?;
-                    Stored::Packed(p)
-                }
-            };
-            params.insert(e.path, (e.dims, stored));
+    fn read(
+        payload: &mut Payload<'_>,
+        path: &str,
+        _dims: &[usize],
+        count: usize,
+        [out, k, v, nnz]: [usize; 4],
+    ) -> Result<Packed, String> {
+        if v == 0
+            || !nnz.is_multiple_of(4)
+            || !out.is_multiple_of(v)
+            || out.checked_mul(k) != Some(count)
+        {
+            return Err(unfit(path));
         }
-        payload.finish()?;
-        Ok(Self {
-            model: header.model,
-            about: header.about,
-            params,
-        })
+        let words = cubecl_kernels::hinm::meta_words(nnz / 4);
+        let sizes = [
+            out.checked_mul(nnz / 2),
+            out.checked_mul(words),
+            (out / v).checked_mul(nnz),
+        ];
+        let [Some(values), Some(meta), Some(cols)] = sizes else {
+            return Err(unfit(path));
+        };
+        let p = Packed {
+            out,
+            k,
+            v,
+            nnz,
+            values: payload.f32s(values, path)?,
+            meta: payload.u32s(meta, path)?,
+            cols: payload.u32s(cols, path)?,
+            out_perm: payload.u32s(out, path)?,
+        };
+        p.validate().map_err(|err| format!("{path}: {err}"))?;
+        Ok(p)
     }
+
+    fn refused(reason: String) -> String {
+        reason
+    }
+
+    fn unreadable(_: &dyn Display) -> String {
+        "its header is not readable".into()
+    }
+
+    fn overflows(path: &str, _dims: &[usize]) -> String {
+        unfit(path)
+    }
+
+    fn fits(p: &Packed, dims: &[usize]) -> Result<(), String> {
+        crate::pack::check_fits(p, dims)
+    }
+}
+
+/// The refusal of the parameter at `path` whose packed sizes (or shape) do not hold together.
+fn unfit(path: &str) -> String {
+    format!("{path}: packed sizes do not hold together")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn model() -> PackedModel {
         let p = cubecl_kernels::testing::random_packed(16, 24, 8, 12, 3);
@@ -226,7 +186,7 @@ mod tests {
         let refusal = |edit: &dyn Fn(&mut Header)| {
             let mut h = header.clone();
             edit(&mut h);
-            let bytes = FORMAT.write(&serde_json::to_vec(&h).unwrap(), payload);
+            let bytes = HinmFormat::FORMAT.write(&serde_json::to_vec(&h).unwrap(), payload);
             PackedModel::from_bytes(&bytes).unwrap_err()
         };
         // fc.bias, then fc.weight (packed [out, k, v, nnz] = [16, 24, 8, 12])

@@ -3,9 +3,9 @@
 //! ([`cubecl_kernels::decorator::module`]).
 
 use crate::backend::HinmLayer;
-use crate::file::{PackedModel, Stored};
+use crate::file::PackedModel;
 use burn::module::Module;
-use cubecl_kernels::decorator::module::{self as shared, StoredParam};
+use cubecl_kernels::decorator::module as shared;
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use cubecl_kernels::hinm::Packed;
 use std::collections::BTreeMap;
@@ -41,33 +41,6 @@ pub fn pack_module<B: KernelBackend, M: Module<B>>(
     })
 }
 
-impl StoredParam for Stored {
-    fn dense(&self) -> Option<&[f32]> {
-        match self {
-            Stored::Dense(values) => Some(values),
-            Stored::Packed(_) => None,
-        }
-    }
-    fn fits(&self, dims: &[usize]) -> Result<(), String> {
-        match self {
-            Stored::Dense(values) => dense_fits(values, dims),
-            Stored::Packed(p) => crate::pack::check_fits(p, dims),
-        }
-    }
-}
-
-/// Whether `values` fill a parameter of shape `dims`.
-fn dense_fits(values: &[f32], dims: &[usize]) -> Result<(), String> {
-    let count: usize = dims.iter().product();
-    if values.len() != count {
-        return Err(format!(
-            "{} values for a parameter of {dims:?}",
-            values.len()
-        ));
-    }
-    Ok(())
-}
-
 /// `model` with every float parameter taken from `file` by path: dense ones as they are, packed
 /// ones as [`HinmFloat::Packed`](crate::backend::HinmFloat) weights. The file must hold exactly
 /// the model's parameters with their shapes; the error names the first that differs.
@@ -75,17 +48,5 @@ pub fn load_packed<B: KernelBackend, M: Module<B>>(
     model: M,
     file: &PackedModel,
 ) -> Result<M, String> {
-    let model = shared::load_params(model, &file.params)?;
-    let packed: BTreeMap<String, Arc<Packed>> = file
-        .params
-        .iter()
-        .filter_map(|(path, (_, stored))| match stored {
-            Stored::Packed(p) => Some((
-                path.strip_suffix(".weight")?.to_string(),
-                Arc::new(p.clone()),
-            )),
-            Stored::Dense(_) => None,
-        })
-        .collect();
-    Ok(pack_module(model, &packed))
+    shared::load_packed(model, file, pack_module::<B, M>)
 }

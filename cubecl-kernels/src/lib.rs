@@ -49,8 +49,9 @@
 //!
 //! - `module`: the packed-model helpers the weight-sparsity decorators share
 //!   (`decorator::module`: walking, packing and loading an unmodified `burn::nn` model's
-//!   parameters; `decorator::file`: the framing of their packed model files). Depends on
-//!   `burn` (default features off) and `crc32fast`.
+//!   parameters; `decorator::file`: their packed model files, the framing, the JSON header
+//!   and the loops over the parameters). Depends on `burn` (default features off),
+//!   `crc32fast`, `serde` and `serde_json`.
 //!
 //! - `testing`: compiles `cubecl_kernels::testing` for the workspace's test suites (hidden
 //!   from the docs; not public API).

@@ -1,4 +1,5 @@
-//! Deterministic test data shared by the kernels' tests and the crates built on them.
+//! Deterministic test data shared by the kernels' tests and the crates built on them, and the
+//! small net and model helpers of the weight-sparsity decorators' suites.
 
 /// `n` values in `[-1, 1)` from a xorshift generator seeded by `seed` (same `seed`, same values).
 pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
@@ -15,9 +16,14 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
 
 use crate::approx::host::mitchell_significand;
 use crate::approx::{ApproxMultiply, LutTable};
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::backend::AutodiffBackend;
+use crate::decorator::effects;
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
+use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
+use std::collections::BTreeMap;
 
 /// `shape`'s worth of values in `[-1, 1)` from a linear congruential generator seeded by
 /// `seed`: the data of the op-level suites (identity, ApproxMul decorator).
@@ -130,3 +136,115 @@ pub fn multipliers() -> Vec<(&'static str, ApproxMultiply)> {
 
 pub use crate::bcrc::random_bcrc;
 pub use crate::hinm::random_packed;
+
+/// The small net of the weight-sparsity decorators' suites: a Conv2d (6 → 16 channels, 3 × 3,
+/// stride 2 × 1, padding 1, a 16 × 54 GEMM view) and a Linear (24 → 16).
+#[derive(burn::module::Module, Debug)]
+pub struct Net<B: Backend> {
+    /// 6 → 16 channels, 3 × 3.
+    pub conv: Conv2d<B>,
+    /// 24 → 16.
+    pub fc: Linear<B>,
+}
+
+/// A freshly initialised [`Net`] whose parameters hold values (Burn initialises parameters
+/// lazily, and every clone of an uninitialised one would draw its own).
+pub fn net<B: Backend>(device: &B::Device) -> Net<B> {
+    let lazy = lazy_net(device);
+    lazy_net(device).load_record(lazy.into_record())
+}
+
+fn lazy_net<B: Backend>(device: &B::Device) -> Net<B> {
+    Net {
+        conv: Conv2dConfig::new([6, 16], [3, 3])
+            .with_stride([2, 1])
+            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init(device),
+        fc: LinearConfig::new(24, 16).init(device),
+    }
+}
+
+/// `model` with the weight of every layer in `values` (by layer path: Burn's module path
+/// without `.weight`) given those values, in Burn's layout.
+pub fn with_weights<B: Backend, M: Module<B>>(model: M, values: &BTreeMap<String, Vec<f32>>) -> M {
+    struct Set<'a> {
+        path: Vec<String>,
+        values: &'a BTreeMap<String, Vec<f32>>,
+    }
+    impl<B: Backend> ModuleMapper<B> for Set<'_> {
+        fn enter_module(&mut self, name: &str, _: &str) {
+            self.path.push(name.into());
+        }
+        fn exit_module(&mut self, _: &str, _: &str) {
+            self.path.pop();
+        }
+        fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, t, mapper) = p.consume();
+            let layer = self.path[..self.path.len() - 1].join(".");
+            let t = match self.values.get(&layer) {
+                Some(v) if self.path.last().is_some_and(|n| n == "weight") => {
+                    let data = TensorData::new(v.clone(), t.shape());
+                    Tensor::from_data(data, &t.device())
+                }
+                _ => t,
+            };
+            Param::from_mapped_value(id, t, mapper)
+        }
+    }
+    model.map(&mut Set {
+        path: Vec::new(),
+        values,
+    })
+}
+
+/// Asserts that `a` equals `b` (same shape) within `tolerance` relative: `|a - b| ≤ tolerance
+/// · (1 + |b|)` everywhere (f32 sums in another order); `what` names them in the failure.
+pub fn assert_close<const D: usize>(
+    a: Tensor<impl Backend, D>,
+    b: Tensor<impl Backend, D>,
+    tolerance: f32,
+    what: &str,
+) {
+    assert_eq!(a.dims(), b.dims(), "{what}");
+    let (a, b) = (
+        a.into_data().to_vec::<f32>().unwrap(),
+        b.into_data().to_vec::<f32>().unwrap(),
+    );
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() <= tolerance * (1.0 + y.abs()),
+            "{what} at {i}: {x} vs {y}"
+        );
+    }
+}
+
+/// Asserts that an op other than a contraction (adding a scalar) on the packed weight `packed`
+/// of `layer` densifies it, that the effects say so, and that it computes what it does on the
+/// dense masked weight `dense` (within `tolerance`, as [`assert_close`]).
+pub fn assert_other_ops_densify<const D: usize>(
+    packed: Tensor<impl Backend, D>,
+    dense: Tensor<impl Backend, D>,
+    layer: &str,
+    tolerance: f32,
+) {
+    effects::start();
+    let shifted = packed + 1.0;
+    let seen = effects::finish();
+    assert_eq!(
+        seen.layers[layer].densified.get("float_add_scalar"),
+        Some(&1)
+    );
+    assert_close(shifted, dense + 1.0, tolerance, "densified");
+}
+
+/// `into` with the parameters of `model` (of another backend), through Burn's full-precision
+/// binary recorder.
+pub fn reloaded<A: Backend, B: Backend, M: Module<A>, N: Module<B>>(
+    model: M,
+    into: N,
+    device: &B::Device,
+) -> N {
+    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
+    let bytes = Recorder::<A>::record(&recorder, model.into_record(), ()).unwrap();
+    into.load_record(Recorder::<B>::load(&recorder, bytes, device).unwrap())
+}

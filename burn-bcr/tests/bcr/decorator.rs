@@ -1,15 +1,14 @@
 //! A small net with a Conv2d and a Linear: packed on ndarray and wgpu, unpacked, and through
 //! Autodiff.
 
-use crate::{close, net, packed_weights, with_weights};
+use crate::{TOLERANCE, close, net, packed_weights, with_weights};
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::module::Module;
-use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_bcr::backend::{Bcr, BcrDevice, BcrFloat};
 use burn_bcr::module::pack_module;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects::{self, Pass};
+use cubecl_kernels::testing::{assert_other_ops_densify, reloaded};
 
 fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
     let device = BcrDevice::<B>::new(Default::default(), ());
@@ -56,14 +55,12 @@ fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
     assert_eq!((mm[0].route.as_str(), mm[0].multiplies), (route, 5 * 96));
 
     // any other op densifies the packed weight and the effects say which
-    effects::start();
-    let shifted = sparse.fc.weight.val() + 1.0;
-    let seen = effects::finish();
-    assert_eq!(
-        seen.layers["fc"].densified.get("float_add_scalar"),
-        Some(&1)
+    assert_other_ops_densify(
+        sparse.fc.weight.val(),
+        reference.fc.weight.val(),
+        "fc",
+        TOLERANCE,
     );
-    close(shifted, reference.fc.weight.val() + 1.0, "densified");
 }
 
 #[test]
@@ -80,10 +77,11 @@ fn wgpu_runs_the_kernel() {
 fn unpacked_models_are_the_inner_backend_bit_for_bit() {
     let device = BcrDevice::<NdArray>::new(Default::default(), ());
     let model = net::<Bcr<NdArray>>(&device);
-    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = recorder.record(model.clone().into_record(), ()).unwrap();
-    let plain = crate::net::<NdArray>(&Default::default())
-        .load_record(recorder.load(bytes, &Default::default()).unwrap());
+    let plain = reloaded(
+        model.clone(),
+        net::<NdArray>(&Default::default()),
+        &Default::default(),
+    );
     let x: Vec<f32> = (0..2 * 6 * 7 * 5)
         .map(|i| (i % 13) as f32 / 7.0 - 0.9)
         .collect();

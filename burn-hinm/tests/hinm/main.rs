@@ -3,10 +3,6 @@
 //! product, and every other op densifies and says so.
 
 use burn::backend::{NdArray, Wgpu};
-use burn::module::{Module, ModuleMapper, Param};
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
-use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_hinm::backend::{Hinm, HinmDevice};
@@ -17,76 +13,18 @@ use burn_hinm::pack::{masked, pack, scores};
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects;
 use cubecl_kernels::hinm::Packed;
+use cubecl_kernels::testing::{
+    assert_close, assert_other_ops_densify, net, reloaded, with_weights,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-#[derive(Module, Debug)]
-struct Net<B: Backend> {
-    conv: Conv2d<B>,
-    fc: Linear<B>,
-}
+/// How close a packed model's results are to the masked dense model's, relative.
+const TOLERANCE: f32 = 1e-5;
 
-/// A freshly initialised net whose parameters hold values (Burn initialises parameters
-/// lazily, and every clone of an uninitialised one would draw its own).
-fn net<B: Backend>(device: &B::Device) -> Net<B> {
-    let lazy = lazy_net(device);
-    lazy_net(device).load_record(lazy.into_record())
-}
-
-fn lazy_net<B: Backend>(device: &B::Device) -> Net<B> {
-    Net {
-        conv: Conv2dConfig::new([6, 16], [3, 3])
-            .with_stride([2, 1])
-            .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-            .init(device),
-        fc: LinearConfig::new(24, 16).init(device),
-    }
-}
-
-/// `model` with the layers in `values` given those weights.
-fn with_weights<B: Backend, M: Module<B>>(model: M, values: &BTreeMap<String, Vec<f32>>) -> M {
-    struct Set<'a> {
-        path: Vec<String>,
-        values: &'a BTreeMap<String, Vec<f32>>,
-    }
-    impl<B: Backend> ModuleMapper<B> for Set<'_> {
-        fn enter_module(&mut self, name: &str, _: &str) {
-            self.path.push(name.into());
-        }
-        fn exit_module(&mut self, _: &str, _: &str) {
-            self.path.pop();
-        }
-        fn map_float<const D: usize>(&mut self, p: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-            let (id, t, mapper) = p.consume();
-            let layer = self.path[..self.path.len() - 1].join(".");
-            let t = match self.values.get(&layer) {
-                Some(v) if self.path.last().is_some_and(|n| n == "weight") => {
-                    let data = TensorData::new(v.clone(), t.shape());
-                    Tensor::from_data(data, &t.device())
-                }
-                _ => t,
-            };
-            Param::from_mapped_value(id, t, mapper)
-        }
-    }
-    model.map(&mut Set {
-        path: Vec::new(),
-        values,
-    })
-}
-
+/// `a` equals `b` within [`TOLERANCE`] (f32 sums in another order).
 fn close(a: Tensor<impl Backend, 2>, b: Tensor<impl Backend, 2>, what: &str) {
-    let (a, b) = (
-        a.into_data().to_vec::<f32>().unwrap(),
-        b.into_data().to_vec::<f32>().unwrap(),
-    );
-    assert_eq!(a.len(), b.len(), "{what}");
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
-            "{what} at {i}: {x} vs {y}"
-        );
-    }
+    assert_close(a, b, TOLERANCE, what)
 }
 
 fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
@@ -134,14 +72,12 @@ fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
     );
 
     // any other op densifies the packed weight and the effects say which
-    effects::start();
-    let shifted = sparse.fc.weight.val() + 1.0;
-    let seen = effects::finish();
-    assert_eq!(
-        seen.layers["fc"].densified.get("float_add_scalar"),
-        Some(&1)
+    assert_other_ops_densify(
+        sparse.fc.weight.val(),
+        reference.fc.weight.val(),
+        "fc",
+        TOLERANCE,
     );
-    close(shifted, reference.fc.weight.val() + 1.0, "densified");
 }
 
 #[test]
@@ -158,10 +94,11 @@ fn wgpu_runs_the_kernel() {
 fn unpacked_models_are_the_inner_backend_bit_for_bit() {
     let device = HinmDevice::<NdArray>::new(Default::default(), ());
     let model = net::<Hinm<NdArray>>(&device);
-    let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
-    let bytes = recorder.record(model.clone().into_record(), ()).unwrap();
-    let plain = net::<NdArray>(&Default::default())
-        .load_record(recorder.load(bytes, &Default::default()).unwrap());
+    let plain = reloaded(
+        model.clone(),
+        net::<NdArray>(&Default::default()),
+        &Default::default(),
+    );
     let x = [0.5f32; 6 * 7 * 5];
     let xh =
         Tensor::<Hinm<NdArray>, 4>::from_data(TensorData::new(x.to_vec(), [1, 6, 7, 5]), &device);

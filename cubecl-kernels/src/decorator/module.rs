@@ -5,11 +5,13 @@
 //! (`layer1.0.conv1`, `update_gate.input_transform`); a **parameter path** is the full path
 //! (`fc.weight`, `norm.running_mean`).
 
+use super::file::{PackedFormat, PackedModel, Stored};
 use super::{KernelBackend, LayerSettings};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Every float parameter of `model` (running statistics included) by its parameter path, with
 /// its shape and values.
@@ -179,4 +181,54 @@ pub fn load_params<B: Backend, M: Module<B>, S: StoredParam>(
         path: Vec::new(),
         file,
     }))
+}
+
+/// A parameter of a packed model file of format `F`: dense values fit a parameter of as many
+/// values, a packed weight one the format says it fits ([`PackedFormat::fits`]).
+impl<F: PackedFormat> StoredParam for Stored<F> {
+    fn dense(&self) -> Option<&[f32]> {
+        match self {
+            Stored::Dense(values) => Some(values),
+            Stored::Packed(_) => None,
+        }
+    }
+    fn fits(&self, dims: &[usize]) -> Result<(), String> {
+        match self {
+            Stored::Dense(values) => {
+                let count: usize = dims.iter().product();
+                if values.len() != count {
+                    return Err(format!(
+                        "{} values for a parameter of {dims:?}",
+                        values.len()
+                    ));
+                }
+                Ok(())
+            }
+            Stored::Packed(weight) => F::fits(weight, dims),
+        }
+    }
+}
+
+/// `model` with every float parameter taken from `file` by path ([`load_params`]), then
+/// `pack` given the model and every packed weight of the file by layer path (Burn's module
+/// path without `.weight`): the format's `pack_module`, which hands each one down the backend
+/// stack to its decorator. The error names the first parameter that does not fit.
+pub fn load_packed<B: Backend, M: Module<B>, F: PackedFormat>(
+    model: M,
+    file: &PackedModel<F>,
+    pack: impl FnOnce(M, &BTreeMap<String, Arc<F::Weight>>) -> M,
+) -> Result<M, String> {
+    let model = load_params(model, &file.params)?;
+    let packed: BTreeMap<String, Arc<F::Weight>> = file
+        .params
+        .iter()
+        .filter_map(|(path, (_, stored))| match stored {
+            Stored::Packed(weight) => Some((
+                path.strip_suffix(".weight")?.to_string(),
+                Arc::new(weight.clone()),
+            )),
+            Stored::Dense(_) => None,
+        })
+        .collect();
+    Ok(pack(model, &packed))
 }
