@@ -16,6 +16,7 @@ use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
 use burn::train::ClassificationOutput;
 use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
@@ -936,33 +937,32 @@ where
     manifest.test_accuracy = Some(test.accuracy);
     manifest.test_loss = Some(test.loss);
     manifest.tested_epoch = Some(opts.epochs);
-    if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
-        // the fine-tuned weights, packed with the masks they were trained under
-        let about = [
-            ("level", h.level.to_string()),
-            ("perm", crate::hinm::method_name(h.perm).to_string()),
-            ("seed", opts.seed.to_string()),
-            ("source", file.display().to_string()),
-            ("dataset", opts.data.kind().to_string()),
+    // the provenance a packed model file records
+    let about = |level: String, perm: Option<Method>| {
+        [
+            ("level", Some(level)),
+            (
+                "perm",
+                perm.map(|p| crate::hinm::method_name(p).to_string()),
+            ),
+            ("seed", Some(opts.seed.to_string())),
+            ("source", Some(file.display().to_string())),
+            ("dataset", Some(opts.data.kind().to_string())),
         ]
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        .filter_map(|(k, v)| Some((k.to_string(), v?)))
+        .collect()
+    };
+    if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
+        // the fine-tuned weights, packed with the masks they were trained under
+        let about = about(h.level.to_string(), Some(h.perm));
         let params = burn_hinm::module::params(&model.valid());
         let packed = crate::hinm::packed_model(opts.model, &params, &t.plans, about)?;
         let file = out.join(crate::hinm::PACKED_FILE);
         crate::atomic::write(&file, &packed.to_bytes())?;
     }
     if let (Some(state), Some(b)) = (&pruning.bcr, &opts.bcr) {
-        let about = [
-            ("level", b.describe()),
-            ("seed", opts.seed.to_string()),
-            ("source", file.display().to_string()),
-            ("dataset", opts.data.kind().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+        let about = about(b.describe(), None);
         let params = burn_hinm::module::params(&model.valid());
         let packed = crate::bcr::packed_model(opts.model, &params, state, about)?;
         let file = out.join(crate::bcr::PACKED_FILE);

@@ -90,7 +90,7 @@ fn one_shot_pruning_of_a_trained_run_retrains_masked_and_resumes_nothing_it_shou
     let dense = dir.join("dense");
     ok(&ember(&gru_args(&jv, &dense, "1", &[])));
     let pruned = dir.join("pruned");
-    let out = ember(&[
+    let prune = [
         "prune",
         "--bcr",
         "10x:4x16",
@@ -98,9 +98,8 @@ fn one_shot_pruning_of_a_trained_run_retrains_masked_and_resumes_nothing_it_shou
         s(&dense),
         "--out",
         s(&pruned),
-        "--epochs",
-        "1",
-    ]);
+    ];
+    let out = ember(&prune);
     let stdout = ok(&out);
     assert!(stdout.contains("after BCR 10x:4x16"), "{stdout}");
     // the first layer's input weights (256 × 12) are narrower than a 16-column block
@@ -117,16 +116,7 @@ fn one_shot_pruning_of_a_trained_run_retrains_masked_and_resumes_nothing_it_shou
     );
     // a second prune into the same directory is refused; the first is untouched
     let before = std::fs::read(pruned.join("model.bcr")).unwrap();
-    let again = ember(&[
-        "prune",
-        "--bcr",
-        "10x:4x16",
-        "--checkpoint",
-        s(&dense),
-        "--out",
-        s(&pruned),
-    ]);
-    fails_with(&again, "already holds a run");
+    fails_with(&ember(&prune), "already holds a run");
     assert_eq!(std::fs::read(pruned.join("model.bcr")).unwrap(), before);
 }
 
