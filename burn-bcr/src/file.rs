@@ -151,6 +151,6 @@ impl PackedFormat for BcrFormat {
     }
 
     fn fits(w: &Bcrc, dims: &[usize]) -> Result<(), String> {
-        crate::module::check_fits(w, dims).map_err(|e| e.to_string())
+        crate::pack::check_fits(w, dims).map_err(|e| e.to_string())
     }
 }

@@ -7,7 +7,6 @@ use crate::error::BcrError;
 use crate::file::PackedModel;
 use burn::module::Module;
 use cubecl_kernels::bcrc::Bcrc;
-use cubecl_kernels::decorator::layout::Layout;
 use cubecl_kernels::decorator::module as shared;
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use std::collections::BTreeMap;
@@ -29,21 +28,7 @@ pub fn pack_module<B: KernelBackend, M: Module<B>>(
     })
 }
 
-/// Whether `bcrc` is a packed form of a weight of shape `dims` (Burn's layout): its `out × K`
-/// view is the weight's ([`BcrError::Shape`] otherwise) and its arrays hold together
-/// ([`Bcrc::validate`]; [`BcrError::Corrupt`] otherwise).
-pub fn check_fits(bcrc: &Bcrc, dims: &[usize]) -> Result<(), BcrError> {
-    let layout = Layout::of(dims)
-        .ok_or_else(|| BcrError::Shape(format!("a weight of shape {dims:?} cannot be packed")))?;
-    let (out, k) = layout.view();
-    if (out, k) != (bcrc.out, bcrc.k) {
-        return Err(BcrError::Shape(format!(
-            "the BCRC weight is {} × {} (out × K), the model's weight {dims:?} is {out} × {k}",
-            bcrc.out, bcrc.k
-        )));
-    }
-    bcrc.validate().map_err(|e| BcrError::Corrupt(e.0))
-}
+pub use crate::pack::check_fits;
 
 /// `model` with every float parameter taken from `file` by path: dense ones as they are, packed
 /// ones as [`BcrFloat::Packed`](crate::backend::BcrFloat) weights. The file must hold exactly

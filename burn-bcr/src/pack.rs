@@ -45,6 +45,22 @@ pub fn pack(view: &View, mask: &BcrMask) -> Result<Bcrc, BcrError> {
         .map_err(|e| BcrError::Corrupt(e.to_string()))
 }
 
+/// Whether `bcrc` is a packed form of a weight of shape `dims` (Burn's layout): its `out × K`
+/// view is the weight's ([`BcrError::Shape`] otherwise) and its arrays hold together
+/// ([`Bcrc::validate`](cubecl_kernels::bcrc::Bcrc::validate); [`BcrError::Corrupt`] otherwise).
+pub fn check_fits(bcrc: &Bcrc, dims: &[usize]) -> Result<(), BcrError> {
+    let layout = Layout::of(dims)
+        .ok_or_else(|| BcrError::Shape(format!("a weight of shape {dims:?} cannot be packed")))?;
+    let (out, k) = layout.view();
+    if (out, k) != (bcrc.out, bcrc.k) {
+        return Err(BcrError::Shape(format!(
+            "the BCRC weight is {} × {} (out × K), the model's weight {dims:?} is {out} × {k}",
+            bcrc.out, bcrc.k
+        )));
+    }
+    bcrc.validate().map_err(|e| BcrError::Corrupt(e.0))
+}
+
 /// Bytes of extra (index) data for one weight's kept entries, in three formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IndexBytes {
