@@ -20,6 +20,7 @@ use burn::tensor::{Tensor, TensorData};
 use burn_bcr::Level;
 use burn_bcr::admm::{Admm, Schedule};
 use burn_bcr::project::{View, project};
+use cubecl_kernels::decorator::layout::Layout;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -170,31 +171,33 @@ pub fn plan(
     Ok((pruned, notes))
 }
 
-/// `(out, K)` of a weight's GEMM view (Burn's Linear `[d_in, d_out]`, convolution
-/// `[out, c_in, k…]`).
+/// `(out, K)` of a weight's GEMM view (`(0, 0)` for a shape that has none).
 fn view_dims(dims: &[usize]) -> (usize, usize) {
-    match dims {
-        [d_in, d_out] => (*d_out, *d_in),
-        [out, rest @ ..] => (*out, rest.iter().product()),
-        [] => (0, 0),
-    }
+    Layout::of(dims).map_or((0, 0), |l| l.view())
 }
 
-/// The GEMM view of a weight in Burn's layout.
+/// The GEMM view of a weight in Burn's layout ([`burn_bcr::pack::view_of`]).
 pub fn view_of(dims: &[usize], values: &[f32]) -> Result<View> {
-    let v = match dims {
-        [d_in, d_out] => View::linear(values, *d_in, *d_out),
-        _ => View::conv(values, dims),
-    };
-    v.map_err(|e| EmberError::Invalid(format!("--bcr: {e}")))
+    burn_bcr::pack::view_of(values, dims).map_err(|e| EmberError::Invalid(format!("--bcr: {e}")))
 }
 
-/// A view back in Burn's layout.
+/// A view's values back in Burn's layout for `dims`.
 fn from_view(dims: &[usize], view: &View) -> Vec<f32> {
-    match dims {
-        [_, _] => view.to_linear(),
-        _ => view.data.clone(),
-    }
+    Layout::of(dims).map_or_else(|| view.data.clone(), |l| l.from_view(&view.data))
+}
+
+/// A mask's 0/1 values in Burn's layout for `dims`.
+fn mask_values(dims: &[usize], mask: &burn_bcr::project::BcrMask) -> Vec<f32> {
+    let view = View {
+        rows: mask.rows,
+        cols: mask.cols,
+        data: mask
+            .dense()
+            .iter()
+            .map(|&k| f32::from(u8::from(k)))
+            .collect(),
+    };
+    from_view(dims, &view)
 }
 
 /// One pruned layer's state: ADMM (`Z`, `U`, `ρ`) while it runs, then the fixed mask.
@@ -243,7 +246,7 @@ fn weight_of<'a>(params: &'a Params, p: &Pruned) -> Result<&'a Vec<f32>> {
         .ok_or_else(|| EmberError::Invalid(format!("--bcr: the model has no {}", p.weight)))
 }
 
-fn masked_weight(err: burn_bcr::BcrError, path: &str) -> EmberError {
+fn bcr_error(err: burn_bcr::BcrError, path: &str) -> EmberError {
     EmberError::Invalid(format!("--bcr: {path}: {e}", e = err))
 }
 
@@ -265,8 +268,7 @@ impl BcrState {
                 match schedule {
                     Some(s) => {
                         layer.admm = Some(
-                            Admm::new(&view, p.level, s)
-                                .map_err(|e| masked_weight(e, &p.weight))?,
+                            Admm::new(&view, p.level, s).map_err(|e| bcr_error(e, &p.weight))?,
                         );
                         layer.refresh_target();
                     }
@@ -380,7 +382,7 @@ impl BcrState {
                 continue;
             };
             let view = view_of(&layer.pruned.dims, weight_of(params, &layer.pruned)?)?;
-            let err = |e| masked_weight(e, &layer.pruned.weight);
+            let err = |e| bcr_error(e, &layer.pruned.weight);
             let distance = admm.distance(&view).map_err(err)?;
             let norm = view.energy().sqrt().max(f64::MIN_POSITIVE);
             if hard {
@@ -395,17 +397,7 @@ impl BcrState {
                     view.data.len(),
                     lost / norm
                 ));
-                let dense: Vec<f32> = mask
-                    .dense()
-                    .iter()
-                    .map(|&k| f32::from(u8::from(k)))
-                    .collect();
-                let as_view = View {
-                    rows: view.rows,
-                    cols: view.cols,
-                    data: dense,
-                };
-                layer.mask = Some(from_view(&layer.pruned.dims, &as_view));
+                layer.mask = Some(mask_values(&layer.pruned.dims, &mask));
                 layer.admm = None;
             } else if update {
                 admm.update(&view).map_err(err)?;
@@ -430,7 +422,7 @@ impl BcrState {
             let view = view_of(&layer.pruned.dims, weight_of(params, &layer.pruned)?)?;
             d += admm
                 .distance(&view)
-                .map_err(|e| masked_weight(e, &layer.pruned.weight))?
+                .map_err(|e| bcr_error(e, &layer.pruned.weight))?
                 .powi(2);
             n += view.energy();
         }
@@ -565,17 +557,8 @@ impl BcrState {
 
 /// The 0/1 mask (Burn's layout) of `Π(view)` at the layer's level.
 fn mask_of(p: &Pruned, view: &View) -> Result<Vec<f32>> {
-    let mask = project(view, p.level).map_err(|e| masked_weight(e, &p.weight))?;
-    let dense = View {
-        rows: view.rows,
-        cols: view.cols,
-        data: mask
-            .dense()
-            .iter()
-            .map(|&k| f32::from(u8::from(k)))
-            .collect(),
-    };
-    Ok(from_view(&p.dims, &dense))
+    let mask = project(view, p.level).map_err(|e| bcr_error(e, &p.weight))?;
+    Ok(mask_values(&p.dims, &mask))
 }
 
 /// The packed model of parameters `params` (by full path) after a BCR run: every pruned weight
