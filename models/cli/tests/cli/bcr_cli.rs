@@ -277,3 +277,55 @@ fn the_tuner_prints_a_block_per_layer() {
         fails_with(&ember(&all), says);
     }
 }
+
+#[test]
+fn options_and_state_that_do_not_hold_together_are_refused() {
+    let dir = scratch("bcr-bad-options");
+    let jv = jv_dir(&dir);
+    let never = dir.join("never");
+    // --from belongs to a pruning run
+    let run = ember(&gru_args(&jv, &never, "1", &["--from", s(&dir)]));
+    fails_with(&run, "--from starts a --hinm or --bcr run");
+    assert!(!never.exists());
+    // the tuner needs rows to multiply
+    let tune = ember(&[
+        "tune-bcr",
+        "--model",
+        "gru",
+        "--dataset",
+        "fsdd",
+        "--rows",
+        "0",
+    ]);
+    fails_with(&tune, "must be at least 1");
+    // a one-shot run whose BCR state was damaged is not resumed from it
+    let run = dir.join("run");
+    ok(&ember(&gru_args(&jv, &run, "2", &["--bcr", "4x:4x4"])));
+    let state = run.join("checkpoint/bcr-2.bin");
+    let mut bytes = std::fs::read(&state).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&state, &bytes).unwrap();
+    let manifest = std::fs::read(run.join("ember-run.json")).unwrap();
+    let mut resume = gru_args(&jv, &run, "3", &["--bcr", "4x:4x4"]);
+    resume.push("--resume");
+    let out = ember(&resume);
+    fails_with(&out, "bcr-2.bin");
+    fails_with(&out, "is corrupt");
+    assert_eq!(std::fs::read(run.join("ember-run.json")).unwrap(), manifest);
+    // pruning a model file with no run beside it
+    let lone = dir.join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(run.join("model.mpk"), lone.join("model.mpk")).unwrap();
+    let out = ember(&[
+        "prune",
+        "--bcr",
+        "4x:4x4",
+        "--checkpoint",
+        s(&lone.join("model.mpk")),
+        "--out",
+        s(&never),
+    ]);
+    fails_with(&out, "no ember-run.json beside it");
+    assert!(!never.exists());
+}

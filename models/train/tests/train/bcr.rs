@@ -128,6 +128,9 @@ fn admm_state_updates_hard_prunes_and_round_trips() {
     let bytes = state.to_bytes();
     let back = BcrState::from_bytes(&bytes, &o, 5, &plan).unwrap();
     assert_eq!(back.to_bytes(), bytes);
+    // ADMM state is not taken by a one-shot run
+    let e = BcrState::from_bytes(&bytes, &opts(None), 5, &plan).unwrap_err();
+    assert!(e.contains("this run is one-shot"), "{e}");
     // epochs 5, retrain 2: epoch 3 is the last ADMM epoch
     let (lines, hard) = state.end_epoch(3, &p).unwrap();
     assert!(hard && lines[0].contains("hard-pruned"), "{lines:?}");
@@ -149,6 +152,14 @@ fn admm_state_updates_hard_prunes_and_round_trips() {
     assert!(e.contains("truncated"), "{e}");
     let e = BcrState::from_bytes(&bytes, &o, 5, &plan[..1]).unwrap_err();
     assert!(e.contains("2 pruned layers, this run 1"), "{e}");
+    // a mask value that is not 0 or 1 (the last f32 of the file)
+    let mut odd = bytes.clone();
+    let at = odd.len() - 4;
+    odd[at..].copy_from_slice(&0.5f32.to_le_bytes());
+    let e = BcrState::from_bytes(&odd, &o, 5, &plan).unwrap_err();
+    assert!(e.contains("is not 0/1"), "{e}");
+    let e = BcrState::from_bytes(b"\x02\x00\x00\x00{x", &o, 5, &plan).unwrap_err();
+    assert!(e.contains("not JSON"), "{e}");
 }
 
 #[test]
