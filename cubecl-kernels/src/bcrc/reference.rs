@@ -3,12 +3,15 @@
 //! arrays without load-redundancy elimination, and CSR.
 //!
 //! All three run on activation panels ([`crate::panel`]); a task is a run of at most
-//! [`UNIT_ROWS`] rows of one column pattern (CSR: of the view). With **load-redundancy
+//! [`UNIT_ROWS`] rows of the reordered matrix (CSR: of the view). With **load-redundancy
 //! elimination** ([`spmm`]) the rows of a pattern are taken four at a time: every activation
 //! line the pattern names is loaded once and multiplied into four rows' sums (GRIM's
-//! register-level LRE, Fig. 9). Without it ([`spmm_no_lre`]) each row loads its lines alone,
-//! as CSR does ([`spmm_csr`]). Columns are walked in chunks of [`CHUNK`] so that their lines
-//! stay in L1 while a unit's rows use them. Every output sums its products in pattern order
+//! register-level LRE, Fig. 9), columns walked in chunks of [`CHUNK`] so that their lines stay
+//! in L1 while the four rows use them. The rows left over (a pattern of one to three rows, the
+//! common case for small blocks) are computed apart, each loading its own lines, as every row is
+//! without LRE ([`spmm_no_lre`]) and in CSR ([`spmm_csr`]): four such rows are interleaved so
+//! that their sums are independent chains of additions (one row alone waits on the latency of
+//! its own additions). Every output sums its products in pattern order
 //! from `+0`, one product and one add each, in all three: the kernel's order, bit for bit.
 
 use super::{Bcrc, Csr};
@@ -127,20 +130,30 @@ unsafe impl PanelWeight for Units<'_> {
         let (mut g, p0, p1) = self.units[t];
         let w = self.w;
         let mut acc = vec![[0f32; L]; p1 - p0];
-        let step = if self.lre { ROWS } else { 1 };
+        // rows of a pattern four at a time sharing their lines (LRE); the rest apart
+        let mut apart = Vec::with_capacity(p1 - p0);
         let mut p = p0;
         while p < p1 {
             // the rows of pattern `g` within the run
             let end = (w.occurrence[g + 1] as usize).min(p1);
-            let mut rows: [&[f32]; UNIT_ROWS] = [&[]; UNIT_ROWS];
-            for (row, p) in rows.iter_mut().zip(p..end) {
-                *row = w.row_weights(p);
+            let cols = w.pattern(g);
+            let shared = if self.lre { (end - p) / ROWS * ROWS } else { 0 };
+            for q in (p..p + shared).step_by(ROWS) {
+                let rows = std::array::from_fn(|i| w.row_weights(q + i));
+                let sums = (&mut acc[q - p0..q - p0 + ROWS]).try_into().expect("ROWS sums");
+                shared_rows(lines, cols, rows, sums);
             }
-            let rows = &rows[..end - p];
-            rows_product(lines, w.pattern(g), rows, &mut acc[p - p0..end - p0], step);
+            for q in p + shared..end {
+                apart.push(Row {
+                    cols,
+                    weights: w.row_weights(q),
+                    at: q - p0,
+                });
+            }
             p = end;
             g += 1;
         }
+        rows_apart(lines, &apart, &mut acc);
         (acc, &w.reorder[p0..p1])
     }
 }
@@ -169,75 +182,120 @@ unsafe impl PanelWeight for CsrRows<'_> {
         let w = self.w;
         let (r0, r1) = (t * UNIT_ROWS, ((t + 1) * UNIT_ROWS).min(w.out));
         let mut acc = vec![[0f32; L]; r1 - r0];
-        for (r, acc) in (r0..r1).zip(&mut acc) {
-            let (a, b) = (w.row_ptr[r] as usize, w.row_ptr[r + 1] as usize);
-            rows_product(
-                lines,
-                &w.col_idx[a..b],
-                &[&w.values[a..b]],
-                std::array::from_mut(acc).as_mut_slice(),
-                1,
-            );
-        }
+        let rows: Vec<Row> = (r0..r1)
+            .map(|r| {
+                let (a, b) = (w.row_ptr[r] as usize, w.row_ptr[r + 1] as usize);
+                Row {
+                    cols: &w.col_idx[a..b],
+                    weights: &w.values[a..b],
+                    at: r - r0,
+                }
+            })
+            .collect();
+        rows_apart(lines, &rows, &mut acc);
         (acc, &self.rows[r0..r1])
     }
 }
 
-/// `acc[q] = Σ_t rows[q][t] · lines[cols[t]]` for every row `q` (all over the same columns),
-/// `step` rows sharing each loaded line, columns in chunks of [`CHUNK`].
-fn rows_product<const L: usize>(
-    lines: &[Line<L>],
-    cols: &[u32],
-    rows: &[&[f32]],
-    acc: &mut [[f32; L]],
-    step: usize,
-) {
+/// One output row's work: its columns, its weights (as many) and the place of its sums.
+struct Row<'a> {
+    cols: &'a [u32],
+    weights: &'a [f32],
+    at: usize,
+}
+
+/// Asserts what the products' unchecked reads rely on: every column is one of the panel's
+/// lines and every row has as many weights as columns.
+fn check<const L: usize>(lines: &[Line<L>], cols: &[u32], weights: &[f32]) {
     assert!(
-        cols.iter().all(|&c| (c as usize) < lines.len())
-            && rows.iter().all(|r| r.len() == cols.len()),
+        cols.len() == weights.len() && cols.iter().all(|&c| (c as usize) < lines.len()),
         "spmm: a column out of range or a row of the wrong length"
     );
+}
+
+/// `acc[q] = Σ_t rows[q][t] · lines[cols[t]]` for [`ROWS`] rows over the same columns, each
+/// loaded line used by all of them (load-redundancy elimination), columns in chunks of
+/// [`CHUNK`] so that a chunk's lines stay in L1.
+fn shared_rows<const L: usize>(
+    lines: &[Line<L>],
+    cols: &[u32],
+    rows: [&[f32]; ROWS],
+    acc: &mut [[f32; L]; ROWS],
+) {
+    for row in rows {
+        check(lines, cols, row);
+    }
     for t0 in (0..cols.len()).step_by(CHUNK) {
         let t1 = (t0 + CHUNK).min(cols.len());
-        let cols = &cols[t0..t1];
-        // rows `step` at a time where there are that many, then two, then one
-        let (mut rows, mut acc) = (rows, &mut *acc);
-        while !rows.is_empty() {
-            let take = if rows.len() >= step {
-                step
-            } else {
-                rows.len().min(2)
-            };
-            let (now, rest) = rows.split_at(take.min(rows.len()));
-            let (sums, more) = acc.split_at_mut(now.len());
-            match take {
-                ROWS => accumulate(
-                    lines,
-                    cols,
-                    std::array::from_fn::<_, ROWS, _>(|q| &now[q][t0..t1]),
-                    sums.try_into().expect("ROWS sums"),
-                ),
-                2 => accumulate(
-                    lines,
-                    cols,
-                    [&now[0][t0..t1], &now[1][t0..t1]],
-                    sums.try_into().expect("two sums"),
-                ),
-                _ => {
-                    for (row, sum) in now.iter().zip(sums.iter_mut()) {
-                        accumulate(lines, cols, [&row[t0..t1]], std::array::from_mut(sum));
-                    }
+        accumulate::<L, ROWS, true>(
+            lines,
+            [&cols[t0..t1]; ROWS],
+            rows.map(|r| &r[t0..t1]),
+            acc,
+        );
+    }
+}
+
+/// Every row's sums, each row loading its own lines, four rows interleaved (independent sums:
+/// one row alone would wait on its own additions), each row's products still in column order.
+fn rows_apart<const L: usize>(lines: &[Line<L>], rows: &[Row], acc: &mut [[f32; L]]) {
+    for row in rows {
+        check(lines, row.cols, row.weights);
+    }
+    for rows in rows.chunks(ROWS) {
+        // how far each row has come; while some rows have columns left, all of those advance
+        // together by the fewest columns any of them has left
+        let mut done = [0usize; ROWS];
+        loop {
+            let mut live = [0usize; ROWS];
+            let mut n_live = 0;
+            for (q, row) in rows.iter().enumerate() {
+                if done[q] < row.cols.len() {
+                    live[n_live] = q;
+                    n_live += 1;
                 }
             }
-            (rows, acc) = (rest, more);
+            let live = &live[..n_live];
+            let Some(n) = live.iter().map(|&q| rows[q].cols.len() - done[q]).min() else {
+                break;
+            };
+            match n_live {
+                4 => apart::<L, 4>(lines, rows, live, &done, n, acc),
+                3 => apart::<L, 3>(lines, rows, live, &done, n, acc),
+                2 => apart::<L, 2>(lines, rows, live, &done, n, acc),
+                _ => apart::<L, 1>(lines, rows, live, &done, n, acc),
+            }
+            for &q in live {
+                done[q] += n;
+            }
         }
     }
 }
 
-/// For every column `t` in order and every row `q`: `acc[q] += rows[q][t] · lines[cols[t]]`.
-fn accumulate<const L: usize, const R: usize>(
+/// The next `n` columns of the `R` rows `live` (of `rows`, each `done` columns in).
+fn apart<const L: usize, const R: usize>(
     lines: &[Line<L>],
-    cols: &[u32],
+    rows: &[Row],
+    live: &[usize],
+    done: &[usize; ROWS],
+    n: usize,
+    acc: &mut [[f32; L]],
+) {
+    let row = |i: usize| &rows[live[i]];
+    let cols = std::array::from_fn(|i| &row(i).cols[done[live[i]]..][..n]);
+    let weights = std::array::from_fn(|i| &row(i).weights[done[live[i]]..][..n]);
+    let mut sums = std::array::from_fn(|i| acc[row(i).at]);
+    accumulate::<L, R, false>(lines, cols, weights, &mut sums);
+    for (i, sum) in sums.into_iter().enumerate() {
+        acc[row(i).at] = sum;
+    }
+}
+
+/// For every column `t` in order and every row `q`: `acc[q] += rows[q][t] · lines[cols[q][t]]`;
+/// `SHARED`: all rows have the same columns (`cols[0]`), each line loaded once for all.
+fn accumulate<const L: usize, const R: usize, const SHARED: bool>(
+    lines: &[Line<L>],
+    cols: [&[u32]; R],
     rows: [&[f32]; R],
     acc: &mut [[f32; L]; R],
 ) {
@@ -245,55 +303,70 @@ fn accumulate<const L: usize, const R: usize>(
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked just above).
-            unsafe { accumulate_avx512(lines, cols, rows, acc) };
+            unsafe { accumulate_avx512::<L, R, SHARED>(lines, cols, rows, acc) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx") {
             // SAFETY: the CPU has AVX (checked just above).
-            unsafe { accumulate_avx(lines, cols, rows, acc) };
+            unsafe { accumulate_avx::<L, R, SHARED>(lines, cols, rows, acc) };
             return;
         }
     }
-    accumulate_plain(lines, cols, rows, acc)
+    accumulate_plain::<L, R, SHARED>(lines, cols, rows, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn accumulate_avx512<const L: usize, const R: usize>(
+fn accumulate_avx512<const L: usize, const R: usize, const SHARED: bool>(
     lines: &[Line<L>],
-    cols: &[u32],
+    cols: [&[u32]; R],
     rows: [&[f32]; R],
     acc: &mut [[f32; L]; R],
 ) {
-    accumulate_plain(lines, cols, rows, acc)
+    accumulate_plain::<L, R, SHARED>(lines, cols, rows, acc)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
-fn accumulate_avx<const L: usize, const R: usize>(
+fn accumulate_avx<const L: usize, const R: usize, const SHARED: bool>(
     lines: &[Line<L>],
-    cols: &[u32],
+    cols: [&[u32]; R],
     rows: [&[f32]; R],
     acc: &mut [[f32; L]; R],
 ) {
-    accumulate_plain(lines, cols, rows, acc)
+    accumulate_plain::<L, R, SHARED>(lines, cols, rows, acc)
 }
 
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // lanes indexed alike in both arrays: vectorised as is
-fn accumulate_plain<const L: usize, const R: usize>(
+fn accumulate_plain<const L: usize, const R: usize, const SHARED: bool>(
     lines: &[Line<L>],
-    cols: &[u32],
+    cols: [&[u32]; R],
     rows: [&[f32]; R],
     acc: &mut [[f32; L]; R],
 ) {
+    let n = rows[0].len();
+    assert!(
+        rows.iter().all(|r| r.len() == n) && cols.iter().all(|c| c.len() == n),
+        "accumulate: rows and columns of different lengths"
+    );
     let mut sum = *acc;
-    for (t, &c) in cols.iter().enumerate() {
-        let x = &lines[c as usize].0;
-        for (sum, row) in sum.iter_mut().zip(&rows) {
-            let v = row[t];
-            for l in 0..L {
-                sum[l] += v * x[l];
+    for t in 0..n {
+        if SHARED {
+            let x = &lines[cols[0][t] as usize].0;
+            for (sum, row) in sum.iter_mut().zip(&rows) {
+                let v = row[t];
+                for l in 0..L {
+                    sum[l] += v * x[l];
+                }
+            }
+        } else {
+            for ((sum, row), cols) in sum.iter_mut().zip(&rows).zip(&cols) {
+                let x = &lines[cols[t] as usize].0;
+                let v = row[t];
+                for l in 0..L {
+                    sum[l] += v * x[l];
+                }
             }
         }
     }
