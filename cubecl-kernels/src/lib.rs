@@ -22,12 +22,13 @@
 //! - [`bcrc`]: BCR's weights in the BCRC compact format and their sparse product, with its host
 //!   implementation (load-redundancy elimination across the rows of a column pattern) and the
 //!   CSR baseline.
+//! - [`broadcast`]: per-channel broadcasts after OneFlow, each one fused kernel: PReLU and the
+//!   affine map `x · α + β`, forward and backward (`dx` and the per-channel sums `dα`, `dβ` in
+//!   one pass), vectorised in packs when the inner size allows, with the multi-threaded host
+//!   implementation beside them that they equal bit for bit.
 //!
 //! - `testing` (feature `testing`, for this workspace's tests; not public API): deterministic
 //!   test data and the set of multipliers every kernel test runs.
-//!
-//! The broadcast kernels (`broadcast/`) are added by the issue that brings them, with a host
-//! reference beside each.
 //!
 //! ```
 //! use burn::backend::{Autodiff, NdArray};
@@ -61,6 +62,7 @@
 
 pub mod approx;
 pub mod bcrc;
+pub mod broadcast;
 pub mod bsr;
 pub mod decorator;
 mod grid;

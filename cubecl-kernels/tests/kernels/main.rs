@@ -9,6 +9,7 @@ use cubecl::wgpu::WgpuRuntime;
 
 mod approx_gemm;
 mod bcrc;
+mod broadcast;
 mod bsr;
 mod hinm;
 mod identity;

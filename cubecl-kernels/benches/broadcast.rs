@@ -1,0 +1,421 @@
+//! The broadcast kernels (PReLU and the per-channel affine map, forward and backward) against a
+//! plain copy of the same bytes and against Burn's composite, on wgpu and on the host path.
+//!
+//! Shapes: OneFlow's five PReLU shapes (96×64×112×112, 96×128×56×56, 96×256×28×28,
+//! 96×512×14×14, 96×512×7×7) with the **batch scaled down from 96 to 4** (on lavapipe a row then
+//! takes milliseconds, not seconds), and 4×64×15×15, whose inner size (225) does not divide the
+//! pack: the kernels run one value a pack there. α (and β) have one value per channel (axis 1).
+//!
+//! Groups `broadcast_<path>_<op>_<shape>`, `op` one of `prelu_fwd`, `prelu_bwd` (`dx`, `dα`),
+//! `affine_fwd` (with β), `affine_bwd` (`dx`, `dα`, `dβ`). Rows:
+//!
+//! - `0-copy` (wgpu) / `0-memcpy` (host): a plain copy of as many bytes as the kernel moves: a
+//!   forward pass reads `x` and writes `y` (a copy of `x`); a backward pass reads `x` and `dy`
+//!   and writes `dx` (a copy of 1.5 times `x`'s values: the same bytes read and written). On
+//!   wgpu the copy is a one-line `#[cube]` kernel (`y[i] = x[i]`) launched like the broadcast
+//!   kernels (packs of 4 values, 256 units a cube) into a new buffer, so the ratio of row
+//!   `1-kernel` to it is the kernel's cost over the bandwidth the runtime reaches; on the host
+//!   `to_vec` (one thread's `memcpy` into a new allocation).
+//! - `1-kernel` (wgpu): `cubecl_kernels::broadcast::launch_*`; `1-reference` (host):
+//!   `cubecl_kernels::broadcast::reference::*` (rayon, 2 threads on the reference machine).
+//! - `2-burn`: Burn's composite on the same backend (`Wgpu` on lavapipe, autotune off; `NdArray`
+//!   on the host): `burn::tensor::activation::prelu` (lower, broadcast multiply, `mask_where`),
+//!   `x · α + β` with broadcast, and for the backward passes the ops Burn's autodiff runs for
+//!   those composites (PReLU: the mask, two `mask_where`, the broadcast multiply, an add and the
+//!   `sum_dim`s of the broadcast; affine: two multiplies and the `sum_dim`s).
+//!
+//! Every wgpu row waits for the device; before the rows of a shape run, the kernels' results
+//! are checked bit for bit against the host reference.
+
+use burn::backend::{NdArray, Wgpu};
+use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
+use burn::tensor::activation::prelu;
+use burn_cubecl::tensor::CubeTensor;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
+use cubecl::wgpu::WgpuRuntime;
+use cubecl_kernels::broadcast::{
+    Layout, PACK, launch_affine, launch_affine_backward, launch_prelu, launch_prelu_backward,
+    reference,
+};
+use cubecl_kernels::testing::uniform;
+use std::time::Duration;
+
+/// Batch of every shape (OneFlow's is 96).
+const BATCH: usize = 4;
+
+/// (name, [channels, height, width]).
+const SHAPES: [(&str, [usize; 3]); 6] = [
+    ("4x64x112x112", [64, 112, 112]),
+    ("4x128x56x56", [128, 56, 56]),
+    ("4x256x28x28", [256, 28, 28]),
+    ("4x512x14x14", [512, 14, 14]),
+    ("4x512x7x7", [512, 7, 7]),
+    ("4x64x15x15", [64, 15, 15]),
+];
+
+/// The copy row on wgpu.
+mod copy {
+    use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+    use burn_cubecl::tensor::CubeTensor;
+    use cubecl::prelude::*;
+    use cubecl::wgpu::WgpuRuntime;
+    use cubecl_kernels::broadcast::PACK;
+
+    /// The copy row's kernel: `y[i] = x[i]`, one unit a pack.
+    #[cube(launch_unchecked)]
+    fn copy_kernel<N: Size>(x: &Array<Vector<f32, N>>, y: &mut Array<Vector<f32, N>>, packs: u32) {
+        if ABSOLUTE_POS < packs as usize {
+            y[ABSOLUTE_POS] = x[ABSOLUTE_POS];
+        }
+    }
+
+    /// `x` (contiguous, `n` values) copied into a new buffer by [`copy_kernel`].
+    pub fn device_copy(x: &CubeTensor<WgpuRuntime>, n: usize) -> CubeTensor<WgpuRuntime> {
+        let y = empty_device_contiguous_dtype(
+            x.client.clone(),
+            x.device.clone(),
+            x.meta.shape().clone(),
+            x.dtype,
+        );
+        let vector = if n.is_multiple_of(PACK) { PACK } else { 1 };
+        let dim = CubeDim::new_1d(256);
+        let count = cubecl::calculate_cube_count_elemwise(&x.client, n / vector, dim);
+        // SAFETY: units past the last pack do nothing.
+        unsafe {
+            copy_kernel::launch_unchecked::<WgpuRuntime>(
+                &x.client,
+                count,
+                dim,
+                vector,
+                x.clone().into_array_arg(),
+                y.clone().into_array_arg(),
+                (n / vector) as u32,
+            )
+        };
+        y
+    }
+}
+
+/// A group of rows sampled flat (each sample the same number of iterations: the slow rows take
+/// ten of them, not the 55 of criterion's linear sampling).
+fn group(c: &mut Criterion, name: String) -> BenchmarkGroup<'_, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sampling_mode(SamplingMode::Flat);
+    g
+}
+
+fn primitive<B: Backend, const D: usize>(t: Tensor<B, D>) -> B::FloatTensorPrimitive {
+    match t.into_primitive() {
+        TensorPrimitive::Float(t) => t,
+        TensorPrimitive::QFloat(_) => unreachable!("f32"),
+    }
+}
+
+/// Burn's composite PReLU backward: what autodiff runs for `mask_where(x, x < 0, x · α)`.
+fn burn_prelu_backward<B: Backend>(
+    x: Tensor<B, 4>,
+    alpha: Tensor<B, 1>,
+    dy: Tensor<B, 4>,
+) -> (Tensor<B, 4>, Tensor<B, 1>) {
+    let channels = alpha.dims()[0];
+    let mask = x.clone().lower_elem(0.0);
+    let zeros = dy.zeros_like();
+    let scaled = zeros.clone().mask_where(mask.clone(), dy.clone());
+    let dx = dy.mask_where(mask, zeros) + scaled.clone() * alpha.reshape([1, channels, 1, 1]);
+    let da = (scaled * x)
+        .sum_dim(0)
+        .sum_dim(2)
+        .sum_dim(3)
+        .reshape([channels]);
+    (dx, da)
+}
+
+/// Burn's composite affine backward: what autodiff runs for `x · α + β` with broadcast.
+fn burn_affine_backward<B: Backend>(
+    x: Tensor<B, 4>,
+    alpha: Tensor<B, 1>,
+    dy: Tensor<B, 4>,
+) -> (Tensor<B, 4>, Tensor<B, 1>, Tensor<B, 1>) {
+    let channels = alpha.dims()[0];
+    let dx = dy.clone() * alpha.reshape([1, channels, 1, 1]);
+    let da = (dy.clone() * x)
+        .sum_dim(0)
+        .sum_dim(2)
+        .sum_dim(3)
+        .reshape([channels]);
+    let db = dy.sum_dim(0).sum_dim(2).sum_dim(3).reshape([channels]);
+    (dx, da, db)
+}
+
+fn burn_affine<B: Backend>(
+    x: Tensor<B, 4>,
+    alpha: Tensor<B, 1>,
+    beta: Tensor<B, 1>,
+) -> Tensor<B, 4> {
+    let channels = alpha.dims()[0];
+    x * alpha.reshape([1, channels, 1, 1]) + beta.reshape([1, channels, 1, 1])
+}
+
+/// Inputs of one shape: `x`, `α`, `β`, `dy` on the host, and the layout.
+struct Data {
+    dims: [usize; 4],
+    l: Layout,
+    x: Vec<f32>,
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    dy: Vec<f32>,
+}
+
+impl Data {
+    fn new([c, h, w]: [usize; 3]) -> Data {
+        let dims = [BATCH, c, h, w];
+        let l = Layout::of(&dims, 1, c).unwrap();
+        Data {
+            dims,
+            l,
+            x: uniform(l.len(), 1),
+            alpha: uniform(c, 2),
+            beta: uniform(c, 3),
+            dy: uniform(l.len(), 4),
+        }
+    }
+
+    fn tensors<B: Backend>(&self, device: &B::Device) -> [Tensor<B, 4>; 2] {
+        let t =
+            |v: &[f32]| Tensor::<B, 4>::from_data(TensorData::new(v.to_vec(), self.dims), device);
+        [t(&self.x), t(&self.dy)]
+    }
+
+    fn channels<B: Backend>(&self, device: &B::Device) -> [Tensor<B, 1>; 2] {
+        let c = self.l.channels;
+        let t = |v: &[f32]| Tensor::<B, 1>::from_data(TensorData::new(v.to_vec(), [c]), device);
+        [t(&self.alpha), t(&self.beta)]
+    }
+
+    /// Values a copy of the same bytes as a forward pass (`1.0`) or a backward pass (`1.5`)
+    /// moves.
+    fn copied(&self, times: f64) -> usize {
+        ((self.l.len() as f64 * times) as usize).next_multiple_of(PACK)
+    }
+}
+
+fn read<const D: usize>(t: CubeTensor<WgpuRuntime>) -> Vec<u32> {
+    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(f32::to_bits)
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|v| v.to_bits()).collect()
+}
+
+fn wgpu(c: &mut Criterion) {
+    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
+        eprintln!("skipping the wgpu broadcast benches: {e}");
+        return;
+    }
+    let device = Default::default();
+    let sync = || <Wgpu as Backend>::sync(&device).unwrap();
+    for (name, chw) in SHAPES {
+        let d = Data::new(chw);
+        let l = d.l;
+        let [x, dy] = d.tensors::<Wgpu>(&device);
+        let [alpha, beta] = d.channels::<Wgpu>(&device);
+        let (xp, dyp) = (primitive(x.clone()), primitive(dy.clone()));
+        let (ap, bp) = (primitive(alpha.clone()), primitive(beta.clone()));
+        let copy_fwd = primitive(Tensor::<Wgpu, 1>::from_data(
+            TensorData::new(uniform(d.copied(1.0), 5), [d.copied(1.0)]),
+            &device,
+        ));
+        let copy_bwd = primitive(Tensor::<Wgpu, 1>::from_data(
+            TensorData::new(uniform(d.copied(1.5), 6), [d.copied(1.5)]),
+            &device,
+        ));
+
+        // the kernels' results, bit for bit
+        let _ = (
+            read::<4>(launch_prelu(&xp, &ap, l)),
+            bits(&reference::prelu(&d.x, &d.alpha, l)),
+        );
+        let (dx, da) = launch_prelu_backward(&xp, &ap, &dyp, l);
+        let (want_dx, want_da) = reference::prelu_backward(&d.x, &d.alpha, &d.dy, l);
+        let _ = (
+            (read::<4>(dx), read::<1>(da)),
+            (bits(&want_dx), bits(&want_da)),
+        );
+        let y = launch_affine(&xp, &ap, Some(&bp), l);
+        let _ = (
+            read::<4>(y),
+            bits(&reference::affine(&d.x, &d.alpha, Some(&d.beta), l)),
+        );
+        let (dx, da, db) = launch_affine_backward(Some(&xp), &ap, &dyp, l);
+        let (want_dx, want_da, want_db) =
+            reference::affine_backward(Some(&d.x), &d.alpha, &d.dy, l);
+        let _ = (
+            (read::<4>(dx), read::<1>(da.unwrap()), read::<1>(db)),
+            (bits(&want_dx), bits(&want_da.unwrap()), bits(&want_db)),
+        );
+
+        let mut g = group(c, format!("broadcast_wgpu_prelu_fwd_{name}"));
+        g.bench_function("0-copy", |b| {
+            b.iter(|| {
+                let y = copy::device_copy(&copy_fwd, d.copied(1.0));
+                sync();
+                y
+            })
+        });
+        g.bench_function("1-kernel", |b| {
+            b.iter(|| {
+                let y = launch_prelu(&xp, &ap, l);
+                sync();
+                y
+            })
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| {
+                let y = prelu(x.clone(), alpha.clone());
+                sync();
+                y
+            })
+        });
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_wgpu_prelu_bwd_{name}"));
+        g.bench_function("0-copy", |b| {
+            b.iter(|| {
+                let y = copy::device_copy(&copy_bwd, d.copied(1.5));
+                sync();
+                y
+            })
+        });
+        g.bench_function("1-kernel", |b| {
+            b.iter(|| {
+                let grads = launch_prelu_backward(&xp, &ap, &dyp, l);
+                sync();
+                grads
+            })
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| {
+                let grads = burn_prelu_backward(x.clone(), alpha.clone(), dy.clone());
+                sync();
+                grads
+            })
+        });
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_wgpu_affine_fwd_{name}"));
+        g.bench_function("0-copy", |b| {
+            b.iter(|| {
+                let y = copy::device_copy(&copy_fwd, d.copied(1.0));
+                sync();
+                y
+            })
+        });
+        g.bench_function("1-kernel", |b| {
+            b.iter(|| {
+                let y = launch_affine(&xp, &ap, Some(&bp), l);
+                sync();
+                y
+            })
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| {
+                let y = burn_affine(x.clone(), alpha.clone(), beta.clone());
+                sync();
+                y
+            })
+        });
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_wgpu_affine_bwd_{name}"));
+        g.bench_function("0-copy", |b| {
+            b.iter(|| {
+                let y = copy::device_copy(&copy_bwd, d.copied(1.5));
+                sync();
+                y
+            })
+        });
+        g.bench_function("1-kernel", |b| {
+            b.iter(|| {
+                let grads = launch_affine_backward(Some(&xp), &ap, &dyp, l);
+                sync();
+                grads
+            })
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| {
+                let grads = burn_affine_backward(x.clone(), alpha.clone(), dy.clone());
+                sync();
+                grads
+            })
+        });
+        g.finish();
+    }
+}
+
+fn host(c: &mut Criterion) {
+    let device = Default::default();
+    for (name, chw) in SHAPES {
+        let d = Data::new(chw);
+        let l = d.l;
+        let [x, dy] = d.tensors::<NdArray>(&device);
+        let [alpha, beta] = d.channels::<NdArray>(&device);
+        let copy_fwd = uniform(d.copied(1.0), 5);
+        let copy_bwd = uniform(d.copied(1.5), 6);
+
+        let mut g = group(c, format!("broadcast_host_prelu_fwd_{name}"));
+        g.bench_function("0-memcpy", |b| b.iter(|| copy_fwd.to_vec()));
+        g.bench_function("1-reference", |b| {
+            b.iter(|| reference::prelu(&d.x, &d.alpha, l))
+        });
+        g.bench_function("2-burn", |b| b.iter(|| prelu(x.clone(), alpha.clone())));
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_host_prelu_bwd_{name}"));
+        g.bench_function("0-memcpy", |b| b.iter(|| copy_bwd.to_vec()));
+        g.bench_function("1-reference", |b| {
+            b.iter(|| reference::prelu_backward(&d.x, &d.alpha, &d.dy, l))
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| burn_prelu_backward(x.clone(), alpha.clone(), dy.clone()))
+        });
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_host_affine_fwd_{name}"));
+        g.bench_function("0-memcpy", |b| b.iter(|| copy_fwd.to_vec()));
+        g.bench_function("1-reference", |b| {
+            b.iter(|| reference::affine(&d.x, &d.alpha, Some(&d.beta), l))
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| burn_affine(x.clone(), alpha.clone(), beta.clone()))
+        });
+        g.finish();
+
+        let mut g = group(c, format!("broadcast_host_affine_bwd_{name}"));
+        g.bench_function("0-memcpy", |b| b.iter(|| copy_bwd.to_vec()));
+        g.bench_function("1-reference", |b| {
+            b.iter(|| reference::affine_backward(Some(&d.x), &d.alpha, &d.dy, l))
+        });
+        g.bench_function("2-burn", |b| {
+            b.iter(|| burn_affine_backward(x.clone(), alpha.clone(), dy.clone()))
+        });
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    targets = wgpu, host
+}
+criterion_main!(benches);
