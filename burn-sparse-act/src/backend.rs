@@ -1,10 +1,11 @@
 //! The `SparseAct` decorator: an autodiff backend whose linear layers keep their input for the
 //! weight gradient pruned and block-sparse instead of dense.
 
+use crate::fused;
 use crate::kernel::{Stored, prune_stored, weight_grad};
 use crate::policy::{Policy, Pruning};
-use crate::prune::{Pruned, prune, sample_view};
-use burn::tensor::{Shape, Tensor, TensorPrimitive};
+use crate::prune::sample_view;
+use burn::tensor::Shape;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
@@ -12,8 +13,9 @@ use burn_autodiff::ops::{Backward, Ops, OpsKind};
 use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::Backend;
 use burn_backend::TensorMetadata;
-use burn_backend::ops::{FloatTensorOps, ModuleOps};
+use burn_backend::ops::{ActivationOps, FloatTensorOps, ModuleOps};
 use burn_backend::tensor::FloatTensor;
+use cubecl_kernels::broadcast::Layout;
 use cubecl_kernels::decorator::effects;
 use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
@@ -82,9 +84,9 @@ impl<B: Backend, C: CheckpointStrategy> SparseBase for Autodiff<B, C> {
 /// [`SparseDevice<B>`].
 pub type SparseAct<A> = Transparent<<A as SparseBase>::Base, Sparse>;
 
-type Inner<B> = PolicyBackend<B>;
+pub(crate) type Inner<B> = PolicyBackend<B>;
 type Ad<B, C> = Autodiff<Inner<B>, C>;
-type T<B, C> = FloatTensor<Transparent<Ad<B, C>, Sparse>>;
+pub(crate) type T<B, C> = FloatTensor<Transparent<Ad<B, C>, Sparse>>;
 
 impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Sparse {
     /// The layer view: the weight's policy decides the pruning, and the input takes the
@@ -113,14 +115,32 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
         adopt::<B, C>(out, &incoming)
     }
 
+    /// A channel scale of an activation (`x ⊙ γ`, `γ: [1, …, 1, d]`) under the fused variant:
+    /// the fused affine node without `β`, its activation kept pruned for `dγ`.
     fn float_mul(lhs: T<B, C>, rhs: T<B, C>) -> T<B, C> {
         let policy = &lhs.primitive.config;
         match policy.default.filter(|_| policy.scales) {
             Some(pruning) if is_channel_scale(&lhs.primitive.shape(), &rhs.primitive.shape()) => {
+                let shape = lhs.primitive.shape();
+                let layout = Layout::of(
+                    shape.as_slice(),
+                    shape.num_dims() - 1,
+                    shape[shape.num_dims() - 1],
+                )
+                .expect("a channel scale's layout");
                 let jitter = policy.stochastic;
-                sparse_scale::<B, C>(lhs, rhs, pruning, jitter)
+                fused::affine_node::<B, C>(lhs, rhs, None, layout, Some((pruning, jitter)))
             }
             _ => Ad::<B, C>::float_mul(lhs, rhs),
+        }
+    }
+
+    /// PReLU with one `α` per channel (or one for all) as one node whose backward is the
+    /// fused pass ([`crate::fused`]); any other shape of `α` goes to Burn's composite.
+    fn prelu(x: T<B, C>, alpha: T<B, C>) -> T<B, C> {
+        match fused::prelu_layout(&x.primitive.shape(), &alpha.primitive.shape()) {
+            Some(layout) => fused::prelu::<B, C>(x, alpha, layout),
+            None => Ad::<B, C>::prelu(x, alpha),
         }
     }
 }
@@ -143,78 +163,6 @@ fn is_channel_scale(x: &Shape, gamma: &Shape) -> bool {
         && g[g.len() - 1] == x[x.len() - 1]
         && g[..g.len() - 1].iter().all(|&n| n == 1)
         && x[..x.len() - 1].iter().product::<usize>() > 1
-}
-
-/// What the sparse channel scale keeps for backward.
-#[derive(Clone, Debug)]
-struct ScaleState<B: Backend> {
-    /// The pruned activation, when the scale needs a gradient.
-    x: Option<Pruned<B>>,
-    /// The activation's shape.
-    x_shape: Shape,
-    /// The scale's shape.
-    gamma_shape: Shape,
-    /// The scale, when the activation needs a gradient.
-    gamma: Option<NodeId>,
-}
-
-/// The backward step of `x ⊙ γ` (fused SparseAct variant).
-#[derive(Debug)]
-struct SparseScale;
-
-impl<B: Backend> Backward<B, 2> for SparseScale {
-    type State = ScaleState<B>;
-
-    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, ckpt: &mut Checkpointer) {
-        let grad = grads.consume::<B>(&ops.node);
-        let [node_x, node_g] = ops.parents;
-        let state = ops.state;
-        if let Some(node) = node_x {
-            let gamma = state
-                .gamma
-                .map(|id| ckpt.retrieve_node_output::<B::FloatTensorPrimitive>(id))
-                .expect("the scale is kept whenever the activation is tracked");
-            grads.register::<B>(node.id, B::float_mul(grad.clone(), gamma));
-        }
-        if let Some(node) = node_g {
-            let x = state
-                .x
-                .expect("the pruned activation is kept whenever the scale is tracked");
-            let masked = B::float_reshape(x.to_dense().into_primitive().tensor(), state.x_shape);
-            let g = burn_autodiff::ops::broadcast_shape::<B>(
-                B::float_mul(grad, masked),
-                &state.gamma_shape,
-            );
-            grads.register::<B>(node.id, g);
-        }
-    }
-}
-
-fn sparse_scale<B: Backend, C: CheckpointStrategy>(
-    x: T<B, C>,
-    gamma: T<B, C>,
-    pruning: Pruning,
-    jitter: Option<f64>,
-) -> T<B, C> {
-    let (x_tracked, g_tracked) = (x.is_tracked(), gamma.is_tracked());
-    match SparseScale
-        .prepare::<C>([x.node.clone(), gamma.node.clone()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(mut prep) => {
-            let state = ScaleState {
-                x: g_tracked.then(|| prune_input::<Inner<B>>(x.primitive.clone(), pruning, jitter)),
-                x_shape: x.primitive.shape(),
-                gamma_shape: gamma.primitive.shape(),
-                gamma: x_tracked.then(|| prep.checkpoint(&gamma)),
-            };
-            prep.finish(state, Inner::<B>::float_mul(x.primitive, gamma.primitive))
-        }
-        OpsKind::UnTracked(prep) => {
-            prep.finish(Inner::<B>::float_mul(x.primitive, gamma.primitive))
-        }
-    }
 }
 
 /// What the sparse linear keeps for backward.
@@ -262,14 +210,6 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for SparseLinear<N> {
             grads.register::<B>(node.id, B::linear_bias_backward(grad));
         }
     }
-}
-
-/// Prunes the primitive `x` of a channel scale's input with Burn tensor ops (the fused
-/// variant's `dγ` re-expands it densely).
-fn prune_input<B: Backend>(x: FloatTensor<B>, pruning: Pruning, jitter: Option<f64>) -> Pruned<B> {
-    let view = sample_view(&x.shape());
-    let x = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x.clone())).reshape(view);
-    prune(x, pruning.block, pruning.sparsity, jitter)
 }
 
 /// Prunes the primitive `x` of a linear layer's input, with the kernels where `B` has them.

@@ -36,6 +36,9 @@
 //!   backend's, so the policy rides in [`PolicyBackend`] *under* the autodiff layer, and the
 //!   layer above ([`cubecl_kernels::decorator::Transparent`]) keeps autodiff's primitives.
 //!
+//! - [`fused`]: PReLU (stock `burn::nn::PRelu`, through the backend's `prelu`) and the
+//!   per-channel affine ([`fused::affine`]) each as one autodiff node whose backward is one
+//!   fused broadcast pass (`cubecl_kernels::broadcast`; `docs/broadcast.md`).
 //! - [`kernel`]: where the backend has CubeCL tensors, pruning and the weight gradient run as
 //!   the kernels of `cubecl_kernels::bsr` (the weight gradient with the multiply of an ApproxMul
 //!   underneath); elsewhere as Burn tensor ops. Same arrays, same selection.
@@ -48,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+pub mod fused;
 pub mod kernel;
 pub mod policy;
 pub mod prune;

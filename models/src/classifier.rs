@@ -1,6 +1,7 @@
 //! What the trainer needs of a model: the models Ember knows ([`ModelKind`]), the one place that
 //! builds them ([`ModelKind::build`]), and the [`Classifier`] trait every model implements.
 
+use crate::act::Activation;
 use crate::data::{Batch, DataSpec, Inputs};
 use crate::deit::{Deit, DeitConfig};
 use crate::error::{Error, Result};
@@ -147,7 +148,36 @@ impl ModelKind {
         device: &B::Device,
         visitor: V,
     ) -> Result<V::Output> {
+        self.build_with(Activation::Relu, spec, device, visitor)
+    }
+
+    /// Whether this kind of model can use activation `act` (PReLU: the LeNets and the
+    /// ResNets), with a sentence saying why not.
+    pub fn takes_activation(self, act: Activation) -> std::result::Result<(), String> {
+        use ModelKind::*;
+        match (act, self) {
+            (Activation::Relu, _)
+            | (
+                Activation::Prelu,
+                Lenet5 | Lenet300 | Resnet18Cifar | Resnet34Cifar | Resnet50Cifar
+                | Resnet18CifarW16,
+            ) => Ok(()),
+            (Activation::Prelu, _) => Err(format!(
+                "--act prelu applies to the LeNets and the ResNets, not to {self}"
+            )),
+        }
+    }
+
+    /// [`ModelKind::build`] with activation `act` ([`ModelKind::takes_activation`]).
+    pub fn build_with<B: AutodiffBackend, V: ModelVisitor<B>>(
+        self,
+        act: Activation,
+        spec: DataSpec,
+        device: &B::Device,
+        visitor: V,
+    ) -> Result<V::Output> {
         self.accepts(spec).map_err(Error::Invalid)?;
+        self.takes_activation(act).map_err(Error::Invalid)?;
         let input = match spec {
             DataSpec::Images(input) => input,
             DataSpec::Sequences { features, classes } => {
@@ -163,6 +193,7 @@ impl ModelKind {
         let resnet = |depth: Depth, width: usize| -> ResNet<B> {
             let mut config = ResNetConfig::new(depth, true, input.classes).with_width(width);
             config.channels = input.channels;
+            config.act = act;
             config.init(device)
         };
         let deit = |config: fn(usize) -> DeitConfig| -> Deit<B> {
@@ -180,8 +211,8 @@ impl ModelKind {
             Self::DeitTi => visitor.visit(deit(DeitConfig::tiny)),
             Self::DeitS => visitor.visit(deit(DeitConfig::small)),
             Self::DeitB => visitor.visit(deit(DeitConfig::base)),
-            Self::Lenet5 => visitor.visit(LeNet5::init(device)),
-            Self::Lenet300 => visitor.visit(LeNet300::init(device)),
+            Self::Lenet5 => visitor.visit(LeNet5::init_with(act, device)),
+            Self::Lenet300 => visitor.visit(LeNet300::init_with(act, device)),
             Self::ResmlpSmall => visitor.visit(resmlp(ResMlpConfig::small)),
             Self::ResmlpS12 => visitor.visit(resmlp(ResMlpConfig::s12)),
             Self::ResmlpS24 => visitor.visit(resmlp(ResMlpConfig::s24)),
@@ -380,6 +411,34 @@ mod tests {
         assert!(err.to_string().contains("4×4 patches"), "{err}");
         let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();
         assert!(err.to_string().contains("28×28 grayscale"), "{err}");
+    }
+
+    #[test]
+    fn prelu_adds_one_slope_per_channel_of_each_site_and_is_refused_elsewhere() {
+        type B = Autodiff<NdArray>;
+        let device = Default::default();
+        let prelu = |kind: ModelKind, input| {
+            kind.build_with::<B, _>(Activation::Prelu, input, &device, Params)
+        };
+        assert_eq!(
+            prelu(ModelKind::Lenet5, MNIST).unwrap(),
+            61_706 + 6 + 16 + 120 + 84
+        );
+        assert_eq!(
+            prelu(ModelKind::Lenet300, MNIST).unwrap(),
+            266_610 + 300 + 100
+        );
+        // stem 16; per basic block: mid after the first conv, out after the sum
+        let blocks: usize = [16, 32, 64, 128].iter().map(|c| 2 * 2 * c).sum();
+        assert_eq!(
+            prelu(ModelKind::Resnet18CifarW16, CIFAR).unwrap(),
+            701_466 + 16 + blocks
+        );
+        let err = prelu(ModelKind::ResmlpSmall, MNIST).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid option: --act prelu applies to the LeNets and the ResNets, not to resmlp-small"
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   kernel shapes; a library model for now.
 //! - [`gru`]: a GRU sequence classifier (stacked stock `burn::nn::Gru`, logits from each
 //!   sequence's last valid step) for the speech and speaker tasks of BCR; a library model for now.
+//! - [`act`]: ReLU or PReLU(channels) for the LeNets and the ResNets (`--act prelu`).
+//! - [`broadcast`]: the per-channel affine of ResMLP, one fused op on backends that register
+//!   one (Ember's training stacks), Burn's broadcast ops elsewhere.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
 //! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
@@ -51,6 +54,8 @@
 //! builds ndarray, wgpu and, with its `cuda` feature, CUDA).
 #![warn(missing_docs)]
 
+pub mod act;
+pub mod broadcast;
 pub mod choice;
 pub mod classifier;
 pub mod data;

@@ -98,10 +98,24 @@ impl<B: Backend> Affine<B> {
         }
     }
 
-    /// `x: [batch, patches, d]`.
+    /// `x: [batch, patches, d]` ([`crate::broadcast::affine`]: one fused op where the backend
+    /// has it).
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        x * self.alpha.val().unsqueeze::<3>() + self.beta.val().unsqueeze::<3>()
+        channels(x, &self.alpha, Some(&self.beta))
     }
+}
+
+/// `x ⊙ α (+ β)` over the channels (last axis) of `x: [batch, patches, d]`.
+///
+/// # Panics
+/// If `x` is not `d` wide: the model's own widths, fixed when it is built.
+fn channels<B: Backend>(
+    x: Tensor<B, 3>,
+    alpha: &Param<Tensor<B, 1>>,
+    beta: Option<&Param<Tensor<B, 1>>>,
+) -> Tensor<B, 3> {
+    crate::broadcast::affine(x, alpha.val(), beta.map(|b| b.val()), 2)
+        .unwrap_or_else(|e| panic!("ResMLP: {e}"))
 }
 
 /// One residual block: cross-patch sublayer, then cross-channel MLP.
@@ -124,12 +138,12 @@ impl<B: Backend> Block<B> {
             .cross_patch
             .forward(self.norm1.forward(x.clone()).swap_dims(1, 2))
             .swap_dims(1, 2);
-        let x = x + mixed * self.scale1.val().unsqueeze::<3>();
+        let x = x + channels(mixed, &self.scale1, None);
         let mlp = self.fc2.forward(
             self.act
                 .forward(self.fc1.forward(self.norm2.forward(x.clone()))),
         );
-        x + mlp * self.scale2.val().unsqueeze::<3>()
+        x + channels(mlp, &self.scale2, None)
     }
 }
 

@@ -9,9 +9,10 @@
 //! and a linear classifier. `width` scales every stage's channels (64 in the paper) for runs
 //! that must fit two CPU cores.
 
+use crate::act::{Activation, Sites};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
-use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::prelude::*;
 
 /// The depth of a ResNet.
@@ -54,6 +55,8 @@ pub struct ResNetConfig {
     pub channels: usize,
     /// Output classes.
     pub classes: usize,
+    /// The activation (ReLU in the paper).
+    pub act: Activation,
 }
 
 impl ResNetConfig {
@@ -65,6 +68,7 @@ impl ResNetConfig {
             width: 64,
             channels: 3,
             classes,
+            act: Activation::Relu,
         }
     }
 
@@ -88,7 +92,7 @@ impl ResNetConfig {
             let mid = w << stage;
             for i in 0..n {
                 let stride = if stage > 0 && i == 0 { 2 } else { 1 };
-                blocks.push(Block::new(self.depth, in_ch, mid, stride, device));
+                blocks.push(Block::new(self.depth, in_ch, mid, stride, self.act, device));
                 in_ch = mid * exp;
             }
         }
@@ -104,7 +108,7 @@ impl ResNetConfig {
             blocks,
             avg: AdaptiveAvgPool2dConfig::new([1, 1]).init(),
             fc: LinearConfig::new(in_ch, self.classes).init(device),
-            relu: Relu::new(),
+            act: Sites::new(self.act, &[w], device),
         }
     }
 }
@@ -149,11 +153,19 @@ impl<B: Backend> ConvNorm<B> {
 pub struct Block<B: Backend> {
     layers: Vec<ConvNorm<B>>,
     shortcut: Option<ConvNorm<B>>,
-    relu: Relu,
+    /// After each layer but the last, then after the sum.
+    act: Sites<B>,
 }
 
 impl<B: Backend> Block<B> {
-    fn new(depth: Depth, c_in: usize, mid: usize, stride: usize, device: &B::Device) -> Self {
+    fn new(
+        depth: Depth,
+        c_in: usize,
+        mid: usize,
+        stride: usize,
+        act: Activation,
+        device: &B::Device,
+    ) -> Self {
         let out = mid * depth.expansion();
         let layers = match depth {
             Depth::R50 => vec![
@@ -168,10 +180,12 @@ impl<B: Backend> Block<B> {
         };
         let shortcut =
             (stride != 1 || c_in != out).then(|| ConvNorm::new(c_in, out, 1, stride, device));
+        let mut sites = vec![mid; layers.len() - 1];
+        sites.push(out);
         Self {
             layers,
             shortcut,
-            relu: Relu::new(),
+            act: Sites::new(act, &sites, device),
         }
     }
 
@@ -185,10 +199,10 @@ impl<B: Backend> Block<B> {
         for (i, layer) in self.layers.iter().enumerate() {
             y = layer.forward(y);
             if i < last {
-                y = self.relu.forward(y);
+                y = self.act.forward(i, y);
             }
         }
-        self.relu.forward(y + skip)
+        self.act.forward(last, y + skip)
     }
 }
 
@@ -201,15 +215,15 @@ pub struct ResNet<B: Backend> {
     blocks: Vec<Block<B>>,
     avg: AdaptiveAvgPool2d,
     fc: Linear<B>,
-    relu: Relu,
+    act: Sites<B>,
 }
 
 impl<B: Backend> ResNet<B> {
     /// Logits `[batch, classes]` of images `[batch, channels, h, w]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         let mut x = self
-            .relu
-            .forward(self.stem_norm.forward(self.stem.forward(images)));
+            .act
+            .forward(0, self.stem_norm.forward(self.stem.forward(images)));
         if let Some(pool) = &self.pool {
             x = pool.forward(x);
         }

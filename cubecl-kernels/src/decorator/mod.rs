@@ -35,6 +35,7 @@
 #[rustfmt::skip]
 #[path = "generated/forward.rs"]
 mod forward;
+pub mod broadcast;
 pub mod effects;
 #[cfg(feature = "module")]
 pub mod file;

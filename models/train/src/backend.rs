@@ -38,13 +38,31 @@ pub type WgpuStack = Stack<burn::backend::Wgpu>;
 #[cfg(feature = "cuda")]
 pub type CudaStack = Stack<burn::backend::Cuda>;
 
-/// The device of [`Stack<B>`] carrying `multiplier` and `policy`.
+/// The device of [`Stack<B>`] carrying `multiplier` and `policy`; registers the stack's fused
+/// affine for the zoo's models ([`register_fused`]).
 pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     multiplier: Multiplier,
     policy: Policy,
 ) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
+    register_fused::<B>();
     let approx = ApproxDevice::new(Default::default(), multiplier);
     SparseDevice::new(BcrDevice::new(HinmDevice::new(approx, ()), ()), policy)
+}
+
+/// Makes ResMLP's affine and layer-scales ([`ember_models::broadcast::affine`]) one fused op on
+/// [`Stack<B>`] (one autodiff node: `burn_sparse_act::fused::affine`) and on its inference
+/// backend (the forward kernel). PReLU needs no registration: it is a backend op.
+pub fn register_fused<B: KernelBackend>() {
+    use ember_models::broadcast::register_affine;
+    type Inner<B> = Bcr<Hinm<ApproxMul<B>>>;
+    register_affine::<Stack<B>>(
+        burn_sparse_act::fused::affine::<
+            Inner<B>,
+            burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
+        >,
+    );
+    type Infer<B> = <Stack<B> as AutodiffBackend>::InnerBackend;
+    register_affine::<Infer<B>>(cubecl_kernels::decorator::broadcast::affine_on_axis::<Infer<B>>);
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every

@@ -26,6 +26,7 @@
 //!
 //! let report = train(TrainOptions {
 //!     model: ModelKind::Lenet5,
+//!     act: Default::default(),
 //!     backend: BackendKind::Ndarray,
 //!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
 //!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),

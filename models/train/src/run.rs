@@ -11,6 +11,7 @@ use crate::backend::BackendKind;
 use crate::error::{EmberError, Result};
 use crate::report::EpochMetrics;
 use burn_sparse_act::Policy;
+use ember_models::act::Activation;
 use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,9 @@ pub struct Manifest {
     pub version: u32,
     /// The model trained.
     pub model: ModelKind,
+    /// Its activation (ReLU when absent: runs before `--act`).
+    #[serde(default)]
+    pub act: Activation,
     /// The backend it ran on.
     pub backend: BackendKind,
     /// The multiplier of every contraction, by its canonical name (`native` for the backend's

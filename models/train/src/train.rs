@@ -19,6 +19,7 @@ use burn_approx_mul::Multiplier;
 use burn_hinm::gyro::Method;
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::{self, CifarBatcher};
 use ember_models::data::mnist::{self, MnistBatcher};
@@ -49,6 +50,8 @@ ember_models::choices!(OnNan {
 pub struct TrainOptions {
     /// Model to train.
     pub model: ModelKind,
+    /// Its activation (`--act`: ReLU, or PReLU(channels) on the LeNets and the ResNets).
+    pub act: Activation,
     /// Backend to train on.
     pub backend: BackendKind,
     /// Multiplier of every contraction, forward and backward.
@@ -98,6 +101,9 @@ pub struct TrainOptions {
 
 impl TrainOptions {
     fn validate(&self) -> Result<()> {
+        self.model
+            .takes_activation(self.act)
+            .map_err(EmberError::Invalid)?;
         if self.epochs == 0 {
             return Err(EmberError::Invalid("--epochs must be at least 1".into()));
         }
@@ -285,8 +291,8 @@ impl BackendJob for TrainJob {
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<TrainReport> {
         // Seeded before the model is built: the seed fixes its initialisation.
         B::seed(&device, self.opts.seed);
-        let (kind, spec) = (self.opts.model, self.opts.data.spec());
-        kind.build::<B, _>(spec, &device.clone(), TrainVisit { job: self, device })?
+        let (kind, act, spec) = (self.opts.model, self.opts.act, self.opts.data.spec());
+        kind.build_with::<B, _>(act, spec, &device.clone(), TrainVisit { job: self, device })?
     }
 }
 
@@ -552,6 +558,7 @@ fn start_manifest(
         return Ok(Manifest {
             version: run::MANIFEST_VERSION,
             model: opts.model,
+            act: opts.act,
             backend: opts.backend,
             multiplier: opts.multiplier.name().to_string(),
             sparse_act: opts.sparse_act.clone(),
@@ -612,6 +619,7 @@ fn start_manifest(
             opts.batch_size.to_string(),
         ),
         differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
+        differs("--act", prev.act.to_string(), opts.act.to_string()),
         differs(
             "--hinm",
             prev.hinm.clone().unwrap_or_else(|| "off".into()),
@@ -1190,6 +1198,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         opts.multiplier.clone(),
         Policy::default(),
         EvalJob {
+            act: manifest.as_ref().map_or(Activation::Relu, |m| m.act),
             file,
             checksum,
             model,
@@ -1246,6 +1255,8 @@ impl Packed {
 }
 
 struct EvalJob {
+    /// The activation the run was trained with (its manifest's; ReLU without one).
+    act: Activation,
     /// The packed model when the checkpoint is one (`ember prune`, `ember train --hinm|--bcr`).
     packed: Option<Packed>,
     file: PathBuf,
@@ -1262,8 +1273,8 @@ struct EvalJob {
 impl BackendJob for EvalJob {
     type Output = EvalReport;
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<EvalReport> {
-        let (kind, spec) = (self.model, self.spec);
-        kind.build::<B, _>(spec, &device.clone(), EvalVisit { job: self, device })?
+        let (kind, act, spec) = (self.model, self.act, self.spec);
+        kind.build_with::<B, _>(act, spec, &device.clone(), EvalVisit { job: self, device })?
     }
 }
 

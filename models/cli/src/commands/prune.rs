@@ -108,6 +108,7 @@ fn prune_bcr(
     });
     let report = train::train(TrainOptions {
         model: manifest.model,
+        act: manifest.act,
         backend: args.backend,
         multiplier: burn_approx_mul::Multiplier::native(),
         sparse_act: Default::default(),

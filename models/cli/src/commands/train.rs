@@ -4,6 +4,7 @@ use super::{parse_multiplier, parse_pruning};
 use crate::choice;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, PolicyError, Pruning};
+use ember_models::act::Activation;
 use ember_models::classifier::ModelKind;
 use ember_models::data::{DataSource, DatasetKind};
 use ember_train::EmberError;
@@ -20,6 +21,10 @@ pub struct TrainArgs {
     /// Model to train.
     #[arg(long, value_parser = choice::<ModelKind>(), default_value_t = ModelKind::Lenet5)]
     model: ModelKind,
+    /// Activation: relu, or prelu (PReLU with one slope per channel at every site; the LeNets
+    /// and the ResNets), one fused autodiff node each (docs/broadcast.md).
+    #[arg(long, default_value = "relu")]
+    act: Activation,
     /// Backend to train on.
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
@@ -217,6 +222,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
     };
     let report = train::train(TrainOptions {
         model: args.model,
+        act: args.act,
         backend: args.backend,
         multiplier: args.multiplier,
         sparse_act: args.sparse_act.policy()?,

@@ -1,6 +1,7 @@
 //! The `ember` command line end to end: every command run as a user would, and every bad input
 //! it refuses (one error line, non-zero exit, nothing of the user's changed). One test binary.
 
+mod act_cli;
 mod basics;
 mod bcr_cli;
 mod cifar_cli;

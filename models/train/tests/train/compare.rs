@@ -10,6 +10,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
         manifest: Manifest {
             version: ember_train::run::MANIFEST_VERSION,
             model: ember_models::classifier::ModelKind::ResmlpSmall,
+            act: Default::default(),
             backend: ember_train::backend::BackendKind::Ndarray,
             multiplier: "native".into(),
             sparse_act: policy.parse().unwrap(),

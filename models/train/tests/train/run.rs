@@ -11,6 +11,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
     Manifest {
         version: MANIFEST_VERSION,
         model,
+        act: Default::default(),
         backend: BackendKind::Ndarray,
         multiplier: "native".into(),
         sparse_act: Policy::default(),

@@ -1,0 +1,258 @@
+//! Fused broadcast nodes: PReLU with one `α` per channel and the per-channel affine
+//! `x · α + β` (ResMLP's Affine; without `β`, its layer-scales) each as **one** autodiff node,
+//! its forward one broadcast kernel and its backward one fused pass
+//! ([`cubecl_kernels::broadcast`]; the host implementation on ndarray).
+//!
+//! Burn 0.21 computes `prelu` as a composite (`lower_elem`, `mul`, `mask_where`), recorded by
+//! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
+//! either. This layer sits *above* autodiff, where SparseAct's `linear` sits, and records the
+//! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, a model's
+//! affine through the function [`affine`] (registered for models by `ember-train`).
+//!
+//! With SparseAct's fused variant on (`Policy::scales`), the activation an affine keeps for
+//! `dα` is pruned as a linear layer's input is, and `dα` is computed from the kept blocks.
+
+use crate::backend::{Inner, T};
+use crate::policy::Pruning;
+use crate::prune::{Pruned, prune, sample_view};
+use burn::tensor::{Shape, Tensor, TensorPrimitive};
+use burn_autodiff::checkpoint::base::Checkpointer;
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_autodiff::grads::Gradients;
+use burn_autodiff::ops::{Backward, Ops, OpsKind};
+use burn_backend::Backend;
+use burn_backend::TensorMetadata;
+use burn_backend::tensor::FloatTensor;
+use cubecl_kernels::broadcast::Layout;
+use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::decorator::broadcast as kernels;
+
+/// The layout of Burn's `prelu(x, α)` as the op receives it (`α` reshaped to `[1, C, 1, …]`,
+/// or `[1; D]` for a single `α`): `None` for any other shape of `α` (Burn's composite then).
+pub(crate) fn prelu_layout(x: &Shape, alpha: &Shape) -> Option<Layout> {
+    let (x, a) = (x.as_slice(), alpha.as_slice());
+    if a.len() != x.len() || x.is_empty() {
+        return None;
+    }
+    let axes: Vec<usize> = (0..a.len()).filter(|&i| a[i] != 1).collect();
+    match axes.as_slice() {
+        [] => Some(Layout {
+            outer: 1,
+            channels: 1,
+            inner: x.iter().product(),
+        }),
+        [axis] => Layout::of(x, *axis, a[*axis]).ok(),
+        _ => None,
+    }
+}
+
+/// `α` (any shape holding `channels` values) as `[channels]`.
+fn flat<B: Backend>(alpha: FloatTensor<B>, layout: Layout) -> FloatTensor<B> {
+    B::float_reshape(alpha, Shape::from(vec![layout.channels]))
+}
+
+/// What the fused PReLU keeps for backward.
+#[derive(Clone, Debug)]
+struct PreluState<B: Backend> {
+    x: FloatTensor<B>,
+    /// `[channels]`.
+    alpha: FloatTensor<B>,
+    alpha_shape: Shape,
+    layout: Layout,
+}
+
+/// The backward of the fused PReLU: `dx` and `dα` in one pass.
+#[derive(Debug)]
+struct FusedPrelu;
+
+impl<B: KernelBackend> Backward<B, 2> for FusedPrelu {
+    type State = PreluState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [node_x, node_a] = ops.parents;
+        let s = ops.state;
+        let (dx, dalpha) = kernels::prelu_backward::<B>(s.x, s.alpha, grad, s.layout);
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, dx);
+        }
+        if let Some(node) = node_a {
+            grads.register::<B>(node.id, B::float_reshape(dalpha, s.alpha_shape));
+        }
+    }
+}
+
+/// PReLU as one node (`layout` from [`prelu_layout`]).
+pub(crate) fn prelu<B: KernelBackend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    alpha: T<B, C>,
+    layout: Layout,
+) -> T<B, C> {
+    let alpha_shape = alpha.primitive.shape();
+    let a = flat::<Inner<B>>(alpha.primitive.clone(), layout);
+    let y = kernels::prelu::<Inner<B>>(x.primitive.clone(), a.clone(), layout);
+    match FusedPrelu
+        .prepare::<C>([x.node.clone(), alpha.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let state = PreluState {
+                x: x.primitive,
+                alpha: a,
+                alpha_shape,
+                layout,
+            };
+            prep.finish(state, y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(y),
+    }
+}
+
+/// The activation an affine keeps for `dα`.
+#[derive(Clone, Debug)]
+enum Kept<B: Backend> {
+    Dense(FloatTensor<B>),
+    /// SparseAct's fused variant: the kept blocks, and the activation's shape.
+    Pruned(Pruned<B>, Shape),
+}
+
+impl<B: Backend> Kept<B> {
+    /// The activation (pruned blocks zero) in its own shape.
+    fn dense(self) -> FloatTensor<B> {
+        match self {
+            Kept::Dense(x) => x,
+            Kept::Pruned(p, shape) => {
+                B::float_reshape(p.to_dense().into_primitive().tensor(), shape)
+            }
+        }
+    }
+}
+
+/// What the fused affine keeps for backward.
+#[derive(Clone, Debug)]
+struct AffineState<B: Backend> {
+    /// When `α` needs a gradient.
+    x: Option<Kept<B>>,
+    /// `[channels]`.
+    alpha: FloatTensor<B>,
+    alpha_shape: Shape,
+    beta_shape: Option<Shape>,
+    layout: Layout,
+}
+
+/// The backward of the fused affine with `N` parents (`x`, `α`[, `β`]): `dx`, `dα` and `dβ`
+/// in one pass.
+#[derive(Debug)]
+struct FusedAffine<const N: usize>;
+
+impl<B: KernelBackend, const N: usize> Backward<B, N> for FusedAffine<N> {
+    type State = AffineState<B>;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let mut parents = ops.parents.into_iter();
+        let (node_x, node_a, node_b) = (
+            parents.next().flatten(),
+            parents.next().flatten(),
+            parents.next().flatten(),
+        );
+        let s = ops.state;
+        let x = s.x.map(Kept::dense);
+        let (dx, dalpha, dbeta) = kernels::affine_backward::<B>(x, s.alpha, grad, s.layout);
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, dx);
+        }
+        if let (Some(node), Some(dalpha)) = (node_a, dalpha) {
+            grads.register::<B>(node.id, B::float_reshape(dalpha, s.alpha_shape));
+        }
+        if let (Some(node), Some(shape)) = (node_b, s.beta_shape) {
+            grads.register::<B>(node.id, B::float_reshape(dbeta, shape));
+        }
+    }
+}
+
+/// The per-channel affine `x · α + β` (a scale without `β`) as one node; with `pruning`, the
+/// activation kept for `dα` is pruned ([`prune`]).
+pub(crate) fn affine_node<B: KernelBackend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    alpha: T<B, C>,
+    beta: Option<T<B, C>>,
+    layout: Layout,
+    pruning: Option<(Pruning, Option<f64>)>,
+) -> T<B, C> {
+    let alpha_shape = alpha.primitive.shape();
+    let a = flat::<Inner<B>>(alpha.primitive.clone(), layout);
+    let b = beta
+        .as_ref()
+        .map(|b| flat::<Inner<B>>(b.primitive.clone(), layout));
+    let y = kernels::affine::<Inner<B>>(x.primitive.clone(), a.clone(), b, layout);
+    let state = |x: FloatTensor<Inner<B>>, alpha_tracked: bool, beta_shape: Option<Shape>| {
+        let kept = alpha_tracked.then(|| match pruning {
+            Some((pruning, jitter)) => {
+                let shape = x.shape();
+                let view = sample_view(&shape);
+                let x3 =
+                    Tensor::<Inner<B>, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);
+                Kept::Pruned(prune(x3, pruning.block, pruning.sparsity, jitter), shape)
+            }
+            None => Kept::Dense(x),
+        });
+        AffineState {
+            x: kept,
+            alpha: a,
+            alpha_shape,
+            beta_shape,
+            layout,
+        }
+    };
+    let alpha_tracked = alpha.is_tracked();
+    match beta {
+        Some(beta) => match FusedAffine::<3>
+            .prepare::<C>([x.node.clone(), alpha.node.clone(), beta.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let state = state(x.primitive, alpha_tracked, Some(beta.primitive.shape()));
+                prep.finish(state, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        },
+        None => match FusedAffine::<2>
+            .prepare::<C>([x.node.clone(), alpha.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(state(x.primitive, alpha_tracked, None), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        },
+    }
+}
+
+/// `x · α + β` with `α` and `β` (`[channels]`) broadcast along `axis` of `x`, as one autodiff
+/// node on `SparseAct<Autodiff<B>>` (a scale without `β`). With the fused variant of the
+/// policy `x` carries, the activation kept for `dα` is pruned.
+///
+/// # Panics
+/// If `axis` is not an axis of `x` or `α` does not hold one value per channel there (callers
+/// check the shapes first: ResMLP's Affine returns that as an error).
+pub fn affine<B: KernelBackend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    alpha: T<B, C>,
+    beta: Option<T<B, C>>,
+    axis: usize,
+) -> T<B, C> {
+    let layout = Layout::of(
+        x.primitive.shape().as_slice(),
+        axis,
+        alpha.primitive.shape().num_elements(),
+    )
+    .unwrap_or_else(|e| panic!("fused affine: {e}"));
+    let policy = &x.primitive.config;
+    let pruning = policy
+        .default
+        .filter(|_| policy.scales)
+        .map(|p| (p, policy.stochastic));
+    affine_node::<B, C>(x, alpha, beta, layout, pruning)
+}
