@@ -140,7 +140,9 @@ unsafe impl PanelWeight for Units<'_> {
             let shared = if self.lre { (end - p) / ROWS * ROWS } else { 0 };
             for q in (p..p + shared).step_by(ROWS) {
                 let rows = std::array::from_fn(|i| w.row_weights(q + i));
-                let sums = (&mut acc[q - p0..q - p0 + ROWS]).try_into().expect("ROWS sums");
+                let sums = (&mut acc[q - p0..q - p0 + ROWS])
+                    .try_into()
+                    .expect("ROWS sums");
                 shared_rows(lines, cols, rows, sums);
             }
             for q in p + shared..end {
@@ -227,12 +229,7 @@ fn shared_rows<const L: usize>(
     }
     for t0 in (0..cols.len()).step_by(CHUNK) {
         let t1 = (t0 + CHUNK).min(cols.len());
-        accumulate::<L, ROWS, true>(
-            lines,
-            [&cols[t0..t1]; ROWS],
-            rows.map(|r| &r[t0..t1]),
-            acc,
-        );
+        accumulate::<L, ROWS, true>(lines, [&cols[t0..t1]; ROWS], rows.map(|r| &r[t0..t1]), acc);
     }
 }
 
