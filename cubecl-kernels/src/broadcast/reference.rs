@@ -35,6 +35,8 @@
 //! of `U · V` sums: the value `k` of the channel adds into sum `(k − k₀) mod (U · V)`, `k₀` the
 //! segment's first value, which is lane `k mod V` of unit `(pack − first pack) mod U`; walking
 //! the values in order gives every lane its terms in the kernel's order, over contiguous runs.
+//! Where the kernel makes one pass, the host makes two: `dx` (element-wise), then all of the
+//! pass's sums together (affine's `dα` and `dβ` in one walk over `x` and `dy`).
 
 use super::{Layout, Plan};
 use rayon::prelude::*;
@@ -75,7 +77,10 @@ pub fn prelu_backward(x: &[f32], alpha: &[f32], dy: &[f32], l: Layout) -> (Vec<f
         alpha,
         |x, g, a, _| if x < 0.0 { g * a } else { g },
     );
-    let da = channel_sums(l, x, dy, |s, x, g| if x < 0.0 { s + g * x } else { s });
+    // the sum as it was where x ≥ 0 or NaN (a select, so that the loop vectorises)
+    let [da] = channel_sums(l, x, dy, |[s], x, g| {
+        *s = if x < 0.0 { *s + g * x } else { *s }
+    });
     (dx, da)
 }
 
@@ -111,12 +116,20 @@ pub fn affine_backward(
 ) -> (Vec<f32>, Option<Vec<f32>>, Vec<f32>) {
     check(l, "affine_backward", dy, alpha);
     let dx = map(l, dy, dy, alpha, alpha, |g, _, a, _| g * a);
-    let da = x.map(|x| {
-        check(l, "affine_backward", x, alpha);
-        channel_sums(l, x, dy, |s, x, g| s + g * x)
-    });
-    let db = channel_sums(l, dy, dy, |s, _, g| s + g);
-    (dx, da, db)
+    match x {
+        Some(x) => {
+            check(l, "affine_backward", x, alpha);
+            let [da, db] = channel_sums(l, x, dy, |[a, b], x, g| {
+                *a += g * x;
+                *b += g;
+            });
+            (dx, Some(da), db)
+        }
+        None => {
+            let [db] = channel_sums(l, dy, dy, |[b], _, g| *b += g);
+            (dx, None, db)
+        }
+    }
 }
 
 fn check(l: Layout, what: &str, values: &[f32], per_channel: &[f32]) {
@@ -170,15 +183,16 @@ where
     y
 }
 
-/// The sum over each channel of `step(sum, x, dy)` terms, in the [order above](self).
-fn channel_sums<F>(l: Layout, x: &[f32], dy: &[f32], step: F) -> Vec<f32>
+/// `K` sums over each channel, `step(sums, x, dy)` adding each value's terms to `sums`, in the
+/// [order above](self); one pass over `x` and `dy` for all `K`.
+fn channel_sums<const K: usize, F>(l: Layout, x: &[f32], dy: &[f32], step: F) -> [Vec<f32>; K]
 where
-    F: Fn(f32, f32, f32) -> f32 + Sync,
+    F: Fn(&mut [f32; K], f32, f32) + Sync,
 {
     let p = Plan::of(l);
     let channels = l.channels;
     if p.packs == 0 || channels == 0 {
-        return vec![0.0; channels];
+        return std::array::from_fn(|_| vec![0.0; channels]);
     }
     // tasks: one segment of a run of channels (enough of them to keep every thread busy)
     let per_segment = (4 * rayon::current_num_threads())
@@ -186,7 +200,7 @@ where
         .min(channels);
     let run = channels.div_ceil(per_segment);
     let runs = channels.div_ceil(run);
-    let sums: Vec<Vec<f32>> = (0..p.segments * runs)
+    let sums: Vec<Vec<[f32; K]>> = (0..p.segments * runs)
         .into_par_iter()
         .map(|t| {
             let (s, first) = (t / runs, (t % runs) * run);
@@ -194,20 +208,22 @@ where
             segment_sums(l, p, s, cs, x, dy, &step)
         })
         .collect();
-    (0..channels)
-        .map(|c| {
-            let (r, at) = (c / run, c % run);
-            let mut sum = sums[r][at];
-            for s in 1..p.segments {
-                sum += sums[s * runs + r][at];
-            }
-            sum
-        })
-        .collect()
+    std::array::from_fn(|q| {
+        (0..channels)
+            .map(|c| {
+                let (r, at) = (c / run, c % run);
+                let mut sum = sums[r][at][q];
+                for s in 1..p.segments {
+                    sum += sums[s * runs + r][at][q];
+                }
+                sum
+            })
+            .collect()
+    })
 }
 
 /// Segment `s`'s sums (steps 2-4 of the [order](self)) of the channels `cs`.
-fn segment_sums<F>(
+fn segment_sums<const K: usize, F>(
     l: Layout,
     p: Plan,
     s: usize,
@@ -215,16 +231,16 @@ fn segment_sums<F>(
     x: &[f32],
     dy: &[f32],
     step: &F,
-) -> Vec<f32>
+) -> Vec<[f32; K]>
 where
-    F: Fn(f32, f32, f32) -> f32,
+    F: Fn(&mut [f32; K], f32, f32),
 {
     let (channels, inner) = (l.channels, l.inner);
     let lanes = p.units * p.vector;
     let k0 = s * p.segment * p.vector;
     let k1 = ((s + 1) * p.segment).min(p.packs) * p.vector;
     let n = cs.len();
-    let mut acc = vec![0f32; n * lanes];
+    let mut acc = vec![[0f32; K]; n * lanes];
     // lane sum `lane` of channel `cs.start + c`
     let at: fn(usize, usize, usize, usize) -> usize;
     if inner == 1 {
@@ -237,7 +253,7 @@ where
             let sums = &mut acc[lane * n..(lane + 1) * n];
             let (xs, gs) = (&x[row..row + n], &dy[row..row + n]);
             for ((a, &x), &g) in sums.iter_mut().zip(xs).zip(gs) {
-                *a = step(*a, x, g);
+                step(a, x, g);
             }
         }
     } else {
@@ -254,25 +270,31 @@ where
                 let sums = &mut acc[c * lanes + lane..c * lanes + lane + len];
                 let (xs, gs) = (&x[from..from + len], &dy[from..from + len]);
                 for ((a, &x), &g) in sums.iter_mut().zip(xs).zip(gs) {
-                    *a = step(*a, x, g);
+                    step(a, x, g);
                 }
             }
             k += len;
         }
     }
-    let mut units = vec![0f32; p.units];
+    let mut units = vec![[0f32; K]; p.units];
     (0..n)
         .map(|c| {
             for (u, sum) in units.iter_mut().enumerate() {
                 *sum = acc[at(c, u * p.vector, n, lanes)];
                 for j in 1..p.vector {
-                    *sum += acc[at(c, u * p.vector + j, n, lanes)];
+                    let lane = acc[at(c, u * p.vector + j, n, lanes)];
+                    for (sum, lane) in sum.iter_mut().zip(lane) {
+                        *sum += lane;
+                    }
                 }
             }
             let mut half = p.units / 2;
             while half > 0 {
                 for u in 0..half {
-                    units[u] += units[u + half];
+                    let other = units[u + half];
+                    for (sum, other) in units[u].iter_mut().zip(other) {
+                        *sum += other;
+                    }
                 }
                 half /= 2;
             }
