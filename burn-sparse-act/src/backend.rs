@@ -129,7 +129,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
                 )
                 .expect("a channel scale's layout");
                 let jitter = policy.stochastic;
-                fused::affine_node::<B, C>(lhs, rhs, None, layout, Some((pruning, jitter)))
+                fused::affine_node::<Inner<B>, C>(lhs, rhs, None, layout, Some((pruning, jitter)))
             }
             _ => Ad::<B, C>::float_mul(lhs, rhs),
         }
@@ -139,7 +139,7 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
     /// fused pass ([`crate::fused`]); any other shape of `α` goes to Burn's composite.
     fn prelu(x: T<B, C>, alpha: T<B, C>) -> T<B, C> {
         match fused::prelu_layout(&x.primitive.shape(), &alpha.primitive.shape()) {
-            Some(layout) => fused::prelu::<B, C>(x, alpha, layout),
+            Some(layout) => fused::prelu::<Inner<B>, C>(x, alpha, layout),
             None => Ad::<B, C>::prelu(x, alpha),
         }
     }
@@ -283,4 +283,31 @@ fn sparse_linear<B: KernelBackend, C: CheckpointStrategy>(
             }
         },
     }
+}
+
+/// `x · α + β` with `α` and `β` (`[channels]`) broadcast along `axis` of `x`, as one autodiff
+/// node on `SparseAct<Autodiff<B>>` (a scale without `β`). With the fused variant of the
+/// policy `x` carries, the activation kept for `dα` is pruned.
+///
+/// # Panics
+/// If `axis` is not an axis of `x` or `α` does not hold one value per channel there (callers
+/// check the shapes first: ResMLP's Affine returns that as an error).
+pub fn fused_affine<B: KernelBackend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    alpha: T<B, C>,
+    beta: Option<T<B, C>>,
+    axis: usize,
+) -> T<B, C> {
+    let layout = Layout::of(
+        x.primitive.shape().as_slice(),
+        axis,
+        alpha.primitive.shape().num_elements(),
+    )
+    .unwrap_or_else(|e| panic!("fused affine: {e}"));
+    let policy = &x.primitive.config;
+    let pruning = policy
+        .default
+        .filter(|_| policy.scales)
+        .map(|p| (p, policy.stochastic));
+    fused::affine_node::<Inner<B>, C>(x, alpha, beta, layout, pruning)
 }

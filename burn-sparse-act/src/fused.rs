@@ -7,15 +7,18 @@
 //! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
 //! either. This layer sits *above* autodiff, where SparseAct's `linear` sits, and records the
 //! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, a model's
-//! affine through the function [`affine`] (registered for models by `ember-train`).
+//! affine through `burn_sparse_act::fused_affine` (registered for models by `ember-train`).
+//!
+//! The nodes are generic over the backend under autodiff (`B`); SparseAct's layer
+//! (`backend.rs`) calls them with its policy backend.
 //!
 //! With SparseAct's fused variant on (`Policy::scales`), the activation an affine keeps for
 //! `dα` is pruned as a linear layer's input is, and `dα` is computed from the kept blocks.
 
-use crate::backend::{Inner, T};
 use crate::policy::Pruning;
 use crate::prune::{Pruned, prune, sample_view};
 use burn::tensor::{Shape, Tensor, TensorPrimitive};
+use burn_autodiff::Autodiff;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
@@ -24,8 +27,8 @@ use burn_backend::Backend;
 use burn_backend::TensorMetadata;
 use burn_backend::tensor::FloatTensor;
 use cubecl_kernels::broadcast::Layout;
+use cubecl_kernels::broadcast::ops as kernels;
 use cubecl_kernels::decorator::KernelBackend;
-use cubecl_kernels::decorator::broadcast as kernels;
 
 /// The layout of Burn's `prelu(x, α)` as the op receives it (`α` reshaped to `[1, C, 1, …]`,
 /// or `[1; D]` for a single `α`): `None` for any other shape of `α` (Burn's composite then).
@@ -84,13 +87,13 @@ impl<B: KernelBackend> Backward<B, 2> for FusedPrelu {
 
 /// PReLU as one node (`layout` from [`prelu_layout`]).
 pub(crate) fn prelu<B: KernelBackend, C: CheckpointStrategy>(
-    x: T<B, C>,
-    alpha: T<B, C>,
+    x: FloatTensor<Autodiff<B, C>>,
+    alpha: FloatTensor<Autodiff<B, C>>,
     layout: Layout,
-) -> T<B, C> {
+) -> FloatTensor<Autodiff<B, C>> {
     let alpha_shape = alpha.primitive.shape();
-    let a = flat::<Inner<B>>(alpha.primitive.clone(), layout);
-    let y = kernels::prelu::<Inner<B>>(x.primitive.clone(), a.clone(), layout);
+    let a = flat::<B>(alpha.primitive.clone(), layout);
+    let y = kernels::prelu::<B>(x.primitive.clone(), a.clone(), layout);
     match FusedPrelu
         .prepare::<C>([x.node.clone(), alpha.node.clone()])
         .compute_bound()
@@ -175,25 +178,24 @@ impl<B: KernelBackend, const N: usize> Backward<B, N> for FusedAffine<N> {
 /// The per-channel affine `x · α + β` (a scale without `β`) as one node; with `pruning`, the
 /// activation kept for `dα` is pruned ([`prune`]).
 pub(crate) fn affine_node<B: KernelBackend, C: CheckpointStrategy>(
-    x: T<B, C>,
-    alpha: T<B, C>,
-    beta: Option<T<B, C>>,
+    x: FloatTensor<Autodiff<B, C>>,
+    alpha: FloatTensor<Autodiff<B, C>>,
+    beta: Option<FloatTensor<Autodiff<B, C>>>,
     layout: Layout,
     pruning: Option<(Pruning, Option<f64>)>,
-) -> T<B, C> {
+) -> FloatTensor<Autodiff<B, C>> {
     let alpha_shape = alpha.primitive.shape();
-    let a = flat::<Inner<B>>(alpha.primitive.clone(), layout);
+    let a = flat::<B>(alpha.primitive.clone(), layout);
     let b = beta
         .as_ref()
-        .map(|b| flat::<Inner<B>>(b.primitive.clone(), layout));
-    let y = kernels::affine::<Inner<B>>(x.primitive.clone(), a.clone(), b, layout);
-    let state = |x: FloatTensor<Inner<B>>, alpha_tracked: bool, beta_shape: Option<Shape>| {
+        .map(|b| flat::<B>(b.primitive.clone(), layout));
+    let y = kernels::affine::<B>(x.primitive.clone(), a.clone(), b, layout);
+    let state = |x: FloatTensor<B>, alpha_tracked: bool, beta_shape: Option<Shape>| {
         let kept = alpha_tracked.then(|| match pruning {
             Some((pruning, jitter)) => {
                 let shape = x.shape();
                 let view = sample_view(&shape);
-                let x3 =
-                    Tensor::<Inner<B>, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);
+                let x3 = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);
                 Kept::Pruned(prune(x3, pruning.block, pruning.sparsity, jitter), shape)
             }
             None => Kept::Dense(x),
@@ -228,31 +230,4 @@ pub(crate) fn affine_node<B: KernelBackend, C: CheckpointStrategy>(
             OpsKind::UnTracked(prep) => prep.finish(y),
         },
     }
-}
-
-/// `x · α + β` with `α` and `β` (`[channels]`) broadcast along `axis` of `x`, as one autodiff
-/// node on `SparseAct<Autodiff<B>>` (a scale without `β`). With the fused variant of the
-/// policy `x` carries, the activation kept for `dα` is pruned.
-///
-/// # Panics
-/// If `axis` is not an axis of `x` or `α` does not hold one value per channel there (callers
-/// check the shapes first: ResMLP's Affine returns that as an error).
-pub fn affine<B: KernelBackend, C: CheckpointStrategy>(
-    x: T<B, C>,
-    alpha: T<B, C>,
-    beta: Option<T<B, C>>,
-    axis: usize,
-) -> T<B, C> {
-    let layout = Layout::of(
-        x.primitive.shape().as_slice(),
-        axis,
-        alpha.primitive.shape().num_elements(),
-    )
-    .unwrap_or_else(|e| panic!("fused affine: {e}"));
-    let policy = &x.primitive.config;
-    let pruning = policy
-        .default
-        .filter(|_| policy.scales)
-        .map(|p| (p, policy.stochastic));
-    affine_node::<B, C>(x, alpha, beta, layout, pruning)
 }

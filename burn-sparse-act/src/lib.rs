@@ -37,7 +37,7 @@
 //!   layer above ([`cubecl_kernels::decorator::Transparent`]) keeps autodiff's primitives.
 //!
 //! - [`fused`]: PReLU (stock `burn::nn::PRelu`, through the backend's `prelu`) and the
-//!   per-channel affine ([`fused::affine`]) each as one autodiff node whose backward is one
+//!   per-channel affine ([`fused_affine`]) each as one autodiff node whose backward is one
 //!   fused broadcast pass (`cubecl_kernels::broadcast`; `docs/broadcast.md`).
 //! - [`kernel`]: where the backend has CubeCL tensors, pruning and the weight gradient run as
 //!   the kernels of `cubecl_kernels::bsr` (the weight gradient with the multiply of an ApproxMul
@@ -57,6 +57,6 @@ pub mod policy;
 pub mod prune;
 
 pub use backend::{
-    Carry, LayerPruning, PolicyBackend, Sparse, SparseAct, SparseBase, SparseDevice,
+    Carry, LayerPruning, PolicyBackend, Sparse, SparseAct, SparseBase, SparseDevice, fused_affine,
 };
 pub use policy::{Policy, PolicyError, Pruning};

@@ -1,5 +1,5 @@
 //! The fused broadcast nodes against stock Burn: PReLU (stock `burn::nn::PRelu`, reaching the
-//! backend's `prelu`) and the per-channel affine ([`burn_sparse_act::fused::affine`]) give the
+//! backend's `prelu`) and the per-channel affine ([`burn_sparse_act::fused_affine`]) give the
 //! outputs and gradients of Burn's composites within 1e-6 relative (sums in another order),
 //! on ndarray (the host path) and on wgpu (the kernels), both vectorisation branches, and over
 //! ApproxMul.
@@ -33,7 +33,7 @@ fn fused<B: KernelBackend>(
     a: Tensor<SparseAct<Autodiff<B>>, 1>,
     b: Option<Tensor<SparseAct<Autodiff<B>>, 1>>,
 ) -> Tensor<SparseAct<Autodiff<B>>, 3> {
-    let y = burn_sparse_act::fused::affine::<
+    let y = burn_sparse_act::fused_affine::<
         B,
         burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
     >(

@@ -54,7 +54,7 @@ fn step<B: AutodiffBackend, M: Classifier<B>>(
 fn backend<B: KernelBackend>(c: &mut Criterion, name: &str) {
     type Fused<B> = SparseAct<Autodiff<B>>;
     register_affine::<Fused<B>>(
-        burn_sparse_act::fused::affine::<
+        burn_sparse_act::fused_affine::<
             B,
             burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
         >,

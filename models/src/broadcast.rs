@@ -3,7 +3,7 @@
 //!
 //! Burn has no affine op, so a backend cannot intercept `x * α + β` as one piece of work. A
 //! backend stack that has a fused affine (one autodiff node, one kernel forward, one fused pass
-//! backward: `burn_sparse_act::fused::affine` over Ember's kernels) registers it here once,
+//! backward: `burn_sparse_act::fused_affine` over Ember's kernels) registers it here once,
 //! keyed by the backend's type ([`register_affine`]; `ember-train` does it for every stack it
 //! builds); [`affine`] then calls it, and on any other backend composes Burn's ops
 //! (`x * α + β`, broadcast), the same values. Registration changes speed, never results beyond

@@ -34,10 +34,12 @@
 //! whose host implementation follows it exactly: kernels and host agree bit for bit.
 //!
 //! The kernels are `kernel.rs`, their launches [`launch_prelu`], [`launch_prelu_backward`],
-//! [`launch_affine`] and [`launch_affine_backward`] (`launch.rs`).
+//! [`launch_affine`] and [`launch_affine_backward`] (`launch.rs`); [`ops`] runs them on any
+//! backend of an Ember stack (the host implementation where there are no CubeCL tensors).
 
 mod kernel;
 mod launch;
+pub mod ops;
 pub mod reference;
 
 pub use launch::{launch_affine, launch_affine_backward, launch_prelu, launch_prelu_backward};

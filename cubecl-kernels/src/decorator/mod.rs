@@ -35,7 +35,6 @@
 #[rustfmt::skip]
 #[path = "generated/forward.rs"]
 mod forward;
-pub mod broadcast;
 pub mod effects;
 #[cfg(feature = "module")]
 pub mod file;

@@ -50,19 +50,19 @@ pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
 }
 
 /// Makes ResMLP's affine and layer-scales ([`ember_models::broadcast::affine`]) one fused op on
-/// [`Stack<B>`] (one autodiff node: `burn_sparse_act::fused::affine`) and on its inference
+/// [`Stack<B>`] (one autodiff node: `burn_sparse_act::fused_affine`) and on its inference
 /// backend (the forward kernel). PReLU needs no registration: it is a backend op.
 pub fn register_fused<B: KernelBackend>() {
     use ember_models::broadcast::register_affine;
     type Inner<B> = Bcr<Hinm<ApproxMul<B>>>;
     register_affine::<Stack<B>>(
-        burn_sparse_act::fused::affine::<
+        burn_sparse_act::fused_affine::<
             Inner<B>,
             burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
         >,
     );
     type Infer<B> = <Stack<B> as AutodiffBackend>::InnerBackend;
-    register_affine::<Infer<B>>(cubecl_kernels::decorator::broadcast::affine_on_axis::<Infer<B>>);
+    register_affine::<Infer<B>>(cubecl_kernels::broadcast::ops::affine_on_axis::<Infer<B>>);
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every

@@ -1,14 +1,18 @@
-//! The broadcast kernels ([`crate::broadcast`]) on any backend of an Ember stack: the CubeCL
+//! The broadcast kernels on any backend of an Ember stack: the CubeCL
 //! kernels where float tensors live in CubeCL memory, the host implementation otherwise (the
 //! ndarray path: the values are read once, computed by [`crate::broadcast::reference`] and
 //! written back).
+//!
+//! These take a backend's float tensors ([`KernelBackend`]); the launches above take CubeCL
+//! tensors.
 //!
 //! `x` is any float tensor viewed as `[outer, channels, inner]` ([`Layout`]); `α` and `β` hold
 //! `channels` values (any shape: they are read flat). Results have `x`'s shape; per-channel
 //! gradients are `[channels]`.
 
-use super::kernel::{CubeVisitor, KernelBackend, read_f32};
-use crate::broadcast::{self, Layout, reference};
+use super::{Layout, reference};
+use crate::broadcast;
+use crate::decorator::{CubeVisitor, KernelBackend, read_f32};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
