@@ -9,8 +9,6 @@
 //! (`burn_sparse_act::fused`), i.e. Ember's training stack without its other decorators.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::Dataset;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use burn_sparse_act::{SparseAct, SparseDevice};
@@ -19,19 +17,11 @@ use cubecl_kernels::decorator::KernelBackend;
 use ember_models::act::Activation;
 use ember_models::broadcast::register_affine;
 use ember_models::classifier::Classifier;
-use ember_models::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
 use ember_models::lenet::LeNet5;
 use ember_models::resmlp::ResMlpConfig;
 
-fn batch<B: Backend>(device: &B::Device) -> MnistBatch<B> {
-    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)
-        .unwrap()
-        .dataset()
-        .iter()
-        .take(64)
-        .collect();
-    MnistBatcher.batch(items, device)
-}
+mod common;
+use common::batch;
 
 fn step<B: AutodiffBackend, M: Classifier<B>>(
     c: &mut Criterion,

@@ -3,25 +3,15 @@
 //! GPU), measured in the same run. The ratio should be 1.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::Dataset;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
 use ember_models::classifier::Classifier;
-use ember_models::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
 use ember_models::lenet::LeNet5;
 
-fn batch<B: Backend>(device: &B::Device) -> MnistBatch<B> {
-    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)
-        .unwrap()
-        .dataset()
-        .iter()
-        .take(64)
-        .collect();
-    MnistBatcher.batch(items, device)
-}
+mod common;
+use common::batch;
 
 fn lenet_step<B: AutodiffBackend>(
     c: &mut Criterion,
