@@ -112,34 +112,30 @@ fn close(stock: &[Vec<f32>], fused: &[Vec<f32>], what: &str) {
 /// Inner sizes 49 (element-wise) and 16 (vectorised packs of 4), 1 (channels last).
 const CASES: [(usize, usize); 3] = [(3, 7), (5, 4), (6, 1)];
 
-#[test]
-fn on_ndarray_the_fused_nodes_equal_burns_composites() {
+/// Every case on `Autodiff<B>` (Burn's composites) and on `SparseAct<Autodiff<B>>` (the fused
+/// nodes).
+fn fused_equals_stock<B: KernelBackend>(name: &str) {
     for (channels, side) in CASES {
         let device = Default::default();
-        let stock = run::<Autodiff<NdArray>>(channels, side, composite, &device);
-        let device = SparseDevice::<NdArray>::new(Default::default(), Default::default());
-        let ours = run::<SparseAct<Autodiff<NdArray>>>(channels, side, fused::<NdArray>, &device);
+        let stock = run::<Autodiff<B>>(channels, side, composite, &device);
+        let device = SparseDevice::<B>::new(Default::default(), Default::default());
+        let ours = run::<SparseAct<Autodiff<B>>>(channels, side, fused::<B>, &device);
         close(
             &stock,
             &ours,
-            &format!("ndarray, {channels} channels of {side}²"),
+            &format!("{name}, {channels} channels of {side}²"),
         );
     }
 }
 
 #[test]
+fn on_ndarray_the_fused_nodes_equal_burns_composites() {
+    fused_equals_stock::<NdArray>("ndarray");
+}
+
+#[test]
 fn on_wgpu_the_fused_kernels_equal_burns_composites() {
-    for (channels, side) in CASES {
-        let device = Default::default();
-        let stock = run::<Autodiff<Wgpu>>(channels, side, composite, &device);
-        let device = SparseDevice::<Wgpu>::new(Default::default(), Default::default());
-        let ours = run::<SparseAct<Autodiff<Wgpu>>>(channels, side, fused::<Wgpu>, &device);
-        close(
-            &stock,
-            &ours,
-            &format!("wgpu, {channels} channels of {side}²"),
-        );
-    }
+    fused_equals_stock::<Wgpu>("wgpu");
 }
 
 #[test]

@@ -4,23 +4,16 @@
 //! plain `*`), `3-mbm7` (AFM16, the paper's 16-bit approximate multiplier).
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::Dataset;
 use burn::prelude::*;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::decorator::KernelBackend;
 use ember_models::classifier::Classifier;
-use ember_models::data::mnist::{self, MnistBatch, MnistBatcher, MnistSource};
 use ember_models::lenet::LeNet5;
 
+mod common;
+
 fn step<B: KernelBackend>(c: &mut Criterion, backend: &str) {
-    let items: Vec<_> = mnist::load(&MnistSource::Embedded, false)
-        .unwrap()
-        .dataset()
-        .iter()
-        .take(64)
-        .collect();
     for (variant, spec) in [
         ("1-native", "native"),
         ("2-fp32", "fp32"),
@@ -30,7 +23,7 @@ fn step<B: KernelBackend>(c: &mut Criterion, backend: &str) {
         let device = ApproxDevice::<B>::new(Default::default(), Multiplier::parse(spec).unwrap());
         A::<B>::seed(&device, 1);
         let model = LeNet5::<A<B>>::init(&device);
-        let batch: MnistBatch<A<B>> = MnistBatcher.batch(items.clone(), &device);
+        let batch = common::batch::<A<B>>(&device);
         c.bench_with_input(
             BenchmarkId::new(format!("approx_lenet5_step_b64/{backend}"), variant),
             &(),
