@@ -247,6 +247,13 @@ macro_rules! conv_ops {
 impl cubecl_kernels::decorator::PlainFloat for Approx {}
 
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
+    fn float_to_device(tensor: T<B>, device: &DecoratedDevice<B, Multiplier>) -> T<B> {
+        // The bottom decorator of every Ember stack: moves between two wgpu devices go
+        // through the host (CubeCL 0.10 has no peer-to-peer copy but CUDA's).
+        let out = cubecl_kernels::decorator::float_to_device::<B>(tensor.inner, &device.inner);
+        Wrapped::new(out, tensor.config)
+    }
+
     fn float_matmul(lhs: T<B>, rhs: T<B>) -> T<B> {
         // The operand a policy tagged decides (the right one first: `x · W`); the result
         // carries the other's configuration.

@@ -36,3 +36,72 @@ pub fn wgpu_adapter() -> Result<String, NoAdapter> {
         info.name, info.backend, info.driver
     ))
 }
+
+/// The wgpu devices Burn can open here, one per adapter of the graphics API cubecl-wgpu uses,
+/// by Burn's names (`DiscreteGpu(i)`, `IntegratedGpu(i)`, `VirtualGpu(i)`, `Cpu`), GPUs first;
+/// [`NoAdapter`] when there is none.
+///
+/// A machine whose only adapter is a software one (Mesa's lavapipe) gets a second device,
+/// `DefaultDevice`: Burn opens it as its own Vulkan device and CubeCL server on the same
+/// adapter, so multi-device training can be run and checked without a GPU (both share the
+/// host's cores: a check, not a speed-up).
+pub fn wgpu_devices() -> Result<Vec<cubecl::wgpu::WgpuDevice>, NoAdapter> {
+    use cubecl::wgpu::{AutoGraphicsApi, GraphicsApi, WgpuDevice};
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: AutoGraphicsApi::backend().into(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapters = pollster::block_on(instance.enumerate_adapters(AutoGraphicsApi::backend().into()));
+    let types: Vec<wgpu::DeviceType> = adapters.iter().map(|a| a.get_info().device_type).collect();
+    let mut devices = devices_of(&types);
+    if devices.is_empty() {
+        return Err(NoAdapter);
+    }
+    if devices == [WgpuDevice::Cpu] {
+        devices.push(WgpuDevice::DefaultDevice);
+    }
+    Ok(devices)
+}
+
+/// Burn's device names for adapters of these types (GPUs by type and index, then one `Cpu`).
+fn devices_of(types: &[wgpu::DeviceType]) -> Vec<cubecl::wgpu::WgpuDevice> {
+    use cubecl::wgpu::WgpuDevice;
+    use wgpu::DeviceType;
+    let count = |t: DeviceType| types.iter().filter(|&&x| x == t).count();
+    let mut devices = Vec::new();
+    devices.extend((0..count(DeviceType::DiscreteGpu)).map(WgpuDevice::DiscreteGpu));
+    devices.extend((0..count(DeviceType::IntegratedGpu)).map(WgpuDevice::IntegratedGpu));
+    devices.extend((0..count(DeviceType::VirtualGpu)).map(WgpuDevice::VirtualGpu));
+    if count(DeviceType::Cpu) > 0 {
+        devices.push(WgpuDevice::Cpu);
+    }
+    devices
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cubecl::wgpu::WgpuDevice;
+    use wgpu::DeviceType;
+
+    #[test]
+    fn adapters_map_to_burns_device_names() {
+        let types = [
+            DeviceType::Cpu,
+            DeviceType::DiscreteGpu,
+            DeviceType::IntegratedGpu,
+            DeviceType::DiscreteGpu,
+            DeviceType::Other,
+        ];
+        assert_eq!(
+            devices_of(&types),
+            vec![
+                WgpuDevice::DiscreteGpu(0),
+                WgpuDevice::DiscreteGpu(1),
+                WgpuDevice::IntegratedGpu(0),
+                WgpuDevice::Cpu,
+            ]
+        );
+        assert!(devices_of(&[DeviceType::Other]).is_empty());
+    }
+}

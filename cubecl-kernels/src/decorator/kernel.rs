@@ -207,6 +207,23 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
     }
 }
 
+/// `t` moved to `device`. CubeCL 0.10 moves a tensor between two devices of one runtime with
+/// the servers' peer-to-peer `send`/`recv`, which only its CUDA runtime implements (wgpu's
+/// panics "not implemented"): elsewhere a move between two distinct devices goes through the
+/// host. Data-parallel training needs it (replicas forked to their devices, Burn's collective
+/// all-reduce moving gradients between them); the decorators route their `float_to_device`
+/// here.
+pub fn float_to_device<B: KernelBackend>(t: FloatTensor<B>, device: &B::Device) -> FloatTensor<B> {
+    let native = B::cube_runtime().is_none_or(|r| r.ends_with("CudaRuntime"));
+    if native || B::float_device(&t) == *device {
+        return B::float_to_device(t, device);
+    }
+    let data = burn_std::reader::try_read_sync(B::float_into_data(t))
+        .expect("tensor data readable synchronously")
+        .expect("tensor data");
+    B::float_from_data(data, device)
+}
+
 /// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
 /// read synchronously).
 pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {

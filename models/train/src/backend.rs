@@ -44,8 +44,17 @@ pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     multiplier: Multiplier,
     policy: Policy,
 ) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
+    stack_device_on::<B>(Default::default(), multiplier, policy)
+}
+
+/// [`stack_device`] on the inner device `inner`.
+pub fn stack_device_on<B: cubecl_kernels::decorator::KernelBackend>(
+    inner: B::Device,
+    multiplier: Multiplier,
+    policy: Policy,
+) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
     register_fused::<B>();
-    let approx = ApproxDevice::new(Default::default(), multiplier);
+    let approx = ApproxDevice::new(inner, multiplier);
     SparseDevice::new(BcrDevice::new(HinmDevice::new(approx, ()), ()), policy)
 }
 
@@ -76,6 +85,17 @@ pub trait BackendJob {
     type Output;
     /// Runs the job on backend `B` and its default device.
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<Self::Output>;
+
+    /// Runs the job on backend `B` and `devices` (at least one; the first is the main one,
+    /// every one carrying the same decorator configuration). Jobs of one device run on the
+    /// first.
+    fn run_on<B: TrainBackend>(self, devices: Vec<B::Device>) -> Result<Self::Output>
+    where
+        Self: Sized,
+    {
+        let first = devices.into_iter().next().expect("at least one device");
+        self.run::<B>(first)
+    }
 }
 
 impl BackendKind {
@@ -99,6 +119,34 @@ impl BackendKind {
         }
     }
 
+    /// The devices `--devices` counts on this backend here, by Burn's name: ndarray has one;
+    /// wgpu one per adapter ([`cubecl_kernels::runtime::wgpu_devices`]); CUDA one per GPU.
+    pub fn device_names(self) -> Result<Vec<String>> {
+        self.check_available()?;
+        match self {
+            Self::Ndarray => Ok(vec![format!("{:?}", burn::backend::ndarray::NdArrayDevice::Cpu)]),
+            Self::Wgpu => Ok(wgpu_devices()?.iter().map(|d| format!("{d:?}")).collect()),
+            #[cfg(feature = "cuda")]
+            Self::Cuda => Ok(cuda_devices()?.iter().map(|d| format!("{d:?}")).collect()),
+            #[cfg(not(feature = "cuda"))]
+            Self::Cuda => unreachable!("check_available refuses CUDA without the feature"),
+        }
+    }
+
+    /// Checks that this backend has `n` devices here (`--devices`).
+    pub fn check_devices(self, n: usize) -> Result<()> {
+        let names = self.device_names()?;
+        if n > names.len() {
+            return Err(EmberError::Invalid(format!(
+                "--devices {n}: the {self} backend has {} device{} here ({})",
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
     /// `policy`, after checking that the backend can start here. Every stack is
     /// `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>`: [`Multiplier::native`], the default (off)
@@ -109,20 +157,81 @@ impl BackendKind {
         policy: Policy,
         job: J,
     ) -> Result<J::Output> {
+        self.dispatch_on(1, multiplier, policy, job)
+    }
+
+    /// [`Self::dispatch`] on this backend's first `devices` devices ([`Self::device_names`]),
+    /// each carrying `multiplier` and `policy` ([`BackendJob::run_on`]); one device is the
+    /// backend's default device.
+    pub fn dispatch_on<J: BackendJob>(
+        self,
+        devices: usize,
+        multiplier: Multiplier,
+        policy: Policy,
+        job: J,
+    ) -> Result<J::Output> {
         self.check_available()?;
+        if devices > 1 {
+            self.check_devices(devices)?;
+        }
+        fn stack<B: KernelBackend>(
+            inner: Vec<B::Device>,
+            n: usize,
+            multiplier: &Multiplier,
+            policy: &Policy,
+        ) -> Vec<SparseDevice<Bcr<Hinm<ApproxMul<B>>>>> {
+            inner
+                .into_iter()
+                .take(n)
+                .map(|d| stack_device_on::<B>(d, multiplier.clone(), policy.clone()))
+                .collect()
+        }
+        let (m, p) = (&multiplier, &policy);
         match self {
-            Self::Ndarray => {
-                job.run::<NdarrayStack>(stack_device::<burn::backend::NdArray>(multiplier, policy))
-            }
+            Self::Ndarray => job.run_on::<NdarrayStack>(stack::<burn::backend::NdArray>(
+                vec![Default::default()],
+                devices,
+                m,
+                p,
+            )),
             Self::Wgpu => {
-                job.run::<WgpuStack>(stack_device::<burn::backend::Wgpu>(multiplier, policy))
+                let inner = if devices == 1 {
+                    vec![Default::default()]
+                } else {
+                    wgpu_devices()?
+                };
+                job.run_on::<WgpuStack>(stack::<burn::backend::Wgpu>(inner, devices, m, p))
             }
             #[cfg(feature = "cuda")]
             Self::Cuda => {
-                job.run::<CudaStack>(stack_device::<burn::backend::Cuda>(multiplier, policy))
+                let inner = if devices == 1 {
+                    vec![Default::default()]
+                } else {
+                    cuda_devices()?
+                };
+                job.run_on::<CudaStack>(stack::<burn::backend::Cuda>(inner, devices, m, p))
             }
             #[cfg(not(feature = "cuda"))]
             Self::Cuda => unreachable!("check_available refuses CUDA without the feature"),
         }
     }
+}
+
+fn wgpu_devices() -> Result<Vec<burn::backend::wgpu::WgpuDevice>> {
+    cubecl_kernels::runtime::wgpu_devices().map_err(|e| EmberError::Backend(e.to_string()))
+}
+
+/// One device per GPU the CUDA driver reports.
+#[cfg(feature = "cuda")]
+fn cuda_devices() -> Result<Vec<burn::backend::cuda::CudaDevice>> {
+    use burn::tensor::backend::Backend;
+    let count = std::panic::catch_unwind(|| <burn::backend::Cuda as Backend>::device_count(0))
+        .map_err(|_| {
+            EmberError::Backend(
+                "CUDA cannot start: no NVIDIA driver or GPU (set LD_LIBRARY_PATH to CUDA's \
+                 lib64)"
+                    .into(),
+            )
+        })?;
+    Ok((0..count).map(burn::backend::cuda::CudaDevice::new).collect())
 }

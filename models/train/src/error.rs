@@ -83,6 +83,9 @@ pub enum EmberError {
     /// A figure that cannot be drawn.
     #[error("cannot draw the figure: {0}")]
     Plot(String),
+    /// Data-parallel training could not start or lost a replica (`--devices`, `--ddp`).
+    #[error("data parallel: {0}")]
+    Collective(String),
     /// An invalid option value.
     #[error("invalid option: {0}")]
     Invalid(String),

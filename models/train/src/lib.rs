@@ -12,6 +12,8 @@
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
 //!   `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>` whose device carries the multiplier and the SparseAct
 //!   policy.
+//! - [`scale`]: data-parallel training on several devices (`--devices`) and processes
+//!   (`--ddp`) through Burn's collective all-reduce.
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
 //! - [`lut`]: generate, inspect and convert mantissa-product tables (`ember lut`).
@@ -47,6 +49,7 @@
 //!     hinm: None,
 //!     bcr: None,
 //!     interrupt: None,
+//!     scale: Default::default(),
 //! })?;
 //! println!("test accuracy {:.2}%", report.test.accuracy);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -74,6 +77,7 @@ pub mod progress;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod train;
 
 pub use error::{EmberError, Result};

@@ -78,6 +78,10 @@ pub struct Manifest {
     /// BCR pruning (`--bcr LEVEL`, ADMM or one-shot, the source run); `None` without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bcr: Option<String>,
+    /// Data-parallel replicas that trained it (`--devices` × `--world`; 1 when absent): each
+    /// took `batch_size` items per step.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub replicas: usize,
     /// Epochs completed so far: `checkpoint/*-<completed_epochs>.mpk` hold the state to resume
     /// from. Written after every epoch.
     pub completed_epochs: usize,
@@ -99,6 +103,14 @@ pub struct Manifest {
     /// directory: a file that no longer matches is refused as corrupt (version 3).
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, u32>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 fn native() -> String {

@@ -10,6 +10,7 @@ use crate::progress::{Progress, Running};
 use crate::record;
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
 use burn::optim::{AdamConfig, Optimizer};
@@ -97,10 +98,14 @@ pub struct TrainOptions {
     /// Set (by a signal handler, or another thread) to end training before the next batch;
     /// the run keeps its last completed epoch and resumes from it.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// Data parallelism: replicas on several devices (`--devices`) and processes (`--ddp`);
+    /// `batch_size` is per replica ([`crate::scale`]).
+    pub scale: Scale,
 }
 
 impl TrainOptions {
     fn validate(&self) -> Result<()> {
+        self.scale.validate()?;
         self.model
             .takes_activation(self.act)
             .map_err(EmberError::Invalid)?;
@@ -173,6 +178,9 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     opts.validate()?;
     // Before the data: a missing driver is one line, whatever else is wrong.
     opts.backend.check_available()?;
+    if opts.scale.devices > 1 {
+        opts.backend.check_devices(opts.scale.devices)?;
+    }
     // Load data first: a bad dataset must not leave a half-made run directory behind.
     let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
     // The masks before the run directory: a level the model cannot take writes nothing.
@@ -187,7 +195,10 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
         .and_then(|b| b.from.as_ref())
         .map(|from| source_run(from, opts.model))
         .transpose()?;
-    opts.backend.dispatch(
+    // The other processes of a --ddp run answer before the run directory exists.
+    let connected = scale::connect(&opts.scale)?;
+    opts.backend.dispatch_on(
+        opts.scale.devices,
         opts.multiplier.clone(),
         opts.sparse_act.clone(),
         TrainJob {
@@ -195,6 +206,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
             splits,
             tuning,
             bcr_source,
+            connected,
         },
     )
 }
@@ -284,70 +296,79 @@ struct TrainJob {
     tuning: Option<crate::hinm::Tuning>,
     /// The model file `--bcr --from` starts from, and its checksum.
     bcr_source: Option<(PathBuf, Option<u32>)>,
+    /// This process's place in a `--ddp` run.
+    connected: Option<scale::Connected>,
 }
 
 impl BackendJob for TrainJob {
     type Output = TrainReport;
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<TrainReport> {
+        self.run_on::<B>(vec![device])
+    }
+
+    fn run_on<B: TrainBackend>(self, devices: Vec<B::Device>) -> Result<TrainReport> {
+        let device = devices[0].clone();
         // Seeded before the model is built: the seed fixes its initialisation.
         B::seed(&device, self.opts.seed);
         let (kind, act, spec) = (self.opts.model, self.opts.act, self.opts.data.spec());
-        kind.build_with::<B, _>(act, spec, &device.clone(), TrainVisit { job: self, device })?
+        kind.build_with::<B, _>(act, spec, &device, TrainVisit { job: self, devices })?
     }
 }
 
 /// Trains the model [`ModelKind::build`] made.
 struct TrainVisit<B: TrainBackend> {
     job: TrainJob,
-    device: B::Device,
+    devices: Vec<B::Device>,
 }
 
 impl<B: TrainBackend> ModelVisitor<B> for TrainVisit<B> {
     type Output = Result<TrainReport>;
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<TrainReport> {
-        train_on::<B, M>(self.job, self.device, model)
+        train_on::<B, M>(self.job, self.devices, model)
     }
 }
 
 /// The batchers of a dataset: training (by epoch: augmentation is seeded by the run's seed and
-/// the epoch, so a resumed run augments as an uninterrupted one would) and validation.
+/// the epoch, so a resumed run augments as an uninterrupted one would; shared with the
+/// replica threads of a parallel run) and validation.
 struct Batchers<T, V> {
-    train: Box<dyn Fn(usize) -> T>,
+    train: Arc<dyn Fn(usize) -> T + Send + Sync>,
     valid: V,
 }
 
 fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     job: TrainJob,
-    device: B::Device,
+    devices: Vec<B::Device>,
     model: M,
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
     let tuning = Start {
         hinm: job.tuning,
         bcr_source: job.bcr_source,
+        connected: job.connected,
     };
     match job.splits {
         Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
             tuning,
-            device,
+            devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
             test.dataset(),
             Batchers {
-                train: Box::new(|_| MnistBatcher),
+                train: Arc::new(|_| MnistBatcher),
                 valid: MnistBatcher,
             },
         ),
         Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
             tuning,
-            device,
+            devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
             test.dataset(),
             Batchers {
-                train: Box::new(move |epoch| {
+                train: Arc::new(move |epoch| {
                     CifarBatcher::augmented(seed.wrapping_add(epoch as u64))
                 }),
                 valid: CifarBatcher::plain(),
@@ -356,28 +377,30 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
         Splits::Sequences(train, test, features) => train_model::<B, M, _, _, _>(
             job.opts,
             tuning,
-            device,
+            devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
             test.dataset(),
             Batchers {
-                train: Box::new(move |_| SequenceBatcher { features }),
+                train: Arc::new(move |_| SequenceBatcher { features }),
                 valid: SequenceBatcher { features },
             },
         ),
     }
 }
 
-/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run.
+/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run; and the
+/// `--ddp` connection.
 struct Start {
     hinm: Option<crate::hinm::Tuning>,
     bcr_source: Option<(PathBuf, Option<u32>)>,
+    connected: Option<scale::Connected>,
 }
 
 fn train_model<B, M, I, T, V>(
     opts: TrainOptions,
     start: Start,
-    device: B::Device,
+    devices: Vec<B::Device>,
     model: M,
     train_split: InMemDataset<I>,
     test_split: InMemDataset<I>,
@@ -387,9 +410,11 @@ where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + core::fmt::Debug + 'static,
-    T: Batcher<B, I, Batch<B>>,
+    T: Batcher<B, I, Batch<B>> + 'static,
     V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
 {
+    let device = devices[0].clone();
+    let train_split = Arc::new(train_split);
     // Everything that can be refused is checked before the run directory is touched.
     let (train_len, test_len) = (train_split.len(), test_split.len());
     if opts.batch_size > train_len {
@@ -461,11 +486,61 @@ where
             (None, None) => Default::default(),
         };
         let model = crate::hinm::apply_masks(model, &masks);
+        // Processes of a --ddp run name every parameter alike (Burn pairs gradients by id).
+        let model = if opts.scale.ddp.is_some() && manifest.completed_epochs == 0 {
+            scale::positional_ids::<B, M>(model)
+        } else {
+            model
+        };
         manifest.write(&out)?;
+        let replicas = Replica::local_replicas(&opts.scale);
+        let settings = shared_settings(&opts, &manifest, train_len, test_len);
+        for (replica, device) in replicas.iter().zip(&devices).skip(1) {
+            let follower = Follower {
+                opts: opts.clone(),
+                replica: replica.clone(),
+                connected: start.connected.clone(),
+                settings: settings.clone(),
+                device: device.clone(),
+                model: model.clone().fork(device),
+                optim: optim.to_record(),
+                masks: masks.clone(),
+                bcr: bcr.clone(),
+                first: manifest.completed_epochs + 1,
+                train: train_split.clone(),
+                batcher: batchers.train.clone(),
+            };
+            let replica = replica.clone();
+            std::thread::Builder::new()
+                .name(format!("ember-replica-{}", replica.local()))
+                .spawn(move || {
+                    let local = replica.local();
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        follower.run()
+                    }));
+                    match outcome {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => replica.fail(format!("replica {local}: {e}")),
+                        Err(_) => replica.fail(format!("replica {local} panicked")),
+                    }
+                })
+                .map_err(|e| EmberError::Collective(format!("cannot start a replica: {e}")))?;
+        }
+        let replica = &replicas[0];
+        replica.fresh_run((manifest.completed_epochs == 0 && fresh).then_some((&out, !existed)));
+        join::<B, M>(
+            replica,
+            &opts.scale,
+            start.connected.as_ref(),
+            &settings,
+            &model,
+            &device,
+        )?;
         fit(
             &opts,
             &mut manifest,
             &device,
+            replica,
             Fit {
                 model,
                 optim,
@@ -573,6 +648,7 @@ fn start_manifest(
             policy: policy_lines(choices, opts.policy.is_some()),
             hinm: opts.hinm.as_ref().map(|h| h.describe()),
             bcr: opts.bcr.as_ref().map(|b| b.describe()),
+            replicas: opts.scale.replicas(),
             completed_epochs: 0,
             epoch_seconds: Vec::new(),
             history: Vec::new(),
@@ -631,6 +707,11 @@ fn start_manifest(
             opts.bcr.as_ref().map_or("off".into(), |b| b.describe()),
         ),
         differs("data", prev.data.clone(), opts.data.to_string()),
+        differs(
+            "replicas (--devices × --world)",
+            prev.replicas.to_string(),
+            opts.scale.replicas().to_string(),
+        ),
     ];
     // Version 3 records the limits; older manifests did not.
     if prev.version >= 3 {
@@ -781,6 +862,7 @@ fn fit<B, M, I, T, V>(
     opts: &TrainOptions,
     manifest: &mut Manifest,
     device: &B::Device,
+    replica: &Replica,
     fit: Fit<'_, B, M, I, T, V>,
     layers: &Layers<'_>,
     mut pruning: Pruning<'_>,
@@ -801,8 +883,12 @@ where
     } = fit;
     let out = &opts.out;
     let first = manifest.completed_epochs + 1;
+    let replicas = match opts.scale.replicas() {
+        1 => String::new(),
+        n => format!(" ({n} replicas, {} items a step)", n * opts.batch_size),
+    };
     eprintln!(
-        "training {} on {} with multiplier {}, sparse-act {} ({} train / {} test {} from {}) for epochs {first}..={}, into {}",
+        "training {} on {}{replicas} with multiplier {}, sparse-act {} ({} train / {} test {} from {}) for epochs {first}..={}, into {}",
         opts.model,
         B::name(device),
         opts.multiplier,
@@ -826,65 +912,48 @@ where
     let mut recorded = None;
     for epoch in first..=opts.epochs {
         let clock = std::time::Instant::now();
-        // The backend's RNG (SparseAct's stochastic variant draws from it) restarts from the
-        // seed and the epoch, like the data order: a resumed epoch draws what it would have.
-        B::seed(device, opts.seed.wrapping_add(epoch as u64));
-        let batcher = (batchers.train)(epoch);
-        let order = epoch_order(train.len(), opts.seed, epoch);
-        let batches = order.len().div_ceil(opts.batch_size);
-        progress.start(epoch, batches);
-        let mut sums = Sums::default();
         effects::start();
-        for (b, chunk) in order.chunks(opts.batch_size).enumerate() {
-            if opts.interrupted() {
+        let batcher = (batchers.train)(epoch);
+        let (next, sums, batches) = match train_epoch::<B, M, I, T>(
+            opts,
+            replica,
+            epoch,
+            device,
+            Shard {
+                model,
+                optim: &mut optim,
+                train,
+                batcher: &batcher,
+            },
+            &mut pruning,
+            Some(&mut progress),
+        ) {
+            Ok(done) => done,
+            Err(stop) => {
                 progress.finish();
-                return Err(EmberError::Interrupted {
-                    epoch,
-                    kept: kept(manifest),
+                replica.finish::<B::InnerBackend>();
+                return Err(match stop {
+                    Stop::Interrupted => EmberError::Interrupted {
+                        epoch,
+                        kept: kept(manifest),
+                    },
+                    Stop::NonFinite { batch, loss } => EmberError::NonFinite {
+                        epoch,
+                        batch,
+                        loss,
+                        kept: kept(manifest),
+                    },
+                    Stop::Failed(e) => e,
                 });
             }
-            let items = chunk
-                .iter()
-                .map(|&i| train.get(i).expect("an index below len"));
-            let batch = batcher.batch(items.collect(), device);
-            let step = model.step(batch);
-            let loss = sums.add(&step.item);
-            if !loss.is_finite() && opts.on_nan == OnNan::Stop {
-                progress.finish();
-                return Err(EmberError::NonFinite {
-                    epoch,
-                    batch: b + 1,
-                    loss,
-                    kept: kept(manifest),
-                });
-            }
-            let mut grads = step.grads;
-            if let Some(state) = &pruning.bcr {
-                state.add_penalty_grads(&model, &mut grads);
-            }
-            if !pruning.masks.is_empty() {
-                crate::hinm::mask_grads(&model, &mut grads, pruning.masks);
-            }
-            model = optim.step(opts.lr, model, grads);
-            if !pruning.masks.is_empty() {
-                model = crate::hinm::apply_masks(model, pruning.masks);
-            }
-            progress.batch(b + 1, &sums);
-        }
+        };
+        model = next;
         recorded = Some((effects::finish(), batches as u64, epoch));
-        if let Some(state) = pruning.bcr.as_mut()
-            && state.in_admm()
-        {
+        if pruning.bcr.as_ref().is_some_and(|s| s.in_admm()) {
             progress.finish();
-            let params = burn_hinm::module::params(&model);
-            let (lines, hard) = state.end_epoch(epoch, &params)?;
-            for line in lines {
-                eprintln!("  bcr: {line}");
-            }
-            if hard {
-                *pruning.masks = state.masks();
-                model = crate::hinm::apply_masks(model, pruning.masks);
-            }
+        }
+        for line in end_bcr_epoch(&mut model, &mut pruning, epoch)? {
+            eprintln!("  bcr: {line}");
         }
         let valid = evaluate_items::<B::InnerBackend, _, I, V>(
             &model.valid(),
@@ -893,7 +962,8 @@ where
             opts.batch_size.max(256),
             device,
         );
-        if opts.interrupted() {
+        // A parallel run stops at the next batch, where every replica learns of it at once.
+        if !replica.is_parallel() && opts.interrupted() {
             progress.finish();
             return Err(EmberError::Interrupted {
                 epoch,
@@ -933,10 +1003,12 @@ where
         manifest.history.retain(|r| r.epoch < epoch);
         manifest.history.push(row);
         manifest.write(out)?;
+        replica.fresh_run(None);
         write_reports(opts, manifest)?;
         last_test = Some(valid);
     }
     progress.finish();
+    replica.finish::<B::InnerBackend>();
     let test = last_test.expect("at least one epoch trained");
     let bytes = record::bytes::<B::InnerBackend, _>(model.valid().into_record())?;
     let file = out.join(format!("{}.mpk", run::MODEL_FILE));
@@ -987,6 +1059,269 @@ where
         report_effects(&report, Some(out))?;
     }
     Ok(test)
+}
+
+/// One replica's model and optimizer, with its share of the training data.
+struct Shard<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T> {
+    model: M,
+    optim: &'a mut Optim<B, M>,
+    train: &'a InMemDataset<I>,
+    batcher: &'a T,
+}
+
+/// Why an epoch ended before its last batch.
+enum Stop {
+    /// SIGINT/SIGTERM (on any replica of a parallel run).
+    Interrupted,
+    /// A non-finite loss under `--on-nan stop` (the loss of the whole step, all replicas).
+    NonFinite { batch: usize, loss: f64 },
+    /// Something else failed (a collective operation, a replica check).
+    Failed(EmberError),
+}
+
+/// One replica's epoch: its shard of the epoch's order ([`Replica::shard`]) in batches, each a
+/// forward and backward pass, the gradients averaged over the replicas, the pruning hooks and an
+/// optimizer step. The replicas of a parallel run exchange each step's loss, accuracy and stop
+/// request, so they report the whole step and stop at the same batch; one replica runs exactly
+/// the single-device loop. Returns the model, the epoch's sums and its number of steps.
+fn train_epoch<B, M, I, T>(
+    opts: &TrainOptions,
+    replica: &Replica,
+    epoch: usize,
+    device: &B::Device,
+    shard: Shard<'_, B, M, I, T>,
+    pruning: &mut Pruning<'_>,
+    mut progress: Option<&mut Progress>,
+) -> std::result::Result<(M, Sums, usize), Stop>
+where
+    B: TrainBackend,
+    M: TrainableClassifier<B>,
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, Batch<B>>,
+{
+    let Shard {
+        mut model,
+        optim,
+        train,
+        batcher,
+    } = shard;
+    // The backend's RNG (SparseAct's stochastic variant draws from it) restarts from the
+    // seed and the epoch, like the data order: a resumed epoch draws what it would have.
+    B::seed(device, opts.seed.wrapping_add(epoch as u64));
+    let order = replica.shard(epoch_order(train.len(), opts.seed, epoch));
+    let batches = order.len().div_ceil(opts.batch_size);
+    if let Some(p) = progress.as_deref_mut() {
+        p.start(epoch, batches);
+    }
+    let mut sums = Sums::default();
+    for (b, chunk) in order.chunks(opts.batch_size).enumerate() {
+        if !replica.is_parallel() && opts.interrupted() {
+            return Err(Stop::Interrupted);
+        }
+        let items = chunk
+            .iter()
+            .map(|&i| train.get(i).expect("an index below len"));
+        let batch = batcher.batch(items.collect(), device);
+        let step = model.step(batch);
+        let loss = if replica.is_parallel() {
+            let (loss, correct, seen) = Sums::stats(&step.item);
+            let stop = f32::from(u8::from(opts.interrupted()));
+            let all = replica
+                .sum::<B::InnerBackend>(
+                    &[(loss * seen as f64) as f32, correct as f32, seen as f32, stop],
+                    device,
+                )
+                .map_err(Stop::Failed)?;
+            if all[3] > 0.0 {
+                return Err(Stop::Interrupted);
+            }
+            let seen = all[2] as usize;
+            let loss = f64::from(all[0]) / seen.max(1) as f64;
+            sums.add_stats(loss, all[1] as usize, seen);
+            loss
+        } else {
+            sums.add(&step.item)
+        };
+        if !loss.is_finite() && opts.on_nan == OnNan::Stop {
+            return Err(Stop::NonFinite {
+                batch: b + 1,
+                loss,
+            });
+        }
+        let mut grads = replica
+            .mean_grads::<B::InnerBackend>(step.grads)
+            .map_err(Stop::Failed)?;
+        if let Some(state) = &pruning.bcr {
+            state.add_penalty_grads(&model, &mut grads);
+        }
+        if !pruning.masks.is_empty() {
+            crate::hinm::mask_grads(&model, &mut grads, pruning.masks);
+        }
+        model = optim.step(opts.lr, model, grads);
+        if !pruning.masks.is_empty() {
+            model = crate::hinm::apply_masks(model, pruning.masks);
+        }
+        if replica.verifies() {
+            replica
+                .verify_step::<B::InnerBackend>(scale::param_digest(&model), device, epoch, b + 1)
+                .map_err(Stop::Failed)?;
+        }
+        if let Some(p) = progress.as_deref_mut() {
+            p.batch(b + 1, &sums);
+        }
+    }
+    Ok((model, sums, batches))
+}
+
+/// BCR's end of an epoch during ADMM (Z and U updated, or hard pruning with its masks applied):
+/// the lines to report. Every replica runs it on equal parameters, so their states stay equal.
+fn end_bcr_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
+    model: &mut M,
+    pruning: &mut Pruning<'_>,
+    epoch: usize,
+) -> Result<Vec<String>> {
+    let Some(state) = pruning.bcr.as_mut().filter(|s| s.in_admm()) else {
+        return Ok(Vec::new());
+    };
+    let params = burn_hinm::module::params(&*model);
+    let (lines, hard) = state.end_epoch(epoch, &params)?;
+    if hard {
+        *pruning.masks = state.masks();
+        *model = crate::hinm::apply_masks(model.clone(), pruning.masks);
+    }
+    Ok(lines)
+}
+
+/// What every replica of a parallel run must share, as text: the settings that decide what it
+/// computes (not where it writes or reads from) and the epoch it starts at.
+fn shared_settings(opts: &TrainOptions, manifest: &Manifest, train: usize, test: usize) -> String {
+    format!(
+        "model {} act {} backend {} multiplier {} sparse-act {} policy {:?} epochs {} batch {} \
+         lr {} seed {} dataset {} ({train} train / {test} test) on-nan {} hinm {:?} bcr {:?} \
+         devices {} world {} verify {} from epoch {}",
+        opts.model,
+        opts.act,
+        opts.backend,
+        opts.multiplier.name(),
+        opts.sparse_act,
+        manifest.policy,
+        opts.epochs,
+        opts.batch_size,
+        opts.lr,
+        opts.seed,
+        opts.data.kind(),
+        opts.on_nan,
+        opts.hinm.as_ref().map(|h| h.describe()),
+        opts.bcr.as_ref().map(|b| b.describe()),
+        opts.scale.devices,
+        opts.scale.ddp.as_ref().map_or(1, |d| d.world),
+        opts.scale.verify,
+        manifest.completed_epochs + 1,
+    )
+}
+
+/// Joins a replica to the others (every replica of every process calls it, in the same order)
+/// and checks that they all train the same run from the same weights.
+fn join<B: TrainBackend, M: TrainableClassifier<B>>(
+    replica: &Replica,
+    scale: &Scale,
+    connected: Option<&scale::Connected>,
+    settings: &str,
+    model: &M,
+    device: &B::Device,
+) -> Result<()> {
+    if !replica.is_parallel() {
+        return Ok(());
+    }
+    replica.register::<B::InnerBackend>(scale, connected, device)?;
+    replica.agree::<B::InnerBackend>(scale::text_digest(settings), device, |r| {
+        format!(
+            "replica {r} trains another run than replica 0 (start every process with the same \
+             options but --rank, --out and addresses; a resumed run needs the same checkpoint \
+             everywhere); this one: {settings}"
+        )
+    })?;
+    // Across processes this is the second all-reduce, where burn-collective 0.21.0 hangs.
+    if scale.ddp.is_some() {
+        replica.hint(Some(scale::BURN_COLLECTIVE_0_21));
+    }
+    replica.agree::<B::InnerBackend>(scale::param_digest(model), device, |r| {
+        format!("replica {r} starts from other weights than replica 0")
+    })?;
+    replica.hint(None);
+    Ok(())
+}
+
+/// A replica after the first of its process: it trains its shards in step with the others and
+/// writes nothing (the first replica writes the run directory and evaluates).
+struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
+    opts: TrainOptions,
+    replica: Replica,
+    connected: Option<scale::Connected>,
+    settings: String,
+    device: B::Device,
+    model: M,
+    optim: <Optim<B, M> as Optimizer<M, B>>::Record,
+    masks: std::collections::BTreeMap<String, Vec<f32>>,
+    bcr: Option<crate::bcr::BcrState>,
+    first: usize,
+    train: Arc<InMemDataset<I>>,
+    batcher: Arc<dyn Fn(usize) -> T + Send + Sync>,
+}
+
+impl<B: TrainBackend, M: TrainableClassifier<B>, I, T> Follower<B, M, I, T>
+where
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, Batch<B>>,
+{
+    fn run(self) -> Result<()> {
+        let Self {
+            opts,
+            replica,
+            connected,
+            settings,
+            device,
+            mut model,
+            optim,
+            mut masks,
+            bcr,
+            first,
+            train,
+            batcher,
+        } = self;
+        join::<B, M>(
+            &replica,
+            &opts.scale,
+            connected.as_ref(),
+            &settings,
+            &model,
+            &device,
+        )?;
+        let mut optim = AdamConfig::new().init::<B, M>().load_record(optim);
+        let mut pruning = Pruning {
+            masks: &mut masks,
+            bcr,
+        };
+        for epoch in first..=opts.epochs {
+            let batcher = batcher(epoch);
+            let shard = Shard {
+                model,
+                optim: &mut optim,
+                train: &train,
+                batcher: &batcher,
+            };
+            match train_epoch::<B, M, I, T>(&opts, &replica, epoch, &device, shard, &mut pruning, None)
+            {
+                Ok((next, _, _)) => model = next,
+                Err(Stop::Failed(e)) => return Err(e),
+                // the first replica reports the stop
+                Err(_) => break,
+            }
+            end_bcr_epoch(&mut model, &mut pruning, epoch)?;
+        }
+        replica.finish::<B::InnerBackend>();
+        Ok(())
+    }
 }
 
 /// What pruning does to each training step: the fixed masks (HiNM fine-tuning, BCR's one-shot
@@ -1054,18 +1389,30 @@ impl Running for Sums {
 impl Sums {
     /// Adds a batch's output; returns its loss.
     fn add<B: Backend>(&mut self, out: &ClassificationOutput<B>) -> f64 {
+        let (loss, correct, n) = Self::stats(out);
+        self.add_stats(loss, correct, n);
+        loss
+    }
+
+    /// A batch's mean loss, correct predictions and size.
+    fn stats<B: Backend>(out: &ClassificationOutput<B>) -> (f64, usize, usize) {
         let n = out.targets.dims()[0];
         let loss = out.loss.clone().into_scalar().elem::<f64>();
         let pred = out.output.clone().argmax(1).squeeze_dim::<1>(1);
-        self.correct += pred
+        let correct = pred
             .equal(out.targets.clone())
             .int()
             .sum()
             .into_scalar()
             .elem::<i64>() as usize;
+        (loss, correct, n)
+    }
+
+    /// Adds a batch of `n` items with mean loss `loss` and `correct` right answers.
+    fn add_stats(&mut self, loss: f64, correct: usize, n: usize) {
+        self.correct += correct;
         self.loss += loss * n as f64;
         self.seen += n;
-        loss
     }
 
     fn loss(&self) -> f64 {

@@ -134,6 +134,7 @@ fn prune_bcr(
             from: Some(args.checkpoint),
         }),
         interrupt: None,
+        scale: Default::default(),
     })?;
     println!(
         "test accuracy {:.2}% after BCR {level} and {} epochs of masked retraining; wrote {} \

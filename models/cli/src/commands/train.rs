@@ -39,7 +39,7 @@ pub struct TrainArgs {
     /// Total number of epochs.
     #[arg(long, default_value_t = 3)]
     epochs: usize,
-    /// Batch size.
+    /// Batch size (per replica with --devices or --ddp).
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
     /// Adam learning rate.
@@ -94,6 +94,64 @@ pub struct TrainArgs {
     perm: burn_hinm::gyro::Method,
     #[command(flatten)]
     bcr: BcrArgs,
+    #[command(flatten)]
+    scale: ScaleArgs,
+}
+
+/// Data parallelism on Burn's collective all-reduce (docs/scaling.md).
+#[derive(clap::Args)]
+pub struct ScaleArgs {
+    /// Train data-parallel on the first N devices of --backend (one replica each, gradients
+    /// averaged every step; --batch-size is per replica). More than there are is refused with
+    /// the list of the backend's devices.
+    #[arg(long, default_value_t = 1)]
+    devices: usize,
+    /// Train data-parallel across processes (and machines): start one process per --rank with
+    /// the same options, --rank 0 first; each writes its own --out.
+    #[arg(long, requires_all = ["rank", "world", "coordinator"])]
+    ddp: bool,
+    /// This process's rank, 0..WORLD (rank 0 serves the coordinator).
+    #[arg(long, requires = "ddp")]
+    rank: Option<u32>,
+    /// Number of processes.
+    #[arg(long, requires = "ddp")]
+    world: Option<u32>,
+    /// HOST:PORT where rank 0 serves Burn's collective orchestrator (e.g. 127.0.0.1:29500).
+    #[arg(long, value_name = "HOST:PORT", requires = "ddp")]
+    coordinator: Option<String>,
+    /// Port of this process's tensor service (default: the coordinator's port + 1 + rank).
+    #[arg(long, requires = "ddp")]
+    ddp_port: Option<u16>,
+    /// Host or address the other processes reach this one at (default: this machine's address
+    /// towards the coordinator).
+    #[arg(long, requires = "ddp")]
+    ddp_host: Option<String>,
+    /// Check after every step that all replicas hold bit-identical parameters (one read of
+    /// the parameters per step).
+    #[arg(long)]
+    verify_replicas: bool,
+    /// Seconds a replica waits for the others before the run ends as lost (a process died).
+    #[arg(long, default_value_t = 300)]
+    collective_timeout: u64,
+}
+
+impl ScaleArgs {
+    /// The scale of a run.
+    pub fn scale(self) -> ember_train::scale::Scale {
+        let ddp = self.ddp.then(|| ember_train::scale::Ddp {
+            rank: self.rank.expect("clap requires --rank with --ddp"),
+            world: self.world.expect("clap requires --world with --ddp"),
+            coordinator: self.coordinator.expect("clap requires --coordinator with --ddp"),
+            port: self.ddp_port,
+            host: self.ddp_host,
+        });
+        ember_train::scale::Scale {
+            devices: self.devices,
+            ddp,
+            verify: self.verify_replicas,
+            timeout: std::time::Duration::from_secs(self.collective_timeout),
+        }
+    }
 }
 
 /// BCR pruning (GRIM): block column-row sparsity, ADMM, the packed model.bcr.
@@ -246,6 +304,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         }),
         bcr,
         interrupt: interrupt_flag(),
+        scale: args.scale.scale(),
     })?;
     println!(
         "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, effects.md, model.mpk)",

@@ -11,4 +11,5 @@ mod faults;
 mod hinm_cli;
 mod lut_cli;
 mod policy_cli;
+mod scale_cli;
 mod sparse_act_cli;

@@ -25,6 +25,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
             policy: None,
             hinm: None,
             bcr: None,
+            replicas: 1,
             completed_epochs: 1,
             epoch_seconds: vec![1.0],
             history: Vec::new(),

@@ -26,6 +26,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         policy: None,
         hinm: None,
         bcr: None,
+        replicas: 1,
         completed_epochs: completed,
         epoch_seconds: vec![],
         history: vec![],
