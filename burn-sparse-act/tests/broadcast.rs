@@ -1,17 +1,17 @@
 //! The fused broadcast nodes against stock Burn: PReLU (stock `burn::nn::PRelu`, reaching the
 //! backend's `prelu`) and the per-channel affine ([`burn_sparse_act::fused_affine`]) give the
 //! outputs and gradients of Burn's composites within 1e-6 relative (sums in another order),
-//! on ndarray (the host path) and on wgpu (the kernels), both vectorisation branches, and over
-//! ApproxMul.
+//! on ndarray (the host path) and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects (the
+//! kernels; wgpu by default), both vectorisation branches, and over ApproxMul.
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::nn::PReluConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_sparse_act::{SparseAct, SparseDevice};
 use cubecl_kernels::decorator::KernelBackend;
-use cubecl_kernels::testing::{lcg_data, leaf};
+use cubecl_kernels::testing::{TestBackend, lcg_data, leaf};
 
 /// The affine `x · α + β` on `x`'s last axis, one way or the other.
 type AffineFn<B> = fn(Tensor<B, 3>, Tensor<B, 1>, Option<Tensor<B, 1>>) -> Tensor<B, 3>;
@@ -133,9 +133,10 @@ fn on_ndarray_the_fused_nodes_equal_burns_composites() {
     fused_equals_stock::<NdArray>("ndarray");
 }
 
-#[test]
-fn on_wgpu_the_fused_kernels_equal_burns_composites() {
-    fused_equals_stock::<Wgpu>("wgpu");
+cubecl_kernels::runtime_test! {
+    fn on_cubecl_the_fused_kernels_equal_burns_composites<R>() {
+        fused_equals_stock::<TestBackend<R>>(R::NAME);
+    }
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! Gradients under SparseAct: at s = 0 it is the plain autodiff backend (every parameter's
 //! gradient, bit for bit); at s > 0 the weight gradient is the one computed from the masked
 //! input and the input gradient is unchanged; over ApproxMul the masked product is still
-//! approximate; on ndarray and on wgpu.
+//! approximate; on ndarray and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects (wgpu by
+//! default).
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -11,6 +12,7 @@ use burn::tensor::{Tensor, TensorData, activation::gelu, module::linear};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_sparse_act::{Policy, Pruning, SparseAct, SparseDevice};
 use cubecl_kernels::bsr::host;
+use cubecl_kernels::testing::TestBackend;
 
 /// Deterministic data in [-1, 1).
 fn data(shape: &[usize], seed: u64) -> Vec<f32> {
@@ -242,20 +244,20 @@ fn weight_gradient_comes_from_the_masked_input_over_approx_mul() {
     }
 }
 
-#[test]
-fn weight_gradient_comes_from_the_masked_input_on_wgpu() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    for (dims, out, s, b) in CASES {
-        let p = Pruning::new(s, b).unwrap();
-        let dev = SparseDevice::<Wgpu>::new(Default::default(), Policy::uniform(p));
-        check_linear::<SparseAct<Autodiff<Wgpu>>, Autodiff<Wgpu>>(
-            &dev,
-            &Default::default(),
-            dims,
-            out,
-            p,
-            1e-5,
-        );
+cubecl_kernels::runtime_test! {
+    fn weight_gradient_comes_from_the_masked_input_on_cubecl<R>() {
+        for (dims, out, s, b) in CASES {
+            let p = Pruning::new(s, b).unwrap();
+            let dev = SparseDevice::<TestBackend<R>>::new(Default::default(), Policy::uniform(p));
+            check_linear::<SparseAct<Autodiff<TestBackend<R>>>, Autodiff<TestBackend<R>>>(
+                &dev,
+                &Default::default(),
+                dims,
+                out,
+                p,
+                1e-5,
+            );
+        }
     }
 }
 
@@ -326,42 +328,44 @@ fn fused_scale_gradient_comes_from_the_masked_activation() {
     );
 }
 
-#[test]
-fn on_wgpu_the_kernels_prune_and_honour_the_approximate_multiply() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let mul = Multiplier::parse("afm16").unwrap();
-    let approx = ApproxDevice::<Wgpu>::new(Default::default(), mul);
-    for (dims, out, s, b) in CASES {
-        let p = Pruning::new(s, b).unwrap();
-        let dev = SparseDevice::<ApproxMul<Wgpu>>::new(approx.clone(), Policy::uniform(p));
-        // dW within 1e-5 of the ApproxMul product of the masked input: the approximate
-        // multiply's error is orders of magnitude larger, so a plain multiply would fail here
-        check_linear::<SparseAct<Autodiff<ApproxMul<Wgpu>>>, Autodiff<ApproxMul<Wgpu>>>(
-            &dev, &approx, dims, out, p, 1e-5,
-        );
+cubecl_kernels::runtime_test! {
+    fn on_cubecl_the_kernels_prune_and_honour_the_approximate_multiply<R>() {
+        let mul = Multiplier::parse("afm16").unwrap();
+        let approx = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
+        for (dims, out, s, b) in CASES {
+            let p = Pruning::new(s, b).unwrap();
+            let dev =
+                SparseDevice::<ApproxMul<TestBackend<R>>>::new(approx.clone(), Policy::uniform(p));
+            // dW within 1e-5 of the ApproxMul product of the masked input: the approximate
+            // multiply's error is orders of magnitude larger, so a plain multiply would fail here
+            check_linear::<
+                SparseAct<Autodiff<ApproxMul<TestBackend<R>>>>,
+                Autodiff<ApproxMul<TestBackend<R>>>,
+            >(&dev, &approx, dims, out, p, 1e-5);
+        }
     }
 }
 
-#[test]
-fn the_kernel_path_is_taken_exactly_where_the_backend_has_cubecl() {
-    use burn::tensor::TensorPrimitive;
-    use burn_sparse_act::kernel::{Stored, prune_stored};
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let xv = data(&[2, 3, 8], 31);
-    let on_wgpu = tensor::<Wgpu, 3>(xv.clone(), [2, 3, 8], &Default::default());
-    let TensorPrimitive::Float(x) = on_wgpu.into_primitive() else {
-        unreachable!()
-    };
-    assert!(matches!(
-        prune_stored::<Wgpu>(x, 4, 0.5, None),
-        Stored::Kernel { .. }
-    ));
-    let on_ndarray = tensor::<NdArray, 3>(xv, [2, 3, 8], &Default::default());
-    let TensorPrimitive::Float(x) = on_ndarray.into_primitive() else {
-        unreachable!()
-    };
-    assert!(matches!(
-        prune_stored::<NdArray>(x, 4, 0.5, None),
-        Stored::Tensors(_)
-    ));
+cubecl_kernels::runtime_test! {
+    fn the_kernel_path_is_taken_exactly_where_the_backend_has_cubecl<R>() {
+        use burn::tensor::TensorPrimitive;
+        use burn_sparse_act::kernel::{Stored, prune_stored};
+        let xv = data(&[2, 3, 8], 31);
+        let on_cubecl = tensor::<TestBackend<R>, 3>(xv.clone(), [2, 3, 8], &Default::default());
+        let TensorPrimitive::Float(x) = on_cubecl.into_primitive() else {
+            unreachable!()
+        };
+        assert!(matches!(
+            prune_stored::<TestBackend<R>>(x, 4, 0.5, None),
+            Stored::Kernel { .. }
+        ));
+        let on_ndarray = tensor::<NdArray, 3>(xv, [2, 3, 8], &Default::default());
+        let TensorPrimitive::Float(x) = on_ndarray.into_primitive() else {
+            unreachable!()
+        };
+        assert!(matches!(
+            prune_stored::<NdArray>(x, 4, 0.5, None),
+            Stored::Tensors(_)
+        ));
+    }
 }

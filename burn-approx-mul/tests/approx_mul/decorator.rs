@@ -1,9 +1,10 @@
-//! `Autodiff<ApproxMul<B>>` on ndarray (host path) and wgpu (kernel path): native is the inner
-//! backend bit for bit; the im2col/GEMM lowering of every convolution and of linear/matmul agrees
+//! `Autodiff<ApproxMul<B>>` on ndarray (host path) and on the CubeCL runtime
+//! `EMBER_TEST_RUNTIME` selects (kernel path; wgpu by default): native is the inner backend bit
+//! for bit; the im2col/GEMM lowering of every convolution and of linear/matmul agrees
 //! with Burn's own ops under exact products; approximate products reach the forward pass and both
 //! gradients; the kernel and host paths agree.
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{
     conv_transpose1d, conv_transpose2d, conv_transpose3d, conv1d, conv2d, conv3d, linear,
@@ -12,7 +13,7 @@ use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 
-use cubecl_kernels::testing::{lcg_data as data, leaf};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, lcg_data as data, leaf};
 
 /// Named outputs and gradients of a suite of cases (shared with `transpose.rs`).
 pub(crate) type Record = Vec<(String, Vec<f32>)>;
@@ -168,30 +169,32 @@ fn on_ndarray(mul: &str) -> Record {
     run_cases::<Autodiff<ApproxMul<NdArray>>>(&device)
 }
 
-fn on_wgpu(mul: &str) -> Record {
-    let device = ApproxDevice::<Wgpu>::new(Default::default(), Multiplier::parse(mul).unwrap());
-    run_cases::<Autodiff<ApproxMul<Wgpu>>>(&device)
+fn on_cubecl<R: TestRuntime>(mul: &str) -> Record {
+    let device =
+        ApproxDevice::<TestBackend<R>>::new(Default::default(), Multiplier::parse(mul).unwrap());
+    run_cases::<Autodiff<ApproxMul<TestBackend<R>>>>(&device)
 }
 
-fn adapter() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+cubecl_kernels::runtime_test! {
+    fn native_is_the_inner_backend_bit_for_bit<R>() {
+        let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+        assert_eq!(on_ndarray("native"), plain);
+        let plain = run_cases::<Autodiff<TestBackend<R>>>(&Default::default());
+        assert_eq!(on_cubecl::<R>("native"), plain);
+    }
 }
 
-#[test]
-fn native_is_the_inner_backend_bit_for_bit() {
-    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
-    assert_eq!(on_ndarray("native"), plain);
-    adapter();
-    let plain = run_cases::<Autodiff<Wgpu>>(&Default::default());
-    assert_eq!(on_wgpu("native"), plain);
-}
-
-#[test]
-fn lowering_with_exact_products_matches_burns_own_ops() {
-    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
-    compare(&on_ndarray("fp32"), &plain, 1e-5, "ndarray fp32");
-    adapter();
-    compare(&on_wgpu("fp32"), &plain, 1e-5, "wgpu fp32");
+cubecl_kernels::runtime_test! {
+    fn lowering_with_exact_products_matches_burns_own_ops<R>() {
+        let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+        compare(&on_ndarray("fp32"), &plain, 1e-5, "ndarray fp32");
+        compare(
+            &on_cubecl::<R>("fp32"),
+            &plain,
+            1e-5,
+            &format!("{} fp32", R::NAME),
+        );
+    }
 }
 
 #[test]
@@ -217,11 +220,11 @@ fn approximate_products_reach_forward_and_both_gradients() {
     );
 }
 
-#[test]
-fn kernel_path_equals_host_path() {
-    adapter();
-    for mul in ["mbm7", "mitchell23", "afm32", "acc3"] {
-        compare(&on_wgpu(mul), &on_ndarray(mul), 1e-5, mul);
+cubecl_kernels::runtime_test! {
+    fn kernel_path_equals_host_path<R>() {
+        for mul in ["mbm7", "mitchell23", "afm32", "acc3"] {
+            compare(&on_cubecl::<R>(mul), &on_ndarray(mul), 1e-5, mul);
+        }
     }
 }
 

@@ -1,15 +1,16 @@
 //! Transposed convolutions over a grid of stride, dilation, padding and `padding_out` (1 to 3
 //! spatial dims, output and both gradients) under exact products (`fp32`) against Burn's own
-//! ops, on ndarray (host path) and wgpu (kernel path). `padding_out ≥ stride` (allowed while it
-//! is below the dilation) once gave wrong shapes on ndarray and wrong values on wgpu.
+//! ops, on ndarray (host path) and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects (kernel
+//! path; wgpu by default). `padding_out ≥ stride` (allowed while it is below the dilation) once
+//! gave wrong shapes on ndarray and wrong values on wgpu.
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv_transpose1d, conv_transpose2d, conv_transpose3d};
 use burn::tensor::ops::ConvTransposeOptions;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
-use cubecl_kernels::testing::leaf;
+use cubecl_kernels::testing::{TestBackend, leaf};
 
 use crate::decorator::{Record, compare};
 
@@ -85,23 +86,23 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Record {
     out
 }
 
-#[test]
-fn transposed_convolutions_match_burn_over_the_whole_grid() {
-    let fp32 = || Multiplier::parse("fp32").unwrap();
-    let plain = run::<Autodiff<NdArray>>(&Default::default());
-    let device = ApproxDevice::<NdArray>::new(Default::default(), fp32());
-    compare(
-        &run::<Autodiff<ApproxMul<NdArray>>>(&device),
-        &plain,
-        1e-5,
-        "ndarray fp32",
-    );
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let device = ApproxDevice::<Wgpu>::new(Default::default(), fp32());
-    compare(
-        &run::<Autodiff<ApproxMul<Wgpu>>>(&device),
-        &plain,
-        1e-5,
-        "wgpu fp32",
-    );
+cubecl_kernels::runtime_test! {
+    fn transposed_convolutions_match_burn_over_the_whole_grid<R>() {
+        let fp32 = || Multiplier::parse("fp32").unwrap();
+        let plain = run::<Autodiff<NdArray>>(&Default::default());
+        let device = ApproxDevice::<NdArray>::new(Default::default(), fp32());
+        compare(
+            &run::<Autodiff<ApproxMul<NdArray>>>(&device),
+            &plain,
+            1e-5,
+            "ndarray fp32",
+        );
+        let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), fp32());
+        compare(
+            &run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device),
+            &plain,
+            1e-5,
+            &format!("{} fp32", R::NAME),
+        );
+    }
 }

@@ -1,14 +1,14 @@
-//! A small net with a Conv2d and a Linear: packed on ndarray and wgpu, unpacked, and through
-//! Autodiff.
+//! A small net with a Conv2d and a Linear: packed on ndarray and on the CubeCL runtime
+//! `EMBER_TEST_RUNTIME` selects (wgpu by default), unpacked, and through Autodiff.
 
 use crate::{TOLERANCE, close, net, packed_weights, with_weights};
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_bcr::backend::{Bcr, BcrDevice, BcrFloat};
 use burn_bcr::module::pack_module;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects::{self, Pass};
-use cubecl_kernels::testing::{assert_other_ops_densify, reloaded};
+use cubecl_kernels::testing::{TestBackend, assert_other_ops_densify, reloaded};
 
 fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str) {
     let device = BcrDevice::<B>::new(Default::default(), ());
@@ -68,9 +68,10 @@ fn ndarray_runs_the_host_product() {
     packed_model_equals_masked_dense::<NdArray>("bcrc host");
 }
 
-#[test]
-fn wgpu_runs_the_kernel() {
-    packed_model_equals_masked_dense::<Wgpu>("bcrc kernel");
+cubecl_kernels::runtime_test! {
+    fn cubecl_runs_the_kernel<R>() {
+        packed_model_equals_masked_dense::<TestBackend<R>>("bcrc kernel");
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! `input.matmul(weight)`, which runs BCRC's sparse product.
 
 use crate::{close, packed_weights, with_weights};
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::module::Module;
 use burn::nn::gru::{Gru, GruConfig};
 use burn::tensor::{Distribution, Tensor};
@@ -10,6 +10,7 @@ use burn_bcr::backend::{Bcr, BcrDevice};
 use burn_bcr::module::pack_module;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects::{self, Pass};
+use cubecl_kernels::testing::TestBackend;
 
 const BATCH: usize = 3;
 const STEPS: usize = 4;
@@ -52,7 +53,8 @@ fn gru_gates_run_the_host_product_on_ndarray() {
     packed_gru_equals_masked_dense::<NdArray>("bcrc host");
 }
 
-#[test]
-fn gru_gates_run_the_kernel_on_wgpu() {
-    packed_gru_equals_masked_dense::<Wgpu>("bcrc kernel");
+cubecl_kernels::runtime_test! {
+    fn gru_gates_run_the_kernel_on_cubecl<R>() {
+        packed_gru_equals_masked_dense::<TestBackend<R>>("bcrc kernel");
+    }
 }

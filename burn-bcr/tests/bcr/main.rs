@@ -1,7 +1,8 @@
-//! `Bcr<B>` on unmodified `burn::nn` layers, on ndarray (the host product) and wgpu (the
-//! kernel): packed models equal the masked dense ones, packed contractions run BCRC's sparse
-//! product and every other op densifies and says so, unpacked models are the inner backend bit
-//! for bit, and the packed model file round-trips and refuses damaged bytes.
+//! `Bcr<B>` on unmodified `burn::nn` layers, on ndarray (the host product) and on the CubeCL
+//! runtime `EMBER_TEST_RUNTIME` selects (the kernel; wgpu by default): packed models equal the
+//! masked dense ones, packed contractions run BCRC's sparse product and every other op densifies
+//! and says so, unpacked models are the inner backend bit for bit, and the packed model file
+//! round-trips and refuses damaged bytes.
 
 mod decorator;
 mod file;

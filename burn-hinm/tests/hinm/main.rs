@@ -1,8 +1,9 @@
-//! `Hinm<B>` on unmodified `burn::nn` layers, on ndarray (host path) and wgpu (the kernel):
+//! `Hinm<B>` on unmodified `burn::nn` layers, on ndarray (host path) and on the CubeCL runtime
+//! `EMBER_TEST_RUNTIME` selects (the kernel; wgpu by default):
 //! a packed model's outputs equal the masked dense model's, packed contractions run the sparse
 //! product, and every other op densifies and says so.
 
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_hinm::backend::{Hinm, HinmDevice};
@@ -14,7 +15,7 @@ use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects;
 use cubecl_kernels::hinm::Packed;
 use cubecl_kernels::testing::{
-    assert_close, assert_other_ops_densify, net, reloaded, with_weights,
+    TestBackend, assert_close, assert_other_ops_densify, net, reloaded, with_weights,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -85,9 +86,10 @@ fn ndarray_runs_the_host_product() {
     packed_model_equals_masked_dense::<NdArray>("hinm host");
 }
 
-#[test]
-fn wgpu_runs_the_kernel() {
-    packed_model_equals_masked_dense::<Wgpu>("hinm kernel");
+cubecl_kernels::runtime_test! {
+    fn cubecl_runs_the_kernel<R>() {
+        packed_model_equals_masked_dense::<TestBackend<R>>("hinm kernel");
+    }
 }
 
 #[test]

@@ -1,21 +1,20 @@
-//! SparseAct's kernels against their host references on wgpu (lavapipe where there is no GPU),
-//! bit for bit: block norms, top-k selection and compression (padded blocks, ties, NaN), and
-//! the block-sparse weight gradient under every multiply kind, tile edges and long runs.
+//! SparseAct's kernels against their host references on the runtime `EMBER_TEST_RUNTIME` selects
+//! (wgpu by default, lavapipe where there is no GPU), bit for bit: block norms, top-k selection and
+//! compression (padded blocks, ties, NaN), and the block-sparse weight gradient under every
+//! multiply kind, tile edges and long runs.
 
-use burn::backend::Wgpu;
 use burn::tensor::{Int, Tensor, TensorData};
-use cubecl::wgpu::WgpuRuntime;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::prune::{self, PrunedCube};
 use cubecl_kernels::bsr::{host, keep_count, spmm};
-use cubecl_kernels::testing::{multipliers, uniform};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, multipliers, uniform};
 
 use crate::{Cube, cube, floats};
 
 /// A u32 tensor read back (its handle reinterpreted as an int tensor of the same width).
-fn words<const D: usize>(mut t: Cube) -> Vec<u32> {
+fn words<R: TestRuntime, const D: usize>(mut t: Cube<R>) -> Vec<u32> {
     t.dtype = burn_std::DType::I32;
-    Tensor::<Wgpu, D, Int>::from_primitive(t)
+    Tensor::<TestBackend<R>, D, Int>::from_primitive(t)
         .into_data()
         .convert::<i32>()
         .to_vec::<i32>()
@@ -25,8 +24,8 @@ fn words<const D: usize>(mut t: Cube) -> Vec<u32> {
         .collect()
 }
 
-fn prune_on_device(x: &[f32], dims: [usize; 3], b: usize, s: f64) -> PrunedCube<WgpuRuntime> {
-    let t = cube(x, dims);
+fn prune_on_device<R: TestRuntime>(x: &[f32], dims: [usize; 3], b: usize, s: f64) -> PrunedCube<R> {
+    let t = cube::<R, 3>(x, dims);
     let norms = prune::launch_block_norms(&t, b);
     let keep = keep_count(dims[1] * dims[2].div_ceil(b), s);
     prune::launch_compress(&t, &norms, b, keep)
@@ -56,124 +55,138 @@ fn cases() -> Vec<([usize; 3], usize, f64)> {
     ]
 }
 
-#[test]
-fn block_norms_equal_the_host_reference() {
-    for (dims, b, _) in cases() {
-        let x = uniform(dims.iter().product(), 11);
-        let got = floats::<2>(prune::launch_block_norms(&cube(&x, dims), b));
-        assert_eq!(got, host_norms(&x, dims, b), "{dims:?} b={b}");
-    }
-}
-
-#[test]
-fn pruning_equals_the_host_reference() {
-    for (dims, b, s) in cases() {
-        let x = uniform(dims.iter().product(), 5);
-        let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
-        let got = prune_on_device(&x, dims, b, s);
-        assert_eq!(words::<2>(got.crow), want.2, "crow {dims:?} b={b} s={s}");
-        assert_eq!(words::<2>(got.col), want.1, "col {dims:?} b={b} s={s}");
-        assert_eq!(
-            floats::<3>(got.values),
-            want.0,
-            "values {dims:?} b={b} s={s}"
-        );
-    }
-}
-
-#[test]
-fn ties_go_to_the_lower_index_and_nan_blocks_are_kept() {
-    let dims = [2, 4, 8];
-    // every block of the first sample has the same norm; the second has NaN and +∞ blocks
-    let mut x = vec![0.5f32; 64];
-    x[32 + 3] = f32::NAN;
-    x[32 + 20] = f32::INFINITY;
-    x[32 + 9] = -3.0;
-    for s in [0.25, 0.75] {
-        let want = prune::columns(&host::prune(&x, dims, 4, s), 2);
-        let got = prune_on_device(&x, dims, 4, s);
-        assert_eq!(words::<2>(got.col), want.1, "s={s}");
-        assert_eq!(words::<2>(got.crow), want.2, "s={s}");
-        let (got, want) = (floats::<3>(got.values), want.0);
-        assert!(
-            got.iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
-            "s={s}: {got:?} vs {want:?}"
-        );
-    }
-}
-
-#[test]
-fn weight_gradient_equals_the_host_reference_under_every_multiply() {
-    // (dims, b, s, out): tile edges along out (70 > 64) and rows (b = 20, 48: two row tiles
-    // of 16 rows or one of 32), runs longer than the 16 staged blocks
-    let shapes = [
-        ([2, 5, 8], 2, 0.5, 5),
-        ([3, 30, 20], 20, 0.4, 70),
-        ([2, 50, 48], 16, 0.5, 33),
-        ([2, 7, 40], 48, 0.0, 9),
-        ([4, 12, 64], 64, 0.8, 64),
-    ];
-    for (name, mul) in multipliers() {
-        for (dims, b, s, out) in shapes {
-            let [samples, rows, d] = dims;
-            let x = uniform(samples * rows * d, 21);
-            let g = uniform(samples * rows * out, 22);
-            let bsr = host::prune(&x, dims, b, s);
-            let want = host::weight_grad(&bsr, &g, out, &mul);
-            let pruned = prune_on_device(&x, dims, b, s);
-            let dw =
-                spmm::launch_weight_grad(&pruned, dims, b, &cube(&g, [samples * rows, out]), &mul);
-            let got = floats::<2>(dw);
-            let same = got
-                .iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(same, "{name} {dims:?} b={b} s={s} out={out}");
+cubecl_kernels::runtime_test! {
+    fn block_norms_equal_the_host_reference<R>() {
+        for (dims, b, _) in cases() {
+            let x = uniform(dims.iter().product(), 11);
+            let got = floats::<R, 2>(prune::launch_block_norms(&cube::<R, 3>(&x, dims), b));
+            assert_eq!(got, host_norms(&x, dims, b), "{dims:?} b={b}");
         }
     }
 }
 
-#[test]
-fn weight_gradient_of_a_strided_gradient() {
-    let (dims, b, out) = ([2, 6, 12], 4, 10);
-    let x = uniform(144, 1);
-    let g = uniform(12 * out, 2);
-    // the gradient as the transpose of an [out, rows] tensor
-    let gt: Vec<f32> = (0..out * 12).map(|i| g[(i % 12) * out + i / 12]).collect();
-    let strided = Tensor::<Wgpu, 2>::from_data(TensorData::new(gt, [out, 12]), &Default::default())
+cubecl_kernels::runtime_test! {
+    fn pruning_equals_the_host_reference<R>() {
+        for (dims, b, s) in cases() {
+            let x = uniform(dims.iter().product(), 5);
+            let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
+            let got = prune_on_device::<R>(&x, dims, b, s);
+            assert_eq!(words::<R, 2>(got.crow), want.2, "crow {dims:?} b={b} s={s}");
+            assert_eq!(words::<R, 2>(got.col), want.1, "col {dims:?} b={b} s={s}");
+            assert_eq!(
+                floats::<R, 3>(got.values),
+                want.0,
+                "values {dims:?} b={b} s={s}"
+            );
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn ties_go_to_the_lower_index_and_nan_blocks_are_kept<R>() {
+        let dims = [2, 4, 8];
+        // every block of the first sample has the same norm; the second has NaN and +∞ blocks
+        let mut x = vec![0.5f32; 64];
+        x[32 + 3] = f32::NAN;
+        x[32 + 20] = f32::INFINITY;
+        x[32 + 9] = -3.0;
+        for s in [0.25, 0.75] {
+            let want = prune::columns(&host::prune(&x, dims, 4, s), 2);
+            let got = prune_on_device::<R>(&x, dims, 4, s);
+            assert_eq!(words::<R, 2>(got.col), want.1, "s={s}");
+            assert_eq!(words::<R, 2>(got.crow), want.2, "s={s}");
+            let (got, want) = (floats::<R, 3>(got.values), want.0);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "s={s}: {got:?} vs {want:?}"
+            );
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn weight_gradient_equals_the_host_reference_under_every_multiply<R>() {
+        // (dims, b, s, out): tile edges along out (70 > 64) and rows (b = 20, 48: two row tiles
+        // of 16 rows or one of 32), runs longer than the 16 staged blocks
+        let shapes = [
+            ([2, 5, 8], 2, 0.5, 5),
+            ([3, 30, 20], 20, 0.4, 70),
+            ([2, 50, 48], 16, 0.5, 33),
+            ([2, 7, 40], 48, 0.0, 9),
+            ([4, 12, 64], 64, 0.8, 64),
+        ];
+        for (name, mul) in multipliers() {
+            for (dims, b, s, out) in shapes {
+                let [samples, rows, d] = dims;
+                let x = uniform(samples * rows * d, 21);
+                let g = uniform(samples * rows * out, 22);
+                let bsr = host::prune(&x, dims, b, s);
+                let want = host::weight_grad(&bsr, &g, out, &mul);
+                let pruned = prune_on_device::<R>(&x, dims, b, s);
+                let dw = spmm::launch_weight_grad(
+                    &pruned,
+                    dims,
+                    b,
+                    &cube::<R, 2>(&g, [samples * rows, out]),
+                    &mul,
+                );
+                let got = floats::<R, 2>(dw);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{name} {dims:?} b={b} s={s} out={out}");
+            }
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn weight_gradient_of_a_strided_gradient<R>() {
+        let (dims, b, out) = ([2, 6, 12], 4, 10);
+        let x = uniform(144, 1);
+        let g = uniform(12 * out, 2);
+        // the gradient as the transpose of an [out, rows] tensor
+        let gt: Vec<f32> = (0..out * 12).map(|i| g[(i % 12) * out + i / 12]).collect();
+        let strided = Tensor::<TestBackend<R>, 2>::from_data(
+            TensorData::new(gt, [out, 12]),
+            &Default::default(),
+        )
         .transpose()
         .into_primitive()
         .tensor();
-    let pruned = prune_on_device(&x, dims, b, 0.5);
-    let got = floats::<2>(spmm::launch_weight_grad(
-        &pruned,
-        dims,
-        b,
-        &strided,
-        &ApproxMultiply::Plain,
-    ));
-    let want = host::weight_grad(
-        &host::prune(&x, dims, b, 0.5),
-        &g,
-        out,
-        &ApproxMultiply::Plain,
-    );
-    assert_eq!(got, want);
+        let pruned = prune_on_device::<R>(&x, dims, b, 0.5);
+        let got = floats::<R, 2>(spmm::launch_weight_grad(
+            &pruned,
+            dims,
+            b,
+            &strided,
+            &ApproxMultiply::Plain,
+        ));
+        let want = host::weight_grad(
+            &host::prune(&x, dims, b, 0.5),
+            &g,
+            out,
+            &ApproxMultiply::Plain,
+        );
+        assert_eq!(got, want);
+    }
 }
 
-#[test]
-fn block_norms_with_padded_rows_are_read_as_norms() {
-    let (dims, b, s) = ([3, 5, 8], 2, 0.6);
-    let x = uniform(dims.iter().product(), 17);
-    let t = cube(&x, dims);
-    let norms = floats::<2>(prune::launch_block_norms(&t, b));
-    let n_per = norms.len() / dims[0];
-    let padded = crate::hinm::padded_rows(&norms, [dims[0], n_per]);
-    let keep = keep_count(n_per, s);
-    let got = prune::launch_compress(&t, &padded, b, keep);
-    let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
-    assert_eq!(words::<2>(got.col), want.1);
-    assert_eq!(words::<2>(got.crow), want.2);
+cubecl_kernels::runtime_test! {
+    fn block_norms_with_padded_rows_are_read_as_norms<R>() {
+        let (dims, b, s) = ([3, 5, 8], 2, 0.6);
+        let x = uniform(dims.iter().product(), 17);
+        let t = cube::<R, 3>(&x, dims);
+        let norms = floats::<R, 2>(prune::launch_block_norms(&t, b));
+        let n_per = norms.len() / dims[0];
+        let padded = crate::hinm::padded_rows::<R>(&norms, [dims[0], n_per]);
+        let keep = keep_count(n_per, s);
+        let got = prune::launch_compress(&t, &padded, b, keep);
+        let want = prune::columns(&host::prune(&x, dims, b, s), dims[0]);
+        assert_eq!(words::<R, 2>(got.col), want.1);
+        assert_eq!(words::<R, 2>(got.crow), want.2);
+    }
 }

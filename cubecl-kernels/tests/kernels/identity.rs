@@ -1,8 +1,9 @@
-//! The identity decorators (wrapping and transparent) reproduce their inner backend bit for bit, forward and backward, for
-//! the ops later decorators override (matmul, linear, conv1d/2d, conv_transpose2d, prelu), on
-//! ndarray and on wgpu (lavapipe where there is no GPU).
+//! The identity decorators (wrapping and transparent) reproduce their inner backend bit for bit,
+//! forward and backward, for the ops later decorators override (matmul, linear, conv1d/2d,
+//! conv_transpose2d, prelu), on ndarray and on the runtime `EMBER_TEST_RUNTIME` selects (wgpu by
+//! default, lavapipe where there is no GPU).
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv_transpose2d, conv1d, conv2d, linear};
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
@@ -13,7 +14,7 @@ use cubecl_kernels::decorator::{
 };
 
 /// Deterministic data in [-1, 1) (a 64-bit LCG).
-use cubecl_kernels::testing::{lcg_data as data, leaf};
+use cubecl_kernels::testing::{TestBackend, lcg_data as data, leaf};
 
 /// Outputs and gradients of every case, by name.
 fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> {
@@ -134,21 +135,14 @@ fn identity_is_bit_exact_on_ndarray() {
     assert_bit_identical(&plain, &transparent);
 }
 
-fn require_wgpu() {
-    // Fails loudly (never skips) when no adapter is found.
-    let adapter = cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("wgpu adapter: {adapter}");
-}
-
-#[test]
-fn identity_is_bit_exact_on_wgpu() {
-    require_wgpu();
-    let plain = run_cases::<Autodiff<Wgpu>>(&Default::default());
-    let decorated = run_cases::<Autodiff<Decorated<Wgpu, Identity>>>(&DecoratedDevice::new(
-        Default::default(),
-        (),
-    ));
-    assert_bit_identical(&plain, &decorated);
+cubecl_kernels::runtime_test! {
+    fn identity_is_bit_exact_on_cubecl<R>() {
+        let plain = run_cases::<Autodiff<TestBackend<R>>>(&Default::default());
+        let decorated = run_cases::<Autodiff<Decorated<TestBackend<R>, Identity>>>(
+            &DecoratedDevice::new(Default::default(), ()),
+        );
+        assert_bit_identical(&plain, &decorated);
+    }
 }
 
 /// Returns the first input's data after a trip through the CubeCL view (or the host view).
@@ -179,17 +173,19 @@ fn visit_round_trip<B: KernelBackend>(device: &B::Device) -> bool {
     cube
 }
 
-#[test]
-fn kernel_backend_reports_what_lies_underneath() {
-    assert_eq!(NdArray::<f32>::cube_runtime(), None);
-    assert_eq!(Decorated::<NdArray, Identity>::cube_runtime(), None);
-    assert!(!visit_round_trip::<Decorated<NdArray, Identity>>(
-        &DecoratedDevice::new(Default::default(), ())
-    ));
-    require_wgpu();
-    assert!(Wgpu::<f32>::cube_runtime().is_some());
-    assert!(Decorated::<Decorated<Wgpu, Identity>, Identity>::cube_runtime().is_some());
-    assert!(visit_round_trip::<Decorated<Wgpu, Identity>>(
-        &DecoratedDevice::new(Default::default(), ())
-    ));
+cubecl_kernels::runtime_test! {
+    fn kernel_backend_reports_what_lies_underneath<R>() {
+        assert_eq!(NdArray::<f32>::cube_runtime(), None);
+        assert_eq!(Decorated::<NdArray, Identity>::cube_runtime(), None);
+        assert!(!visit_round_trip::<Decorated<NdArray, Identity>>(
+            &DecoratedDevice::new(Default::default(), ())
+        ));
+        assert!(TestBackend::<R>::cube_runtime().is_some());
+        assert!(
+            Decorated::<Decorated<TestBackend<R>, Identity>, Identity>::cube_runtime().is_some()
+        );
+        assert!(visit_round_trip::<Decorated<TestBackend<R>, Identity>>(
+            &DecoratedDevice::new(Default::default(), ())
+        ));
+    }
 }

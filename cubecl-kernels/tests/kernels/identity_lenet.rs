@@ -1,12 +1,14 @@
 //! `Autodiff<Decorated<B, Identity>>` trains LeNet-5 exactly like `Autodiff<B>`: the same
-//! logits, loss, input gradient and parameter gradients, bit for bit, on ndarray and on wgpu.
+//! logits, loss, input gradient and parameter gradients, bit for bit, on ndarray and on the
+//! runtime `EMBER_TEST_RUNTIME` selects (wgpu by default).
 
-use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
 use burn::prelude::*;
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use cubecl_kernels::decorator::{Decorated, DecoratedDevice, Identity};
+use cubecl_kernels::testing::TestBackend;
 use ember_models::classifier::Classifier;
 use ember_models::data::mnist::{self, MnistBatcher, MnistSource};
 use ember_models::lenet::LeNet5;
@@ -84,12 +86,13 @@ fn lenet5_identity_is_bit_exact_on_ndarray() {
     assert_same(plain, decorated);
 }
 
-#[test]
-fn lenet5_identity_is_bit_exact_on_wgpu() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let p = params();
-    let plain = forward_backward::<Autodiff<Wgpu>>(&p, &Default::default());
-    let device = DecoratedDevice::new(Default::default(), ());
-    let decorated = forward_backward::<Autodiff<Decorated<Wgpu, Identity>>>(&p, &device);
-    assert_same(plain, decorated);
+cubecl_kernels::runtime_test! {
+    fn lenet5_identity_is_bit_exact_on_cubecl<R>() {
+        let p = params();
+        let plain = forward_backward::<Autodiff<TestBackend<R>>>(&p, &Default::default());
+        let device = DecoratedDevice::new(Default::default(), ());
+        let decorated =
+            forward_backward::<Autodiff<Decorated<TestBackend<R>, Identity>>>(&p, &device);
+        assert_same(plain, decorated);
+    }
 }

@@ -1,10 +1,10 @@
-//! The im2col / col2im kernels against their host references on wgpu (lavapipe where there is
-//! no GPU): strides, padding, dilation, groups, 1- to 3-d windows and a strided input, bit for
-//! bit.
+//! The im2col / col2im kernels against their host references on the runtime
+//! `EMBER_TEST_RUNTIME` selects (wgpu by default, lavapipe where there is no GPU): strides,
+//! padding, dilation, groups, 1- to 3-d windows and a strided input, bit for bit.
 
-use burn::backend::Wgpu;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use cubecl_kernels::approx::im2col::{self, Window};
+use cubecl_kernels::testing::{TestBackend, TestRuntime};
 
 fn values(n: usize) -> Vec<f32> {
     (0..n)
@@ -12,14 +12,17 @@ fn values(n: usize) -> Vec<f32> {
         .collect()
 }
 
-fn read<const D: usize>(t: burn_cubecl::tensor::CubeTensor<cubecl::wgpu::WgpuRuntime>) -> Vec<f32> {
-    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+fn read<R: TestRuntime, const D: usize>(t: burn_cubecl::tensor::CubeTensor<R>) -> Vec<f32> {
+    Tensor::<TestBackend<R>, D>::from_primitive(TensorPrimitive::Float(t))
         .into_data()
         .to_vec()
         .unwrap()
 }
 
-fn tensor<const D: usize>(values: &[f32], shape: [usize; D]) -> Tensor<Wgpu, D> {
+fn tensor<R: TestRuntime, const D: usize>(
+    values: &[f32],
+    shape: [usize; D],
+) -> Tensor<TestBackend<R>, D> {
     Tensor::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
 }
 
@@ -70,65 +73,66 @@ fn windows() -> Vec<(usize, Window)> {
     ]
 }
 
-#[test]
-fn kernels_match_their_host_references() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    for (batch, w) in windows() {
+cubecl_kernels::runtime_test! {
+    fn kernels_match_their_host_references<R>() {
+        for (batch, w) in windows() {
+            let channels = w.channels;
+            let [d, h, wd] = w.input;
+            let x = values(batch * channels * d * h * wd);
+            let t = tensor::<R, 5>(&x, [batch, channels, d, h, wd]);
+            let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
+            let want = im2col::im2col(&x, batch, &w);
+            assert_eq!(read::<R, 3>(cols), want, "im2col {w:?}");
+
+            let y = values(want.len());
+            let rows = channels / w.groups * w.kvol();
+            let t = tensor::<R, 3>(&y, [w.groups, rows, batch * w.positions()]);
+            let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
+            assert_eq!(
+                read::<R, 5>(back),
+                im2col::col2im(&y, batch, &w),
+                "col2im {w:?}"
+            );
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn im2col_reads_strided_inputs<R>() {
+        let (batch, w) = windows()[1];
         let channels = w.channels;
         let [d, h, wd] = w.input;
-        let x = values(batch * channels * d * h * wd);
-        let t = tensor::<5>(&x, [batch, channels, d, h, wd]);
+        // stored as [C, B, ...] and viewed as [B, C, ...]
+        let stored = values(batch * channels * d * h * wd);
+        let t = tensor::<R, 5>(&stored, [channels, batch, d, h, wd]).swap_dims(0, 1);
+        let plane = d * h * wd;
+        let x: Vec<f32> = (0..batch * channels * plane)
+            .map(|i| {
+                let (b, c, p) = (i / (channels * plane), i / plane % channels, i % plane);
+                stored[(c * batch + b) * plane + p]
+            })
+            .collect();
         let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
-        let want = im2col::im2col(&x, batch, &w);
-        assert_eq!(read::<3>(cols), want, "im2col {w:?}");
+        assert_eq!(read::<R, 3>(cols), im2col::im2col(&x, batch, &w));
+    }
+}
 
-        let y = values(want.len());
-        let rows = channels / w.groups * w.kvol();
-        let t = tensor::<3>(&y, [w.groups, rows, batch * w.positions()]);
+cubecl_kernels::runtime_test! {
+    fn col2im_reads_columns_with_padded_rows<R>() {
+        let (batch, w) = windows()[0];
+        let rows = w.channels / w.groups * w.kvol();
+        let width = batch * w.positions();
+        let y = values(w.groups * rows * width);
+        // rows padded by 8 columns, as burn-cuda lays tensors out: a view, not a copy
+        let wide = width + 8;
+        let mut stored = vec![f32::NAN; w.groups * rows * wide];
+        for (r, row) in y.chunks(width).enumerate() {
+            stored[r * wide..r * wide + width].copy_from_slice(row);
+        }
+        let t =
+            tensor::<R, 3>(&stored, [w.groups, rows, wide]).slice([0..w.groups, 0..rows, 0..width]);
+        assert!(!t.clone().into_primitive().tensor().is_contiguous());
         let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
-        assert_eq!(
-            read::<5>(back),
-            im2col::col2im(&y, batch, &w),
-            "col2im {w:?}"
-        );
+        assert_eq!(read::<R, 5>(back), im2col::col2im(&y, batch, &w));
     }
-}
-
-#[test]
-fn im2col_reads_strided_inputs() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let (batch, w) = windows()[1];
-    let channels = w.channels;
-    let [d, h, wd] = w.input;
-    // stored as [C, B, ...] and viewed as [B, C, ...]
-    let stored = values(batch * channels * d * h * wd);
-    let t = tensor::<5>(&stored, [channels, batch, d, h, wd]).swap_dims(0, 1);
-    let plane = d * h * wd;
-    let x: Vec<f32> = (0..batch * channels * plane)
-        .map(|i| {
-            let (b, c, p) = (i / (channels * plane), i / plane % channels, i % plane);
-            stored[(c * batch + b) * plane + p]
-        })
-        .collect();
-    let cols = im2col::launch_im2col(t.into_primitive().tensor(), &w);
-    assert_eq!(read::<3>(cols), im2col::im2col(&x, batch, &w));
-}
-
-#[test]
-fn col2im_reads_columns_with_padded_rows() {
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    let (batch, w) = windows()[0];
-    let rows = w.channels / w.groups * w.kvol();
-    let width = batch * w.positions();
-    let y = values(w.groups * rows * width);
-    // rows padded by 8 columns, as burn-cuda lays tensors out: a view, not a copy
-    let wide = width + 8;
-    let mut stored = vec![f32::NAN; w.groups * rows * wide];
-    for (r, row) in y.chunks(width).enumerate() {
-        stored[r * wide..r * wide + width].copy_from_slice(row);
-    }
-    let t = tensor::<3>(&stored, [w.groups, rows, wide]).slice([0..w.groups, 0..rows, 0..width]);
-    assert!(!t.clone().into_primitive().tensor().is_contiguous());
-    let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
-    assert_eq!(read::<5>(back), im2col::col2im(&y, batch, &w));
 }

@@ -1,11 +1,11 @@
-//! The kernel suite: every CubeCL kernel against its host reference on wgpu (lavapipe on a
-//! machine without a GPU), and the decorator plumbing. One test binary, so Burn's backends are
+//! The kernel suite: every CubeCL kernel against its host reference on the runtime
+//! `EMBER_TEST_RUNTIME` selects (wgpu by default, lavapipe on a machine without a GPU; `cuda`
+//! with `--features cuda`), and the decorator plumbing. One test binary, so Burn's backends are
 //! monomorphised once for all of them.
 
-use burn::backend::Wgpu;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use burn_cubecl::tensor::CubeTensor;
-use cubecl::wgpu::WgpuRuntime;
+use cubecl_kernels::testing::{TestBackend, TestRuntime};
 
 mod approx_gemm;
 mod bcrc;
@@ -16,19 +16,22 @@ mod identity;
 mod identity_lenet;
 mod im2col;
 
-/// A wgpu tensor's CubeCL primitive.
-pub(crate) type Cube = CubeTensor<WgpuRuntime>;
+/// A CubeCL tensor of the test runtime `R`.
+pub(crate) type Cube<R> = CubeTensor<R>;
 
-/// `values` of `shape` uploaded to the default wgpu device, as a CubeCL tensor.
-pub(crate) fn cube<const D: usize>(values: &[f32], shape: [usize; D]) -> Cube {
-    Tensor::<Wgpu, D>::from_data(TensorData::new(values.to_vec(), shape), &Default::default())
-        .into_primitive()
-        .tensor()
+/// `values` of `shape` uploaded to `R`'s default device, as a CubeCL tensor.
+pub(crate) fn cube<R: TestRuntime, const D: usize>(values: &[f32], shape: [usize; D]) -> Cube<R> {
+    Tensor::<TestBackend<R>, D>::from_data(
+        TensorData::new(values.to_vec(), shape),
+        &Default::default(),
+    )
+    .into_primitive()
+    .tensor()
 }
 
 /// A rank-`D` f32 CubeCL tensor read back.
-pub(crate) fn floats<const D: usize>(t: Cube) -> Vec<f32> {
-    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+pub(crate) fn floats<R: TestRuntime, const D: usize>(t: Cube<R>) -> Vec<f32> {
+    Tensor::<TestBackend<R>, D>::from_primitive(TensorPrimitive::Float(t))
         .into_data()
         .to_vec()
         .unwrap()

@@ -1,5 +1,14 @@
-//! Deterministic test data shared by the kernels' tests and the crates built on them, and the
-//! small net and model helpers of the weight-sparsity decorators' suites.
+//! Deterministic test data shared by the kernels' tests and the crates built on them, the
+//! small net and model helpers of the weight-sparsity decorators' suites, and the CubeCL
+//! runtime every kernel test runs on (`EMBER_TEST_RUNTIME`: [`runtime_test!`](crate::runtime_test),
+//! [`TestRuntime`], [`TestBackend`]).
+
+mod runtime;
+
+pub use runtime::{
+    RUNTIME_VAR, RuntimeTest, Selected, TestBackend, TestRuntime, on_selected_runtime,
+    selected_runtime,
+};
 
 /// `n` values in `[-1, 1)` from a xorshift generator seeded by `seed` (same `seed`, same values).
 pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
