@@ -51,7 +51,8 @@ pub fn wgpu_devices() -> Result<Vec<cubecl::wgpu::WgpuDevice>, NoAdapter> {
         backends: AutoGraphicsApi::backend().into(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     });
-    let adapters = pollster::block_on(instance.enumerate_adapters(AutoGraphicsApi::backend().into()));
+    let adapters =
+        pollster::block_on(instance.enumerate_adapters(AutoGraphicsApi::backend().into()));
     let types: Vec<wgpu::DeviceType> = adapters.iter().map(|a| a.get_info().device_type).collect();
     let mut devices = devices_of(&types);
     if devices.is_empty() {

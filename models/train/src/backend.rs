@@ -124,7 +124,10 @@ impl BackendKind {
     pub fn device_names(self) -> Result<Vec<String>> {
         self.check_available()?;
         match self {
-            Self::Ndarray => Ok(vec![format!("{:?}", burn::backend::ndarray::NdArrayDevice::Cpu)]),
+            Self::Ndarray => Ok(vec![format!(
+                "{:?}",
+                burn::backend::ndarray::NdArrayDevice::Cpu
+            )]),
             Self::Wgpu => Ok(wgpu_devices()?.iter().map(|d| format!("{d:?}")).collect()),
             #[cfg(feature = "cuda")]
             Self::Cuda => Ok(cuda_devices()?.iter().map(|d| format!("{d:?}")).collect()),
@@ -233,5 +236,7 @@ fn cuda_devices() -> Result<Vec<burn::backend::cuda::CudaDevice>> {
                     .into(),
             )
         })?;
-    Ok((0..count).map(burn::backend::cuda::CudaDevice::new).collect())
+    Ok((0..count)
+        .map(burn::backend::cuda::CudaDevice::new)
+        .collect())
 }

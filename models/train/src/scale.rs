@@ -537,7 +537,8 @@ impl Replica {
         if !self.is_parallel() {
             return Ok(values.to_vec());
         }
-        let tensor = Tensor::<B, 1>::from_data(TensorData::new(values.to_vec(), [values.len()]), device);
+        let tensor =
+            Tensor::<B, 1>::from_data(TensorData::new(values.to_vec(), [values.len()]), device);
         let peer = PeerId(self.index as u32);
         let summed = self.collective("exchanging the batch's loss", || {
             collective::all_reduce::<B>(
@@ -547,14 +548,21 @@ impl Replica {
             )
         })?;
         let summed = Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(summed));
-        Ok(summed.into_data().convert::<f32>().to_vec().expect("f32 data"))
+        Ok(summed
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .expect("f32 data"))
     }
 
     /// Every replica's `value`, by replica index (each value crosses the all-reduce as four
     /// 16-bit pieces, exactly representable in f32).
     pub(crate) fn gather<B: Backend>(&self, value: u64, device: &B::Device) -> Result<Vec<u64>> {
         let mut slots = vec![0f32; 4 * self.count];
-        for (k, slot) in slots[4 * self.index..4 * self.index + 4].iter_mut().enumerate() {
+        for (k, slot) in slots[4 * self.index..4 * self.index + 4]
+            .iter_mut()
+            .enumerate()
+        {
             *slot = ((value >> (16 * k)) & 0xFFFF) as f32;
         }
         let all = self.sum::<B>(&slots, device)?;
@@ -615,7 +623,9 @@ impl Replica {
 
 fn describe(e: &CollectiveError) -> String {
     match e {
-        CollectiveError::Global(g) => format!("{g:?} (a process of the run died or is unreachable)"),
+        CollectiveError::Global(g) => {
+            format!("{g:?} (a process of the run died or is unreachable)")
+        }
         CollectiveError::RegisterParamsMismatch => {
             "the processes were started with different --devices, --world or addresses".into()
         }
@@ -708,7 +718,10 @@ mod tests {
         };
         let cases = [
             (zero, "--devices must be at least 1"),
-            (ddp(2, 2, "127.0.0.1:29500"), "--rank 2 is not below --world 2"),
+            (
+                ddp(2, 2, "127.0.0.1:29500"),
+                "--rank 2 is not below --world 2",
+            ),
             (ddp(0, 0, "127.0.0.1:29500"), "--world must be at least 1"),
             (ddp(0, 2, "127.0.0.1"), "expected HOST:PORT"),
             (ddp(0, 2, "127.0.0.1:http"), "expected HOST:PORT"),
@@ -764,6 +777,9 @@ mod tests {
         let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
         let port = taken.local_addr().unwrap().port();
         let err = free_port(port, "--ddp-port").unwrap_err().to_string();
-        assert!(err.contains(&format!("port {port} cannot be opened")), "{err}");
+        assert!(
+            err.contains(&format!("port {port} cannot be opened")),
+            "{err}"
+        );
     }
 }

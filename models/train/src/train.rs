@@ -515,9 +515,8 @@ where
                 .name(format!("ember-replica-{}", replica.local()))
                 .spawn(move || {
                     let local = replica.local();
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        follower.run()
-                    }));
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| follower.run()));
                     match outcome {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => replica.fail(format!("replica {local}: {e}")),
@@ -1128,7 +1127,12 @@ where
             let stop = f32::from(u8::from(opts.interrupted()));
             let all = replica
                 .sum::<B::InnerBackend>(
-                    &[(loss * seen as f64) as f32, correct as f32, seen as f32, stop],
+                    &[
+                        (loss * seen as f64) as f32,
+                        correct as f32,
+                        seen as f32,
+                        stop,
+                    ],
                     device,
                 )
                 .map_err(Stop::Failed)?;
@@ -1143,10 +1147,7 @@ where
             sums.add(&step.item)
         };
         if !loss.is_finite() && opts.on_nan == OnNan::Stop {
-            return Err(Stop::NonFinite {
-                batch: b + 1,
-                loss,
-            });
+            return Err(Stop::NonFinite { batch: b + 1, loss });
         }
         let mut grads = replica
             .mean_grads::<B::InnerBackend>(step.grads)
@@ -1310,8 +1311,15 @@ where
                 train: &train,
                 batcher: &batcher,
             };
-            match train_epoch::<B, M, I, T>(&opts, &replica, epoch, &device, shard, &mut pruning, None)
-            {
+            match train_epoch::<B, M, I, T>(
+                &opts,
+                &replica,
+                epoch,
+                &device,
+                shard,
+                &mut pruning,
+                None,
+            ) {
                 Ok((next, _, _)) => model = next,
                 Err(Stop::Failed(e)) => return Err(e),
                 // the first replica reports the stop

@@ -141,7 +141,9 @@ impl ScaleArgs {
         let ddp = self.ddp.then(|| ember_train::scale::Ddp {
             rank: self.rank.expect("clap requires --rank with --ddp"),
             world: self.world.expect("clap requires --world with --ddp"),
-            coordinator: self.coordinator.expect("clap requires --coordinator with --ddp"),
+            coordinator: self
+                .coordinator
+                .expect("clap requires --coordinator with --ddp"),
             port: self.ddp_port,
             host: self.ddp_host,
         });

@@ -7,7 +7,7 @@
 use crate::common::{fails_with, ok, read_manifest, s, scratch};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -59,7 +59,9 @@ fn free_ports(n: usize) -> Vec<u16> {
     let held: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind(("127.0.0.1", 0)).unwrap())
         .collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 fn train_losses(run: &Path) -> Vec<f64> {
@@ -73,9 +75,25 @@ fn train_losses(run: &Path) -> Vec<f64> {
 
 /// [`run_args`] of two epochs into `out` with `ddp`'s arguments.
 fn with_ddp(out: &Path, ddp: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = run_args(out, "2", &[]).iter().map(|a| a.to_string()).collect();
+    let mut v: Vec<String> = run_args(out, "2", &[])
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
     v.extend(ddp.iter().cloned());
     v
+}
+
+/// The run directories under `tmp` and the full arguments of ranks 0 and 1 of a `--ddp` pair on
+/// free ports of 127.0.0.1.
+fn pair(tmp: &Path) -> [(PathBuf, Vec<String>); 2] {
+    let [coord, p0, p1] = free_ports(3)[..] else {
+        unreachable!()
+    };
+    let coordinator = format!("127.0.0.1:{coord}");
+    let (out0, out1) = (tmp.join("rank0"), tmp.join("rank1"));
+    let args0 = with_ddp(&out0, &ddp_args("0", &coordinator, p0));
+    let args1 = with_ddp(&out1, &ddp_args("1", &coordinator, p1));
+    [(out0, args0), (out1, args1)]
 }
 
 /// The `--ddp` arguments of `rank` of two processes.
@@ -119,7 +137,10 @@ fn two_wgpu_devices_in_one_process_train_equal_replicas() {
     args[batch + 1] = "32";
     ok(&crate::common::ember(&args));
     for (a, b) in losses.iter().zip(train_losses(&single)) {
-        assert!((a - b).abs() <= 1e-4 * b.abs(), "2 × 16: {losses:?}, 1 × 32: {b}");
+        assert!(
+            (a - b).abs() <= 1e-4 * b.abs(),
+            "2 × 16: {losses:?}, 1 × 32: {b}"
+        );
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -133,13 +154,7 @@ fn two_wgpu_devices_in_one_process_train_equal_replicas() {
 #[test]
 fn two_processes_reach_burn_collective_0_21s_deadlock_and_end_cleanly() {
     let tmp = scratch("ddp");
-    let [coord, p0, p1] = free_ports(3)[..] else {
-        unreachable!()
-    };
-    let coordinator = format!("127.0.0.1:{coord}");
-    let (out0, out1) = (tmp.join("rank0"), tmp.join("rank1"));
-    let args0 = with_ddp(&out0, &ddp_args("0", &coordinator, p0));
-    let args1 = with_ddp(&out1, &ddp_args("1", &coordinator, p1));
+    let [(out0, args0), (out1, args1)] = pair(&tmp);
     let started = Instant::now();
     let rank0 = start(&refs(&args0));
     let rank1 = start(&refs(&args1));
@@ -147,9 +162,15 @@ fn two_processes_reach_burn_collective_0_21s_deadlock_and_end_cleanly() {
         rank0.wait_with_output().unwrap(),
         rank1.wait_with_output().unwrap(),
     );
-    assert!(started.elapsed() < Duration::from_secs(90), "they took too long");
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "they took too long"
+    );
     for (r, out) in [(&r0, &out0), (&r1, &out1)] {
-        fails_with(r, "burn-collective 0.21.0 deadlocks on every cross-process all-reduce");
+        fails_with(
+            r,
+            "burn-collective 0.21.0 deadlocks on every cross-process all-reduce",
+        );
         assert!(!out.exists(), "{} was left behind", out.display());
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -160,13 +181,9 @@ fn two_processes_reach_burn_collective_0_21s_deadlock_and_end_cleanly() {
 #[test]
 fn a_killed_peer_ends_the_other_process_with_an_error() {
     let tmp = scratch("ddp-kill");
-    let [coord, p0, p1] = free_ports(3)[..] else {
-        unreachable!()
-    };
-    let coordinator = format!("127.0.0.1:{coord}");
-    let (out0, out1) = (tmp.join("rank0"), tmp.join("rank1"));
-    let rank0 = start(&refs(&with_ddp(&out0, &ddp_args("0", &coordinator, p0))));
-    let mut rank1 = start(&refs(&with_ddp(&out1, &ddp_args("1", &coordinator, p1))));
+    let [(out0, args0), (_, args1)] = pair(&tmp);
+    let rank0 = start(&refs(&args0));
+    let mut rank1 = start(&refs(&args1));
     // rank 1 prints Burn's "Connecting to ..." once it joins the coordinator
     let mut lines = BufReader::new(rank1.stdout.take().unwrap());
     let mut line = String::new();
@@ -179,7 +196,10 @@ fn a_killed_peer_ends_the_other_process_with_an_error() {
     let killed = Instant::now();
     let r0 = rank0.wait_with_output().unwrap();
     assert!(killed.elapsed() < Duration::from_secs(60), "rank 0 hung");
-    fails_with(&r0, "error: data parallel: no answer from the other replicas");
+    fails_with(
+        &r0,
+        "error: data parallel: no answer from the other replicas",
+    );
     assert!(!out0.exists(), "{} was left behind", out0.display());
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -192,17 +212,36 @@ fn bad_scale_options_are_refused_before_anything_is_written() {
     let closed = format!("127.0.0.1:{closed}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--devices", "0"], "--devices must be at least 1"),
-        (vec!["--devices", "2"], "the ndarray backend has 1 device here"),
+        (
+            vec!["--devices", "2"],
+            "the ndarray backend has 1 device here",
+        ),
         (
             vec!["--backend", "wgpu", "--devices", "3"],
             "the wgpu backend has 2 devices here",
         ),
         (
-            vec!["--ddp", "--rank", "2", "--world", "2", "--coordinator", "127.0.0.1:29500"],
+            vec![
+                "--ddp",
+                "--rank",
+                "2",
+                "--world",
+                "2",
+                "--coordinator",
+                "127.0.0.1:29500",
+            ],
             "--rank 2 is not below --world 2",
         ),
         (
-            vec!["--ddp", "--rank", "0", "--world", "2", "--coordinator", "nowhere"],
+            vec![
+                "--ddp",
+                "--rank",
+                "0",
+                "--world",
+                "2",
+                "--coordinator",
+                "nowhere",
+            ],
             "expected HOST:PORT",
         ),
         (
@@ -231,7 +270,10 @@ fn bad_scale_options_are_refused_before_anything_is_written() {
             "{stderr}"
         );
         assert!(!out.exists(), "{extra:?} left {} behind", out.display());
-        assert!(started.elapsed() < Duration::from_secs(60), "{extra:?} took too long");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{extra:?} took too long"
+        );
     }
     // --rank without --ddp is a usage error from the parser
     fails_with(
