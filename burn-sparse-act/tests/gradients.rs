@@ -12,7 +12,7 @@ use burn::tensor::{Tensor, TensorData, activation::gelu, module::linear};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_sparse_act::{Policy, Pruning, SparseAct, SparseDevice};
 use cubecl_kernels::bsr::host;
-use cubecl_kernels::testing::TestBackend;
+use cubecl_kernels::testing::{TestBackend, assert_all_close};
 
 /// Deterministic data in [-1, 1).
 fn data(shape: &[usize], seed: u64) -> Vec<f32> {
@@ -91,17 +91,6 @@ fn on_one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         .install(f)
 }
 
-/// Every value of `a` within `rel` of `b`'s, relative to the largest magnitude of its tensor.
-fn close(a: &[Vec<f32>], b: &[Vec<f32>], rel: f32) {
-    assert_eq!(a.len(), b.len());
-    for (i, (a, b)) in a.iter().zip(b).enumerate() {
-        let scale = a.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
-        for (j, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= rel * scale, "tensor {i}[{j}]: {x} vs {y}");
-        }
-    }
-}
-
 fn uniform(s: f64, b: usize) -> Policy {
     Policy::uniform(Pruning::new(s, b).unwrap())
 }
@@ -119,7 +108,7 @@ fn at_zero_sparsity_every_gradient_equals_plain_autodiff() {
             let sparse = on_one_thread(|| net_grads::<SparseAct<Autodiff<NdArray>>>(&device));
             if scales {
                 // the scale is the fused affine node: its `dγ` sums in the kernel's order
-                close(&plain, &sparse, 1e-6);
+                assert_all_close(&plain, &sparse, 1e-6, "at zero sparsity");
             } else {
                 assert_eq!(plain, sparse, "b = {b}, scales: {scales}");
             }

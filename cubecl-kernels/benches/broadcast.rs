@@ -262,102 +262,80 @@ fn wgpu(c: &mut Criterion) {
             (bits(&want_dx), bits(&want_da.unwrap()), bits(&want_db)),
         );
 
-        let mut g = group(c, format!("broadcast_wgpu_prelu_fwd_{name}"));
-        g.bench_function("0-copy", |b| {
-            b.iter(|| {
-                let y = copy::device_copy(&copy_fwd, d.copied(1.0));
-                sync();
-                y
-            })
-        });
-        g.bench_function("1-kernel", |b| {
-            b.iter(|| {
-                let y = launch_prelu(&xp, &ap, l);
-                sync();
-                y
-            })
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| {
-                let y = prelu(x.clone(), alpha.clone());
-                sync();
-                y
-            })
-        });
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_wgpu_prelu_bwd_{name}"));
-        g.bench_function("0-copy", |b| {
-            b.iter(|| {
-                let y = copy::device_copy(&copy_bwd, d.copied(1.5));
-                sync();
-                y
-            })
-        });
-        g.bench_function("1-kernel", |b| {
-            b.iter(|| {
-                let grads = launch_prelu_backward(&xp, &ap, &dyp, l);
-                sync();
-                grads
-            })
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| {
-                let grads = burn_prelu_backward(x.clone(), alpha.clone(), dy.clone());
-                sync();
-                grads
-            })
-        });
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_wgpu_affine_fwd_{name}"));
-        g.bench_function("0-copy", |b| {
-            b.iter(|| {
-                let y = copy::device_copy(&copy_fwd, d.copied(1.0));
-                sync();
-                y
-            })
-        });
-        g.bench_function("1-kernel", |b| {
-            b.iter(|| {
-                let y = launch_affine(&xp, &ap, Some(&bp), l);
-                sync();
-                y
-            })
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| {
-                let y = burn_affine(x.clone(), alpha.clone(), beta.clone());
-                sync();
-                y
-            })
-        });
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_wgpu_affine_bwd_{name}"));
-        g.bench_function("0-copy", |b| {
-            b.iter(|| {
-                let y = copy::device_copy(&copy_bwd, d.copied(1.5));
-                sync();
-                y
-            })
-        });
-        g.bench_function("1-kernel", |b| {
-            b.iter(|| {
-                let grads = launch_affine_backward(Some(&xp), &ap, &dyp, l);
-                sync();
-                grads
-            })
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| {
-                let grads = burn_affine_backward(x.clone(), alpha.clone(), dy.clone());
-                sync();
-                grads
-            })
-        });
-        g.finish();
+        let fwd = || copy::device_copy(&copy_fwd, d.copied(1.0));
+        let bwd = || copy::device_copy(&copy_bwd, d.copied(1.5));
+        let rows = |op: &str| format!("broadcast_wgpu_{op}_{name}");
+        trio(
+            group(c, rows("prelu_fwd")),
+            WGPU_ROWS,
+            &sync,
+            fwd,
+            || launch_prelu(&xp, &ap, l),
+            || prelu(x.clone(), alpha.clone()),
+        );
+        trio(
+            group(c, rows("prelu_bwd")),
+            WGPU_ROWS,
+            &sync,
+            bwd,
+            || launch_prelu_backward(&xp, &ap, &dyp, l),
+            || burn_prelu_backward(x.clone(), alpha.clone(), dy.clone()),
+        );
+        trio(
+            group(c, rows("affine_fwd")),
+            WGPU_ROWS,
+            &sync,
+            fwd,
+            || launch_affine(&xp, &ap, Some(&bp), l),
+            || burn_affine(x.clone(), alpha.clone(), beta.clone()),
+        );
+        trio(
+            group(c, rows("affine_bwd")),
+            WGPU_ROWS,
+            &sync,
+            bwd,
+            || launch_affine_backward(Some(&xp), &ap, &dyp, l),
+            || burn_affine_backward(x.clone(), alpha.clone(), dy.clone()),
+        );
     }
+}
+
+/// The rows of a wgpu group: a device copy of the same bytes, the kernel, Burn's composite.
+const WGPU_ROWS: [&str; 3] = ["0-copy", "1-kernel", "2-burn"];
+/// The rows of a host group: a `memcpy` of `x`, the reference, Burn's ndarray composite.
+const HOST_ROWS: [&str; 3] = ["0-memcpy", "1-reference", "2-burn"];
+
+/// Fills `g` with three rows named `names`, each run followed by `after` (the device sync).
+fn trio<A, B, C>(
+    mut g: BenchmarkGroup<'_, WallTime>,
+    names: [&str; 3],
+    after: &dyn Fn(),
+    mut baseline: impl FnMut() -> A,
+    mut ours: impl FnMut() -> B,
+    mut burn: impl FnMut() -> C,
+) {
+    g.bench_function(names[0], |b| {
+        b.iter(|| {
+            let y = baseline();
+            after();
+            y
+        })
+    });
+    g.bench_function(names[1], |b| {
+        b.iter(|| {
+            let y = ours();
+            after();
+            y
+        })
+    });
+    g.bench_function(names[2], |b| {
+        b.iter(|| {
+            let y = burn();
+            after();
+            y
+        })
+    });
+    g.finish();
 }
 
 fn host(c: &mut Criterion) {
@@ -370,43 +348,40 @@ fn host(c: &mut Criterion) {
         let copy_fwd = uniform(d.copied(1.0), 5);
         let copy_bwd = uniform(d.copied(1.5), 6);
 
-        let mut g = group(c, format!("broadcast_host_prelu_fwd_{name}"));
-        g.bench_function("0-memcpy", |b| b.iter(|| copy_fwd.to_vec()));
-        g.bench_function("1-reference", |b| {
-            b.iter(|| reference::prelu(&d.x, &d.alpha, l))
-        });
-        g.bench_function("2-burn", |b| b.iter(|| prelu(x.clone(), alpha.clone())));
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_host_prelu_bwd_{name}"));
-        g.bench_function("0-memcpy", |b| b.iter(|| copy_bwd.to_vec()));
-        g.bench_function("1-reference", |b| {
-            b.iter(|| reference::prelu_backward(&d.x, &d.alpha, &d.dy, l))
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| burn_prelu_backward(x.clone(), alpha.clone(), dy.clone()))
-        });
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_host_affine_fwd_{name}"));
-        g.bench_function("0-memcpy", |b| b.iter(|| copy_fwd.to_vec()));
-        g.bench_function("1-reference", |b| {
-            b.iter(|| reference::affine(&d.x, &d.alpha, Some(&d.beta), l))
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| burn_affine(x.clone(), alpha.clone(), beta.clone()))
-        });
-        g.finish();
-
-        let mut g = group(c, format!("broadcast_host_affine_bwd_{name}"));
-        g.bench_function("0-memcpy", |b| b.iter(|| copy_bwd.to_vec()));
-        g.bench_function("1-reference", |b| {
-            b.iter(|| reference::affine_backward(Some(&d.x), &d.alpha, &d.dy, l))
-        });
-        g.bench_function("2-burn", |b| {
-            b.iter(|| burn_affine_backward(x.clone(), alpha.clone(), dy.clone()))
-        });
-        g.finish();
+        let rows = |op: &str| format!("broadcast_host_{op}_{name}");
+        let (fwd, bwd) = (|| copy_fwd.to_vec(), || copy_bwd.to_vec());
+        trio(
+            group(c, rows("prelu_fwd")),
+            HOST_ROWS,
+            &|| {},
+            fwd,
+            || reference::prelu(&d.x, &d.alpha, l),
+            || prelu(x.clone(), alpha.clone()),
+        );
+        trio(
+            group(c, rows("prelu_bwd")),
+            HOST_ROWS,
+            &|| {},
+            bwd,
+            || reference::prelu_backward(&d.x, &d.alpha, &d.dy, l),
+            || burn_prelu_backward(x.clone(), alpha.clone(), dy.clone()),
+        );
+        trio(
+            group(c, rows("affine_fwd")),
+            HOST_ROWS,
+            &|| {},
+            fwd,
+            || reference::affine(&d.x, &d.alpha, Some(&d.beta), l),
+            || burn_affine(x.clone(), alpha.clone(), beta.clone()),
+        );
+        trio(
+            group(c, rows("affine_bwd")),
+            HOST_ROWS,
+            &|| {},
+            bwd,
+            || reference::affine_backward(Some(&d.x), &d.alpha, &d.dy, l),
+            || burn_affine_backward(x.clone(), alpha.clone(), dy.clone()),
+        );
     }
 }
 

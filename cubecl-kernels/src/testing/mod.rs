@@ -206,6 +206,23 @@ pub fn with_weights<B: Backend, M: Module<B>>(model: M, values: &BTreeMap<String
     })
 }
 
+/// Asserts that every value of each tensor in `a` is within `rel` of the same value in `b`,
+/// relative to the largest magnitude of its tensor in `a` (tensors read flat; `what` names the
+/// comparison).
+pub fn assert_all_close(a: &[Vec<f32>], b: &[Vec<f32>], rel: f32, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: tensor count");
+    for (i, (a, b)) in a.iter().zip(b).enumerate() {
+        assert_eq!(a.len(), b.len(), "{what}: tensor {i}");
+        let scale = a.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
+        for (j, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= rel * scale,
+                "{what}: tensor {i}[{j}]: {x} vs {y}"
+            );
+        }
+    }
+}
+
 /// Asserts that `a` equals `b` (same shape) within `tolerance` relative: `|a - b| ≤ tolerance
 /// · (1 + |b|)` everywhere (f32 sums in another order); `what` names them in the failure.
 pub fn assert_close<const D: usize>(
