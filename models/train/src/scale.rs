@@ -79,8 +79,9 @@ impl Scale {
         self.replicas() > 1
     }
 
-    /// The options alone, before any device or network is touched.
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the options alone, before any device or network is touched: one error naming
+    /// the option.
+    pub fn validate(&self) -> Result<()> {
         if self.devices == 0 {
             return Err(EmberError::Invalid("--devices must be at least 1".into()));
         }
@@ -187,7 +188,7 @@ struct Node {
 /// Burn's collective orchestrator on the coordinator's port; every rank checks that its
 /// tensor-service port is free and that the orchestrator answers within the timeout. Every
 /// failure is one clear error.
-pub(crate) fn connect(scale: &Scale) -> Result<Option<Connected>> {
+pub fn connect(scale: &Scale) -> Result<Option<Connected>> {
     let Some(d) = &scale.ddp else {
         return Ok(None);
     };
@@ -250,9 +251,9 @@ pub(crate) fn connect(scale: &Scale) -> Result<Option<Connected>> {
     }
 }
 
-/// A joined `--ddp` process ([`connect`]).
-#[derive(Clone)]
-pub(crate) struct Connected {
+/// A joined `--ddp` process ([`connect`]): what it serves to the others.
+#[derive(Clone, Debug)]
+pub struct Connected {
     node: Node,
 }
 
@@ -457,14 +458,7 @@ impl Replica {
     /// steps of equal batches and each global batch is a contiguous run of the single-device
     /// order.
     pub(crate) fn shard(&self, order: Vec<usize>) -> Vec<usize> {
-        if self.count == 1 {
-            return order;
-        }
-        let padded = order.len().div_ceil(self.count) * self.count;
-        (self.index..padded)
-            .step_by(self.count)
-            .map(|i| order[i % order.len()])
-            .collect()
+        shard(order, self.index, self.count)
     }
 
     /// Runs one collective operation with the watchdog informed, Burn's errors and panics
@@ -641,9 +635,23 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a collective operation failed".into())
 }
 
+/// Replica `index`'s share of `order` among `count` replicas: the order padded (from its start)
+/// to a multiple of `count`, then every `count`-th item from `index`. All replicas get the same
+/// number of items, and step k of all of them together is items k·count.. of the padded order.
+pub fn shard(order: Vec<usize>, index: usize, count: usize) -> Vec<usize> {
+    if count == 1 || order.is_empty() {
+        return order;
+    }
+    let padded = order.len().div_ceil(count) * count;
+    (index..padded)
+        .step_by(count)
+        .map(|i| order[i % order.len()])
+        .collect()
+}
+
 /// A 64-bit FNV-1a digest of a model's parameters: every parameter's module path, shape and
 /// value bits, in the module's order.
-pub(crate) fn param_digest<B: Backend, M: Module<B>>(model: &M) -> u64 {
+pub fn param_digest<B: Backend, M: Module<B>>(model: &M) -> u64 {
     let mut h = Fnv::default();
     for (path, (shape, values)) in burn_hinm::module::params(model) {
         h.write(path.as_bytes());
@@ -691,95 +699,4 @@ pub(crate) fn positional_ids<B: Backend, M: Module<B>>(model: M) -> M {
         }
     }
     model.map(&mut Renumber(0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ddp(rank: u32, world: u32, coordinator: &str) -> Scale {
-        Scale {
-            ddp: Some(Ddp {
-                rank,
-                world,
-                coordinator: coordinator.into(),
-                port: None,
-                host: None,
-            }),
-            ..Scale::default()
-        }
-    }
-
-    #[test]
-    fn bad_scales_are_refused_with_the_option_named() {
-        let zero = Scale {
-            devices: 0,
-            ..Scale::default()
-        };
-        let cases = [
-            (zero, "--devices must be at least 1"),
-            (
-                ddp(2, 2, "127.0.0.1:29500"),
-                "--rank 2 is not below --world 2",
-            ),
-            (ddp(0, 0, "127.0.0.1:29500"), "--world must be at least 1"),
-            (ddp(0, 2, "127.0.0.1"), "expected HOST:PORT"),
-            (ddp(0, 2, "127.0.0.1:http"), "expected HOST:PORT"),
-            (ddp(0, 2, ":29500"), "expected HOST:PORT"),
-        ];
-        for (scale, want) in cases {
-            let got = scale.validate().unwrap_err().to_string();
-            assert!(got.contains(want), "{got:?} lacks {want:?}");
-        }
-        assert!(ddp(1, 2, "localhost:29500").validate().is_ok());
-    }
-
-    #[test]
-    fn replicas_count_devices_and_processes() {
-        let s = Scale {
-            devices: 2,
-            ..ddp(1, 3, "h:1")
-        };
-        assert_eq!(s.replicas(), 6);
-        assert_eq!(s.peer(1), 3);
-        assert!(!Scale::default().is_parallel());
-    }
-
-    #[test]
-    fn shards_cover_the_order_in_equal_parts() {
-        let order: Vec<usize> = vec![7, 3, 9, 1, 4];
-        let shard = |index, count| {
-            Replica {
-                index,
-                count,
-                ..Replica::single()
-            }
-            .shard(order.clone())
-        };
-        assert_eq!(shard(0, 1), order);
-        // padded from the start to 6 items: 7 3 9 1 4 7
-        assert_eq!(shard(0, 2), vec![7, 9, 4]);
-        assert_eq!(shard(1, 2), vec![3, 1, 7]);
-        // the global batch of two steps of size 1 is the single-device order, item by item
-        let (a, b) = (shard(0, 2), shard(1, 2));
-        let interleaved: Vec<usize> = a.iter().zip(&b).flat_map(|(x, y)| [*x, *y]).collect();
-        assert_eq!(&interleaved[..5], &order[..]);
-    }
-
-    #[test]
-    fn digests_see_every_bit() {
-        assert_ne!(text_digest("a"), text_digest("b"));
-        assert_eq!(text_digest("same"), text_digest("same"));
-    }
-
-    #[test]
-    fn a_port_in_use_is_refused() {
-        let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
-        let port = taken.local_addr().unwrap().port();
-        let err = free_port(port, "--ddp-port").unwrap_err().to_string();
-        assert!(
-            err.contains(&format!("port {port} cannot be opened")),
-            "{err}"
-        );
-    }
 }

@@ -8,3 +8,4 @@ mod memory;
 mod policy;
 mod report;
 mod run;
+mod scale;
