@@ -119,27 +119,11 @@ impl BackendKind {
         }
     }
 
-    /// The devices `--devices` counts on this backend here, by Burn's name: ndarray has one;
-    /// wgpu one per adapter ([`cubecl_kernels::runtime::wgpu_devices`]); CUDA one per GPU.
-    pub fn device_names(self) -> Result<Vec<String>> {
-        self.check_available()?;
-        match self {
-            Self::Ndarray => Ok(vec![format!(
-                "{:?}",
-                burn::backend::ndarray::NdArrayDevice::Cpu
-            )]),
-            Self::Wgpu => Ok(wgpu_devices()?.iter().map(|d| format!("{d:?}")).collect()),
-            #[cfg(feature = "cuda")]
-            Self::Cuda => Ok(cuda_devices()?.iter().map(|d| format!("{d:?}")).collect()),
-            #[cfg(not(feature = "cuda"))]
-            Self::Cuda => unreachable!("check_available refuses CUDA without the feature"),
-        }
-    }
-
-    /// Checks that this backend has `n` devices here (`--devices`).
-    pub fn check_devices(self, n: usize) -> Result<()> {
-        let names = self.device_names()?;
-        if n > names.len() {
+    /// The first `n` of `all`, this backend's devices here (`--devices`), or the error that
+    /// lists them by Burn's name.
+    fn first<D: std::fmt::Debug>(self, all: Vec<D>, n: usize) -> Result<Vec<D>> {
+        if n > all.len() {
+            let names: Vec<String> = all.iter().map(|d| format!("{d:?}")).collect();
             return Err(EmberError::Invalid(format!(
                 "--devices {n}: the {self} backend has {} device{} here ({})",
                 names.len(),
@@ -147,7 +131,7 @@ impl BackendKind {
                 names.join(", ")
             )));
         }
-        Ok(())
+        Ok(all.into_iter().take(n).collect())
     }
 
     /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
@@ -163,9 +147,10 @@ impl BackendKind {
         self.dispatch_on(1, multiplier, policy, job)
     }
 
-    /// [`Self::dispatch`] on this backend's first `devices` devices ([`Self::device_names`]),
-    /// each carrying `multiplier` and `policy` ([`BackendJob::run_on`]); one device is the
-    /// backend's default device.
+    /// [`Self::dispatch`] on this backend's first `devices` devices, each carrying `multiplier`
+    /// and `policy` ([`BackendJob::run_on`]): ndarray has one; wgpu one per adapter
+    /// ([`cubecl_kernels::runtime::wgpu_devices`]); CUDA one per GPU. One device is the
+    /// backend's default device; more than there are is refused, naming them.
     pub fn dispatch_on<J: BackendJob>(
         self,
         devices: usize,
@@ -174,45 +159,36 @@ impl BackendKind {
         job: J,
     ) -> Result<J::Output> {
         self.check_available()?;
-        if devices > 1 {
-            self.check_devices(devices)?;
-        }
         fn stack<B: KernelBackend>(
             inner: Vec<B::Device>,
-            n: usize,
             multiplier: &Multiplier,
             policy: &Policy,
         ) -> Vec<SparseDevice<Bcr<Hinm<ApproxMul<B>>>>> {
             inner
                 .into_iter()
-                .take(n)
                 .map(|d| stack_device_on::<B>(d, multiplier.clone(), policy.clone()))
                 .collect()
         }
         let (m, p) = (&multiplier, &policy);
         match self {
-            Self::Ndarray => job.run_on::<NdarrayStack>(stack::<burn::backend::NdArray>(
-                vec![Default::default()],
-                devices,
-                m,
-                p,
-            )),
+            Self::Ndarray => {
+                let inner = self.first(vec![Default::default()], devices)?;
+                job.run_on::<NdarrayStack>(stack::<burn::backend::NdArray>(inner, m, p))
+            }
             Self::Wgpu => {
-                let inner = if devices == 1 {
-                    vec![Default::default()]
-                } else {
-                    wgpu_devices()?
+                let inner = match devices {
+                    1 => vec![Default::default()],
+                    n => self.first(wgpu_devices()?, n)?,
                 };
-                job.run_on::<WgpuStack>(stack::<burn::backend::Wgpu>(inner, devices, m, p))
+                job.run_on::<WgpuStack>(stack::<burn::backend::Wgpu>(inner, m, p))
             }
             #[cfg(feature = "cuda")]
             Self::Cuda => {
-                let inner = if devices == 1 {
-                    vec![Default::default()]
-                } else {
-                    cuda_devices()?
+                let inner = match devices {
+                    1 => vec![Default::default()],
+                    n => self.first(cuda_devices()?, n)?,
                 };
-                job.run_on::<CudaStack>(stack::<burn::backend::Cuda>(inner, devices, m, p))
+                job.run_on::<CudaStack>(stack::<burn::backend::Cuda>(inner, m, p))
             }
             #[cfg(not(feature = "cuda"))]
             Self::Cuda => unreachable!("check_available refuses CUDA without the feature"),

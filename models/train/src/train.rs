@@ -178,9 +178,6 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
     opts.validate()?;
     // Before the data: a missing driver is one line, whatever else is wrong.
     opts.backend.check_available()?;
-    if opts.scale.devices > 1 {
-        opts.backend.check_devices(opts.scale.devices)?;
-    }
     // Load data first: a bad dataset must not leave a half-made run directory behind.
     let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
     // The masks before the run directory: a level the model cannot take writes nothing.

@@ -105,3 +105,29 @@ fn a_tensor_service_port_in_use_is_refused_before_anything_starts() {
         "{err}"
     );
 }
+
+#[test]
+fn a_coordinator_port_in_use_or_a_host_that_does_not_resolve_is_refused() {
+    let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let free = TcpListener::bind(("0.0.0.0", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut scale = ddp(0, 2, &format!("127.0.0.1:{port}"));
+    if let Some(d) = scale.ddp.as_mut() {
+        d.port = Some(free);
+    }
+    let err = connect(&scale).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "the --coordinator port: port {port} cannot be opened"
+        )),
+        "{err}"
+    );
+    let err = connect(&ddp(1, 2, "no-such-host.invalid:29500"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("the host name does not resolve"), "{err}");
+}
