@@ -6,18 +6,22 @@
 //! `Multiplier::native`), `2-fp32` (Ember's kernel with a plain `*`), then the approximate
 //! multipliers: `3-mbm5` (LUT in shared memory), `4-mbm7` (AFM16, LUT in shared memory as packed bytes),
 //! `5-mbm23` (AFM32, evaluated in the kernel). On ndarray the Ember rows are the host path.
+//!
+//! Groups `gemm_<shape>/<backend>`: `ndarray`, then the CubeCL runtime `EMBER_TEST_RUNTIME`
+//! selects (`cubecl_kernels::testing`): `wgpu` by default, `cuda` in a `--features cuda` build.
 
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::prelude::*;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::testing::{RuntimeTest, TestBackend, TestRuntime, on_selected_runtime};
 
 const SHAPES: [(&str, [usize; 3]); 4] = [
     ("512x512x512", [512, 512, 512]),
-    ("lenet300_fc1_b64", [64, 784, 300]),
-    ("lenet5_conv2_b64", [16, 150, 6400]),
-    ("resnet18_conv3x3_256_b4", [256, 2304, 784]),
+    ("lenet300_fc1_b64_64x784x300", [64, 784, 300]),
+    ("lenet5_conv2_b64_16x150x6400", [16, 150, 6400]),
+    ("resnet18_conv3x3_256_b4_256x2304x784", [256, 2304, 784]),
 ];
 
 const MULTIPLIERS: [(&str, &str); 5] = [
@@ -51,10 +55,18 @@ fn gemm<B: KernelBackend>(c: &mut Criterion, backend: &str) {
     }
 }
 
+/// The rows on the runtime `EMBER_TEST_RUNTIME` selects.
+struct Rows<'a>(&'a mut Criterion);
+
+impl RuntimeTest for Rows<'_> {
+    fn run<R: TestRuntime>(self) {
+        gemm::<TestBackend<R>>(self.0, R::NAME);
+    }
+}
+
 fn benches(c: &mut Criterion) {
     gemm::<NdArray>(c, "ndarray");
-    cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
-    gemm::<Wgpu>(c, "wgpu");
+    on_selected_runtime(Rows(c));
 }
 
 criterion_group! {

@@ -1,22 +1,26 @@
 //! BCRC's sparse product against the dense matmul of the same dtype (f32) and against CSR, on
 //! GRU and VGG-16 layer shapes at a pruning rate of about 10×: on the host path (the ndarray
-//! route: row `0-dense` is burn-ndarray's matmul, i.e. `matrixmultiply`'s sgemm) and on wgpu
-//! (lavapipe on machines without a GPU: row `0-dense` is Burn's wgpu matmul, autotune off).
+//! route: row `0-dense` is burn-ndarray's matmul, i.e. `matrixmultiply`'s sgemm) and on the
+//! CubeCL runtime `EMBER_TEST_RUNTIME` selects (`cubecl_kernels::testing`): wgpu by default
+//! (lavapipe on machines without a GPU), `cuda` in a `--features cuda` build; row `0-dense` is
+//! Burn's matmul on that runtime, autotune off.
 //!
 //! Groups `bcrc_<path>_<layer>_m<M>_k<K>_o<out>`. The weights are BCR patterns (every block
 //! keeps a random sub-grid of rows × columns) in two block shapes: `4x16` (the paper's CNN
 //! block; 2 rows × 3 columns kept of each, 10.7×) and `strip` (4 whole rows; 2 rows × K/20
 //! columns kept, 10×: the kept rows of a strip share their columns). Rows per block shape:
 //! `lre` (the rows of a column pattern together, each activation loaded once per pattern),
-//! `no-lre` (the same arrays, rows one at a time) and `csr` (CSR, rows one at a time). On wgpu:
+//! `no-lre` (the same arrays, rows one at a time) and `csr` (CSR, rows one at a time). On the device:
 //! `lre` is the kernel on BCRC, `ungrouped` the same kernel with every row its own pattern.
 
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::bcrc::{Bcrc, BcrcCube, Csr, launch_spmm, reference};
-use cubecl_kernels::testing::random_bcrc;
+use cubecl_kernels::testing::{
+    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, random_bcrc,
+};
 use std::time::Duration;
 
 mod common;
@@ -66,31 +70,42 @@ fn host(c: &mut Criterion) {
     }
 }
 
-fn wgpu(c: &mut Criterion) {
-    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
-        eprintln!("skipping the wgpu BCRC benches: {e}");
-        return;
+/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
+struct Rows<'a>(&'a mut Criterion);
+
+impl RuntimeTest for Rows<'_> {
+    fn run<R: TestRuntime>(self) {
+        device_rows::<R>(self.0);
     }
-    let device = Default::default();
+}
+
+fn device(c: &mut Criterion) {
+    on_selected_runtime(Rows(c));
+}
+
+/// The kernel against the backend's dense matmul on runtime `R`, after comparing its result
+/// with the host implementation (printed; the kernel tests assert it).
+fn device_rows<R: TestRuntime>(c: &mut Criterion) {
+    let device = R::Device::default();
     for (name, m, k, out) in SHAPES {
-        let group = format!("bcrc_wgpu_{name}_m{m}_k{k}_o{out}");
-        let (xs, x) = common::dense_row::<Wgpu>(c, &group, [m, k, out], &device, |_| {
-            <Wgpu as Backend>::sync(&device).unwrap();
+        let group = format!("bcrc_{}_{name}_m{m}_k{k}_o{out}", R::NAME);
+        let (xs, x) = common::dense_row::<TestBackend<R>>(c, &group, [m, k, out], &device, |_| {
+            <TestBackend<R> as Backend>::sync(&device).unwrap();
         });
         let xp = common::primitive(x);
         for (shape, bcrc) in weights(out, k) {
             for (label, layout) in [("lre", bcrc.clone()), ("ungrouped", bcrc.ungrouped())] {
                 let cube = BcrcCube::upload(&layout, &device);
-                let got: Vec<f32> = Tensor::<Wgpu, 2>::from_primitive(TensorPrimitive::Float(
-                    launch_spmm(&xp, &cube),
-                ))
+                let got: Vec<f32> = Tensor::<TestBackend<R>, 2>::from_primitive(
+                    TensorPrimitive::Float(launch_spmm(&xp, &cube)),
+                )
                 .into_data()
                 .to_vec()
                 .unwrap();
-                assert_eq!(
-                    got,
-                    reference::spmm(&xs, m, &bcrc),
-                    "{group}/{shape}-{label}"
+                common::report_difference(
+                    &format!("{group}/{shape}-{label}"),
+                    &got,
+                    &reference::spmm(&xs, m, &bcrc),
                 );
                 c.bench_with_input(
                     BenchmarkId::new(&group, format!("{shape}-{label}")),
@@ -98,7 +113,7 @@ fn wgpu(c: &mut Criterion) {
                     |b, _| {
                         b.iter(|| {
                             let y = launch_spmm(&xp, &cube);
-                            <Wgpu as Backend>::sync(&device).unwrap();
+                            <TestBackend<R> as Backend>::sync(&device).unwrap();
                             y
                         })
                     },
@@ -114,6 +129,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = host, wgpu
+    targets = host, device
 }
 criterion_main!(benches);

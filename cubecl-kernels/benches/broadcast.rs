@@ -1,45 +1,48 @@
 //! The broadcast kernels (PReLU and the per-channel affine map, forward and backward) against a
-//! plain copy of the same bytes and against Burn's composite, on wgpu and on the host path.
+//! plain copy of the same bytes and against Burn's composite, on the host path and on the CubeCL
+//! runtime `EMBER_TEST_RUNTIME` selects (`cubecl_kernels::testing`): wgpu by default (lavapipe
+//! on machines without a GPU), `cuda` in a `--features cuda` build.
 //!
 //! Shapes: OneFlow's five PReLU shapes (96×64×112×112, 96×128×56×56, 96×256×28×28,
 //! 96×512×14×14, 96×512×7×7) with the **batch scaled down from 96 to 4** (on lavapipe a row then
 //! takes milliseconds, not seconds), and 4×64×15×15, whose inner size (225) does not divide the
 //! pack: the kernels run one value a pack there. α (and β) have one value per channel (axis 1).
 //!
-//! Groups `broadcast_<path>_<op>_<shape>`, `op` one of `prelu_fwd`, `prelu_bwd` (`dx`, `dα`),
+//! Groups `broadcast_<path>_<op>_<shape>` (`path`: `host` or the runtime), `op` one of `prelu_fwd`, `prelu_bwd` (`dx`, `dα`),
 //! `affine_fwd` (with β), `affine_bwd` (`dx`, `dα`, `dβ`). Rows:
 //!
-//! - `0-copy` (wgpu) / `0-memcpy` (host): a plain copy of as many bytes as the kernel moves: a
+//! - `0-copy` (device) / `0-memcpy` (host): a plain copy of as many bytes as the kernel moves: a
 //!   forward pass reads `x` and writes `y` (a copy of `x`); a backward pass reads `x` and `dy`
 //!   and writes `dx` (a copy of 1.5 times `x`'s values: the same bytes read and written). On
-//!   wgpu the copy is a one-line `#[cube]` kernel (`y[i] = x[i]`) launched like the broadcast
+//!   the device the copy is a one-line `#[cube]` kernel (`y[i] = x[i]`) launched like the broadcast
 //!   kernels (packs of 4 values, 256 units a cube) into a new buffer, so the ratio of row
 //!   `1-kernel` to it is the kernel's cost over the bandwidth the runtime reaches; on the host
 //!   `to_vec` (one thread's `memcpy` into a new allocation).
-//! - `1-kernel` (wgpu): `cubecl_kernels::broadcast::launch_*`; `1-reference` (host):
+//! - `1-kernel` (device): `cubecl_kernels::broadcast::launch_*`; `1-reference` (host):
 //!   `cubecl_kernels::broadcast::reference::*` (rayon, 2 threads on the reference machine).
-//! - `2-burn`: Burn's composite on the same backend (`Wgpu` on lavapipe, autotune off; `NdArray`
-//!   on the host): `burn::tensor::activation::prelu` (lower, broadcast multiply, `mask_where`),
+//! - `2-burn`: Burn's composite on the same backend (Burn's backend of the runtime, autotune
+//!   off; `NdArray` on the host): `burn::tensor::activation::prelu` (lower, broadcast multiply, `mask_where`),
 //!   `x · α + β` with broadcast, and for the backward passes the ops Burn's autodiff runs for
 //!   those composites (PReLU: the mask, two `mask_where`, the broadcast multiply, an add and the
 //!   `sum_dim`s of the broadcast; affine: two multiplies and the `sum_dim`s).
 //!
-//! Every wgpu row waits for the device; before the rows of a shape run, the kernels' results
-//! are checked bit for bit against the host reference.
+//! Every device row waits for the device; before the rows of a shape run, the kernels' results
+//! are compared with the host reference (printed: the kernel tests assert them bit for bit).
 
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use burn::tensor::activation::prelu;
 use burn_cubecl::tensor::CubeTensor;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
-use cubecl::wgpu::WgpuRuntime;
 use cubecl_kernels::broadcast::{
     Layout, PACK, launch_affine, launch_affine_backward, launch_prelu, launch_prelu_backward,
     reference,
 };
-use cubecl_kernels::testing::uniform;
+use cubecl_kernels::testing::{
+    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, uniform,
+};
 use std::time::Duration;
 
 /// Batch of every shape (OneFlow's is 96).
@@ -55,12 +58,14 @@ const SHAPES: [(&str, [usize; 3]); 6] = [
     ("4x64x15x15", [64, 15, 15]),
 ];
 
-/// The copy row on wgpu.
+mod common;
+
+/// The copy row on the device.
 mod copy {
+    use burn_cubecl::CubeRuntime;
     use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
     use burn_cubecl::tensor::CubeTensor;
     use cubecl::prelude::*;
-    use cubecl::wgpu::WgpuRuntime;
     use cubecl_kernels::broadcast::PACK;
 
     /// The copy row's kernel: `y[i] = x[i]`, one unit a pack.
@@ -72,7 +77,7 @@ mod copy {
     }
 
     /// `x` (contiguous, `n` values) copied into a new buffer by [`copy_kernel`].
-    pub fn device_copy(x: &CubeTensor<WgpuRuntime>, n: usize) -> CubeTensor<WgpuRuntime> {
+    pub fn device_copy<R: CubeRuntime>(x: &CubeTensor<R>, n: usize) -> CubeTensor<R> {
         let y = empty_device_contiguous_dtype(
             x.client.clone(),
             x.device.clone(),
@@ -84,7 +89,7 @@ mod copy {
         let count = cubecl::calculate_cube_count_elemwise(&x.client, n / vector, dim);
         // SAFETY: units past the last pack do nothing.
         unsafe {
-            copy_kernel::launch_unchecked::<WgpuRuntime>(
+            copy_kernel::launch_unchecked::<R>(
                 &x.client,
                 count,
                 dim,
@@ -201,73 +206,81 @@ impl Data {
     }
 }
 
-fn read<const D: usize>(t: CubeTensor<WgpuRuntime>) -> Vec<u32> {
-    Tensor::<Wgpu, D>::from_primitive(TensorPrimitive::Float(t))
+fn read<R: TestRuntime, const D: usize>(t: CubeTensor<R>) -> Vec<f32> {
+    Tensor::<TestBackend<R>, D>::from_primitive(TensorPrimitive::Float(t))
         .into_data()
         .to_vec::<f32>()
         .unwrap()
-        .into_iter()
-        .map(f32::to_bits)
-        .collect()
 }
 
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|v| v.to_bits()).collect()
-}
+/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
+struct Rows<'a>(&'a mut Criterion);
 
-fn wgpu(c: &mut Criterion) {
-    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
-        eprintln!("skipping the wgpu broadcast benches: {e}");
-        return;
+impl RuntimeTest for Rows<'_> {
+    fn run<R: TestRuntime>(self) {
+        device_rows::<R>(self.0);
     }
-    let device = Default::default();
-    let sync = || <Wgpu as Backend>::sync(&device).unwrap();
+}
+
+fn device(c: &mut Criterion) {
+    on_selected_runtime(Rows(c));
+}
+
+fn device_rows<R: TestRuntime>(c: &mut Criterion) {
+    type B<R> = TestBackend<R>;
+    let device = R::Device::default();
+    let sync = || B::<R>::sync(&device).unwrap();
     for (name, chw) in SHAPES {
         let d = Data::new(chw);
         let l = d.l;
-        let [x, dy] = d.tensors::<Wgpu>(&device);
-        let [alpha, beta] = d.channels::<Wgpu>(&device);
+        let [x, dy] = d.tensors::<B<R>>(&device);
+        let [alpha, beta] = d.channels::<B<R>>(&device);
         let (xp, dyp) = (primitive(x.clone()), primitive(dy.clone()));
         let (ap, bp) = (primitive(alpha.clone()), primitive(beta.clone()));
-        let copy_fwd = primitive(Tensor::<Wgpu, 1>::from_data(
+        let copy_fwd = primitive(Tensor::<B<R>, 1>::from_data(
             TensorData::new(uniform(d.copied(1.0), 5), [d.copied(1.0)]),
             &device,
         ));
-        let copy_bwd = primitive(Tensor::<Wgpu, 1>::from_data(
+        let copy_bwd = primitive(Tensor::<B<R>, 1>::from_data(
             TensorData::new(uniform(d.copied(1.5), 6), [d.copied(1.5)]),
             &device,
         ));
 
-        // the kernels' results, bit for bit
-        let _ = (
-            read::<4>(launch_prelu(&xp, &ap, l)),
-            bits(&reference::prelu(&d.x, &d.alpha, l)),
+        // the kernels' results against the host reference
+        let rows = |op: &str| format!("broadcast_{}_{op}_{name}", R::NAME);
+        let check = |what: &str, got: Vec<f32>, want: Vec<f32>| {
+            common::report_difference(
+                &format!("broadcast_{}_{name}: {what}", R::NAME),
+                &got,
+                &want,
+            )
+        };
+        check(
+            "prelu y",
+            read::<R, 4>(launch_prelu(&xp, &ap, l)),
+            reference::prelu(&d.x, &d.alpha, l),
         );
         let (dx, da) = launch_prelu_backward(&xp, &ap, &dyp, l);
         let (want_dx, want_da) = reference::prelu_backward(&d.x, &d.alpha, &d.dy, l);
-        let _ = (
-            (read::<4>(dx), read::<1>(da)),
-            (bits(&want_dx), bits(&want_da)),
-        );
-        let y = launch_affine(&xp, &ap, Some(&bp), l);
-        let _ = (
-            read::<4>(y),
-            bits(&reference::affine(&d.x, &d.alpha, Some(&d.beta), l)),
+        check("prelu dx", read::<R, 4>(dx), want_dx);
+        check("prelu dα", read::<R, 1>(da), want_da);
+        check(
+            "affine y",
+            read::<R, 4>(launch_affine(&xp, &ap, Some(&bp), l)),
+            reference::affine(&d.x, &d.alpha, Some(&d.beta), l),
         );
         let (dx, da, db) = launch_affine_backward(Some(&xp), &ap, &dyp, l);
         let (want_dx, want_da, want_db) =
             reference::affine_backward(Some(&d.x), &d.alpha, &d.dy, l);
-        let _ = (
-            (read::<4>(dx), read::<1>(da.unwrap()), read::<1>(db)),
-            (bits(&want_dx), bits(&want_da.unwrap()), bits(&want_db)),
-        );
+        check("affine dx", read::<R, 4>(dx), want_dx);
+        check("affine dα", read::<R, 1>(da.unwrap()), want_da.unwrap());
+        check("affine dβ", read::<R, 1>(db), want_db);
 
         let fwd = || copy::device_copy(&copy_fwd, d.copied(1.0));
         let bwd = || copy::device_copy(&copy_bwd, d.copied(1.5));
-        let rows = |op: &str| format!("broadcast_wgpu_{op}_{name}");
         trio(
             group(c, rows("prelu_fwd")),
-            WGPU_ROWS,
+            DEVICE_ROWS,
             &sync,
             fwd,
             || launch_prelu(&xp, &ap, l),
@@ -275,7 +288,7 @@ fn wgpu(c: &mut Criterion) {
         );
         trio(
             group(c, rows("prelu_bwd")),
-            WGPU_ROWS,
+            DEVICE_ROWS,
             &sync,
             bwd,
             || launch_prelu_backward(&xp, &ap, &dyp, l),
@@ -283,7 +296,7 @@ fn wgpu(c: &mut Criterion) {
         );
         trio(
             group(c, rows("affine_fwd")),
-            WGPU_ROWS,
+            DEVICE_ROWS,
             &sync,
             fwd,
             || launch_affine(&xp, &ap, Some(&bp), l),
@@ -291,7 +304,7 @@ fn wgpu(c: &mut Criterion) {
         );
         trio(
             group(c, rows("affine_bwd")),
-            WGPU_ROWS,
+            DEVICE_ROWS,
             &sync,
             bwd,
             || launch_affine_backward(Some(&xp), &ap, &dyp, l),
@@ -300,8 +313,8 @@ fn wgpu(c: &mut Criterion) {
     }
 }
 
-/// The rows of a wgpu group: a device copy of the same bytes, the kernel, Burn's composite.
-const WGPU_ROWS: [&str; 3] = ["0-copy", "1-kernel", "2-burn"];
+/// The rows of a device group: a device copy of the same bytes, the kernel, Burn's composite.
+const DEVICE_ROWS: [&str; 3] = ["0-copy", "1-kernel", "2-burn"];
 /// The rows of a host group: a `memcpy` of `x`, the reference, Burn's ndarray composite.
 const HOST_ROWS: [&str; 3] = ["0-memcpy", "1-reference", "2-burn"];
 
@@ -391,6 +404,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1));
-    targets = wgpu, host
+    targets = device, host
 }
 criterion_main!(benches);

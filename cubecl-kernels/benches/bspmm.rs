@@ -1,13 +1,14 @@
 //! SparseAct's weight gradient: the block-sparse BSpMM kernel vs the dense matmul `Xᵀ · G` of
-//! the same runtime (wgpu; lavapipe on machines without a GPU), as in the paper's Figs. 4-5.
+//! the same runtime, as in the paper's Figs. 4-5. The runtime is the one `EMBER_TEST_RUNTIME`
+//! selects (`cubecl_kernels::testing`): wgpu by default (lavapipe on machines without a GPU),
+//! `cuda` in a `--features cuda` build.
 //!
-//! Groups `bspmm_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of the dense
+//! Groups `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of the dense
 //! input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at that
 //! sparsity (the grid is cut where one product takes tens of seconds on a CPU, see below) (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
 //! each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
 //! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
 
-use burn::backend::Wgpu;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -15,9 +16,10 @@ use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
+use cubecl_kernels::testing::{RuntimeTest, TestBackend, TestRuntime, on_selected_runtime};
 use std::time::Duration;
 
-fn bench_shape(
+fn bench_shape<R: TestRuntime>(
     c: &mut Criterion,
     [samples, rows, d]: [usize; 3],
     out: usize,
@@ -26,8 +28,8 @@ fn bench_shape(
 ) {
     let device = Default::default();
     let dist = burn::tensor::Distribution::Normal(0.0, 1.0);
-    let x = Tensor::<Wgpu, 3>::random([samples, rows, d], dist, &device);
-    let g = Tensor::<Wgpu, 2>::random([samples * rows, out], dist, &device);
+    let x = Tensor::<TestBackend<R>, 3>::random([samples, rows, d], dist, &device);
+    let g = Tensor::<TestBackend<R>, 2>::random([samples * rows, out], dist, &device);
     let xt = x.clone().reshape([samples * rows, d]).transpose();
     let xp = match x.into_primitive() {
         TensorPrimitive::Float(t) => t,
@@ -38,11 +40,11 @@ fn bench_shape(
         TensorPrimitive::QFloat(_) => unreachable!("f32 gradient"),
     };
     for &b in blocks {
-        let group = format!("bspmm_{samples}x{rows}x{d}_out{out}_b{b}");
+        let group = format!("bspmm_{}_{samples}x{rows}x{d}_out{out}_b{b}", R::NAME);
         c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |bench, _| {
             bench.iter(|| {
                 let dw = xt.clone().matmul(g.clone());
-                <Wgpu as Backend>::sync(&device).unwrap();
+                <TestBackend<R> as Backend>::sync(&device).unwrap();
                 dw
             })
         });
@@ -62,7 +64,7 @@ fn bench_shape(
                             &gp,
                             &ApproxMultiply::Plain,
                         );
-                        <Wgpu as Backend>::sync(&device).unwrap();
+                        <TestBackend<R> as Backend>::sync(&device).unwrap();
                         dw
                     })
                 },
@@ -71,20 +73,26 @@ fn bench_shape(
     }
 }
 
-fn bspmm(c: &mut Criterion) {
-    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
-        eprintln!("skipping the BSpMM benches: {e}");
-        return;
+/// The rows on the runtime `EMBER_TEST_RUNTIME` selects.
+struct Rows<'a>(&'a mut Criterion);
+
+impl RuntimeTest for Rows<'_> {
+    fn run<R: TestRuntime>(self) {
+        let c = self.0;
+        // On a 2-core CPU (lavapipe) one BSpMM at b = 4, s = 10 % takes ~41 s: the grid is cut
+        // to what fits a bench run there; the sweep over s runs at the block sizes the paper's
+        // speed claim is about.
+        let sweep = [10, 30, 50, 70, 90];
+        bench_shape::<R>(c, [64, 196, 384], 384, &[32, 64], &sweep);
+        bench_shape::<R>(c, [64, 196, 384], 384, &[16], &[50, 90]);
+        bench_shape::<R>(c, [64, 196, 384], 384, &[4, 8], &[90]);
+        bench_shape::<R>(c, [32, 64, 128], 512, &[16, 64], &[50, 90]);
+        bench_shape::<R>(c, [32, 64, 512], 128, &[16, 64], &[50, 90]);
     }
-    // On a 2-core CPU (lavapipe) one BSpMM at b = 4, s = 10 % takes ~41 s: the grid is cut to
-    // what fits a bench run there; the sweep over s runs at the block sizes the paper's speed
-    // claim is about.
-    let sweep = [10, 30, 50, 70, 90];
-    bench_shape(c, [64, 196, 384], 384, &[32, 64], &sweep);
-    bench_shape(c, [64, 196, 384], 384, &[16], &[50, 90]);
-    bench_shape(c, [64, 196, 384], 384, &[4, 8], &[90]);
-    bench_shape(c, [32, 64, 128], 512, &[16, 64], &[50, 90]);
-    bench_shape(c, [32, 64, 512], 128, &[16, 64], &[50, 90]);
+}
+
+fn bspmm(c: &mut Criterion) {
+    on_selected_runtime(Rows(c));
 }
 
 criterion_group! {

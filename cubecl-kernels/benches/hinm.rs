@@ -1,8 +1,9 @@
 //! HiNM's sparse product against the dense matmul of the same dtype (f32) on ResNet and DeiT
 //! layer shapes, on the host path (the ndarray route: row `0-dense` is burn-ndarray's matmul,
-//! i.e. `matrixmultiply`'s sgemm) and on wgpu (lavapipe on machines without a GPU: row
-//! `0-dense` is Burn's wgpu matmul, autotune off), and with `--features cuda` on CUDA (row
-//! `0-dense` Burn's CUDA matmul).
+//! i.e. `matrixmultiply`'s sgemm) and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects
+//! (`cubecl_kernels::testing`): wgpu by default (lavapipe on machines without a GPU: row
+//! `0-dense` is Burn's wgpu matmul, autotune off), CUDA with `cuda` in a `--features cuda`
+//! build (row `0-dense` Burn's CUDA matmul, autotune off).
 //!
 //! Groups `hinm_<path>_<layer>_m<M>_k<K>_o<out>`; rows `0-dense`, `75` and `87.5` (total
 //! sparsity, V = 64, random output and input permutations), and `75-unpermuted` (identity
@@ -10,12 +11,14 @@
 //! noise, since the permutations are folded into the kernel's loads and stores. CubeCL has no
 //! sparse tensor-core instruction: the kernel gains only by skipping pruned products.
 
-use burn::backend::{NdArray, Wgpu};
+use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::hinm::{Packed, PackedCube, launch_spmm, reference};
-use cubecl_kernels::testing::random_packed;
+use cubecl_kernels::testing::{
+    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, random_packed,
+};
 use std::time::Duration;
 
 mod common;
@@ -64,58 +67,46 @@ fn host(c: &mut Criterion) {
     }
 }
 
-fn wgpu(c: &mut Criterion) {
-    if let Err(e) = cubecl_kernels::runtime::wgpu_adapter() {
-        eprintln!("skipping the wgpu HiNM benches: {e}");
-        return;
+/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
+struct Rows<'a>(&'a mut Criterion);
+
+impl RuntimeTest for Rows<'_> {
+    fn run<R: TestRuntime>(self) {
+        device_rows::<R>(self.0);
     }
-    device_rows::<Wgpu, cubecl::wgpu::WgpuRuntime>(c, "wgpu");
 }
 
-#[cfg(feature = "cuda")]
-fn cuda(c: &mut Criterion) {
-    device_rows::<burn_cuda::Cuda, cubecl::cuda::CudaRuntime>(c, "cuda");
+fn device(c: &mut Criterion) {
+    on_selected_runtime(Rows(c));
 }
 
-#[cfg(not(feature = "cuda"))]
-fn cuda(_: &mut Criterion) {}
-
-/// The kernel against the backend's dense matmul on runtime `R`, after checking the kernel's
-/// result against the host implementation on every level (the largest difference relative to
-/// the largest output is printed: 0 where the device rounds as the host does).
-fn device_rows<B, R>(c: &mut Criterion, runtime: &str)
-where
-    R: burn_cubecl::CubeRuntime,
-    B: Backend<FloatTensorPrimitive = burn_cubecl::tensor::CubeTensor<R>, Device = R::Device>,
-{
-    let device = R::Device::default();
+/// The kernel against the backend's dense matmul on runtime `R`, after comparing the kernel's
+/// result with the host implementation on every level (printed).
+fn device_rows<R: TestRuntime>(c: &mut Criterion) {
+    type B<R> = TestBackend<R>;
+    let (device, runtime) = (R::Device::default(), R::NAME);
     for (name, m, k, out) in SHAPES {
         let group = format!("hinm_{runtime}_{name}_m{m}_k{k}_o{out}");
-        let (xs, x) = common::dense_row::<B>(c, &group, [m, k, out], &device, |_| {
-            B::sync(&device).unwrap();
+        let (xs, x) = common::dense_row::<B<R>>(c, &group, [m, k, out], &device, |_| {
+            B::<R>::sync(&device).unwrap();
         });
         let xp = common::primitive(x);
         for (level, packed) in levels(out, k) {
             let cube = PackedCube::upload(&packed, &device);
             let got: Vec<f32> =
-                Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(launch_spmm(&xp, &cube)))
+                Tensor::<B<R>, 2>::from_primitive(TensorPrimitive::Float(launch_spmm(&xp, &cube)))
                     .into_data()
                     .to_vec()
                     .unwrap();
-            let want = reference::spmm(&xs, m, &packed);
-            let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
-            let worst = got
-                .iter()
-                .zip(&want)
-                .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
-            eprintln!(
-                "{group}/{level}: kernel vs host, max |Δ| / max |y| = {:.2e}",
-                worst / scale
+            common::report_difference(
+                &format!("{group}/{level}"),
+                &got,
+                &reference::spmm(&xs, m, &packed),
             );
             c.bench_with_input(BenchmarkId::new(&group, level), &(), |b, _| {
                 b.iter(|| {
                     let y = launch_spmm(&xp, &cube);
-                    B::sync(&device).unwrap();
+                    B::<R>::sync(&device).unwrap();
                     y
                 })
             });
@@ -129,6 +120,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = host, wgpu, cuda
+    targets = host, device
 }
 criterion_main!(benches);

@@ -6,14 +6,17 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// One measured benchmark: criterion group/function id and its mean time.
-struct Row {
-    id: String,
-    mean_ns: f64,
+pub(crate) struct Row {
+    /// `group/row`.
+    pub(crate) id: String,
+    /// Mean of the samples.
+    pub(crate) mean_ns: f64,
     low_ns: f64,
     high_ns: f64,
 }
 
-fn collect(dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
+/// The rows of every `estimates.json` under `dir` (criterion's output folder).
+pub(crate) fn collect(dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if !path.is_dir() {
@@ -42,7 +45,8 @@ fn collect(dir: &Path, rows: &mut Vec<Row>) -> Result<()> {
     Ok(())
 }
 
-fn fmt_time(ns: f64) -> String {
+/// A time in the unit that suits it.
+pub(crate) fn fmt_time(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.3} s", ns / 1e9)
     } else if ns >= 1e6 {
@@ -56,7 +60,7 @@ fn fmt_time(ns: f64) -> String {
 
 /// The report's rows: `| `id` | mean | CI | ratio |`, ratios to the first row of each group
 /// (everything before the id's last `/`), `rows` sorted by id.
-fn table_rows(rows: &[Row]) -> Vec<(String, String)> {
+pub(crate) fn table_rows(rows: &[Row]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut group_base: Option<(String, f64)> = None;
     for r in rows {

@@ -6,10 +6,14 @@
 //! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
+//! - `gpu-bundle`: the CUDA build of the kernel tests, benches and `ember`, with `run.sh`, for a
+//!   GPU machine without Rust; `gpu-run` is its runner (docs/gpu-bundle.md).
 
 mod bench;
 mod cycles;
 mod gen_decorator;
+mod gpu_bundle;
+mod gpu_run;
 mod reproduce;
 
 use anyhow::{Context, Result, bail};
@@ -75,6 +79,52 @@ enum Task {
         /// Rust); default: `cargo build --release --bin ember`.
         #[arg(long)]
         ember: Option<PathBuf>,
+    },
+    /// Build the GPU bundle: release `--features cuda` kernel tests, benches and `ember`,
+    /// stripped and packed with run.sh into one folder of at most 64 MiB.
+    GpuBundle {
+        /// Bundle folder (default target/gpu-bundle); an existing one is replaced only if it is
+        /// a bundle.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The bundle's runner (run.sh calls it): kernel tests, bench rows, one-epoch trainings and
+    /// the PyTorch column on EMBER_TEST_RUNTIME's runtime; prints one table.
+    GpuRun {
+        /// Folder of the unpacked binaries.
+        #[arg(long)]
+        bin: PathBuf,
+        /// Folder for logs, criterion's files and the trainings' runs.
+        #[arg(long)]
+        work: PathBuf,
+        /// The PyTorch column's script.
+        #[arg(long)]
+        torch: Option<PathBuf>,
+        /// Where the table is written (default <work>/report.md).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Criterion's filter (a regex) of the bench rows (default: the runtime's name, i.e.
+        /// every device row).
+        #[arg(long)]
+        bench_filter: Option<String>,
+        /// Criterion's warm-up seconds per bench row.
+        #[arg(long, default_value_t = 0.5)]
+        warm_up: f64,
+        /// Criterion's measurement seconds per bench row.
+        #[arg(long, default_value_t = 1.0)]
+        measure: f64,
+        /// Leave a part out (repeatable).
+        #[arg(long, value_enum)]
+        skip: Vec<gpu_run::Part>,
+        /// Seconds each binary may run before it is stopped and reported as timed out.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Train on the first N training images only.
+        #[arg(long)]
+        train_limit: Option<usize>,
+        /// Test on the first N test images only.
+        #[arg(long)]
+        test_limit: Option<usize>,
     },
     /// Regenerate cubecl-kernels/src/decorator/generated/ from burn-backend's op traits.
     GenDecorator {
@@ -197,5 +247,30 @@ fn main() -> Result<()> {
             },
         ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
+        Task::GpuBundle { out } => gpu_bundle::run(out),
+        Task::GpuRun {
+            bin,
+            work,
+            torch,
+            report,
+            bench_filter,
+            warm_up,
+            measure,
+            skip,
+            timeout,
+            train_limit,
+            test_limit,
+        } => gpu_run::run(gpu_run::Options {
+            bin,
+            work,
+            torch,
+            report,
+            bench_filter,
+            bench_seconds: (warm_up, measure),
+            skip,
+            timeout,
+            train_limit,
+            test_limit,
+        }),
     }
 }

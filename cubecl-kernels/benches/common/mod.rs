@@ -1,5 +1,8 @@
 //! What the sparse-product benches share: the dense matmul row each sparse product is measured
 //! against, and the activations both use.
+//!
+//! Each bench binary uses a part of it.
+#![allow(dead_code)]
 
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
@@ -31,4 +34,30 @@ pub fn primitive<B: Backend>(x: Tensor<B, 2>) -> B::FloatTensorPrimitive {
         TensorPrimitive::Float(t) => t,
         TensorPrimitive::QFloat(_) => unreachable!("f32 input"),
     }
+}
+
+/// Prints how far a device result `got` is from the host reference `want` (the tests assert;
+/// a bench reports, so a runtime that rounds differently still gets its rows): `bit-identical`,
+/// or the count of differing values and the largest difference relative to the largest |want|.
+pub fn report_difference(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let differing = got
+        .iter()
+        .zip(want)
+        .filter(|(g, w)| g.to_bits() != w.to_bits())
+        .count();
+    if differing == 0 {
+        eprintln!("{what}: device vs host, bit-identical");
+        return;
+    }
+    let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+    let worst = got
+        .iter()
+        .zip(want)
+        .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
+    eprintln!(
+        "{what}: device vs host, {differing} of {} values differ, max |Δ| / max |want| = {:.2e}",
+        want.len(),
+        worst / scale
+    );
 }
