@@ -244,7 +244,7 @@ cubecl_kernels::runtime_test! {
                 dims,
                 out,
                 p,
-                1e-5,
+                R::dense_tolerance(1e-5),
             );
         }
     }

@@ -206,6 +206,44 @@ pub fn with_weights<B: Backend, M: Module<B>>(model: M, values: &BTreeMap<String
     })
 }
 
+/// The largest difference relative to the largest |value| [`assert_matches_host`] allows on a
+/// runtime that fuses multiplies and adds ([`TestRuntime::CONTRACTS_MUL_ADD`]): an FMA rounds
+/// once where the host rounds twice, a difference of at most one rounding of each product,
+/// which stays far below this on the kernels' sizes (the largest measured on an H100 by the
+/// benches was 2.4e-7).
+pub const FMA_TOLERANCE: f32 = 1e-5;
+
+/// Asserts that a kernel's result `got` on runtime `R` is the host reference `want`: bit for
+/// bit, where `R` rounds as the host does; within [`FMA_TOLERANCE`] of the largest |want| where
+/// it fuses multiplies and adds ([`TestRuntime::CONTRACTS_MUL_ADD`], CUDA). A NaN matches any
+/// NaN (IEEE 754 leaves a NaN's sign and payload to the implementation); infinities and
+/// zeros' signs must match everywhere.
+///
+/// # Panics
+/// Naming `what`, the first value that differs, and both values.
+pub fn assert_matches_host<R: TestRuntime>(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let same = if g.is_nan() || w.is_nan() {
+            g.is_nan() && w.is_nan()
+        } else if R::CONTRACTS_MUL_ADD && g.is_finite() && w.is_finite() {
+            (g - w).abs() <= FMA_TOLERANCE * scale
+                && (*g != 0.0 || *w != 0.0 || g.to_bits() == w.to_bits())
+        } else {
+            g.to_bits() == w.to_bits()
+        };
+        assert!(
+            same,
+            "{what}: value {i} is {g:?} on {}, {w:?} on the host",
+            R::NAME
+        );
+    }
+}
+
 /// Asserts that every value of each tensor in `a` is within `rel` of the same value in `b`,
 /// relative to the largest magnitude of its tensor in `a` (tensors read flat; `what` names the
 /// comparison).

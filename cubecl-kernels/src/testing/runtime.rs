@@ -41,6 +41,27 @@ pub trait TestRuntime: CubeRuntime {
 
     /// The runtime's name, as [`RUNTIME_VAR`] spells it (`wgpu`, `cuda`).
     const NAME: &'static str;
+
+    /// Whether the runtime's compiler fuses a multiply and the add it feeds into one FMA
+    /// (rounded once), so a kernel's result can differ from the host reference's separately
+    /// rounded product and sum in the last bits: CUDA, whose NVRTC compiles with its default
+    /// `--fmad=true` (CubeCL 0.10 passes no option to turn it off). wgpu on lavapipe does not:
+    /// the kernel tests compare bits there. [`assert_matches_host`](super::assert_matches_host)
+    /// reads it.
+    const CONTRACTS_MUL_ADD: bool;
+
+    /// The relative tolerance a comparison with Burn's own matmul or convolution on this
+    /// runtime needs at least: 0 on wgpu, whose f32 matmul is f32; `2e-3` on CUDA, where Burn
+    /// 0.21's matmul (cubek-matmul's `Auto` strategy, autotune or not) tries CMMA first and
+    /// stages f32 operands as TF32 (10 mantissa bits: each operand rounded to 2⁻¹¹ relative; the
+    /// largest difference measured by the decorator tests on an H100 was 1.8e-4).
+    const DENSE_TOLERANCE: f32;
+
+    /// `tolerance`, raised to [`DENSE_TOLERANCE`](Self::DENSE_TOLERANCE): for a comparison with
+    /// Burn's dense ops on this runtime.
+    fn dense_tolerance(tolerance: f32) -> f32 {
+        tolerance.max(Self::DENSE_TOLERANCE)
+    }
 }
 
 /// Burn's backend on the test runtime `R`: f32 floats, i32 ints and `R`'s bools, the types
@@ -50,12 +71,16 @@ pub type TestBackend<R> = CubeBackend<R, f32, i32, <R as TestRuntime>::Bool>;
 impl TestRuntime for cubecl::wgpu::WgpuRuntime {
     type Bool = u32;
     const NAME: &'static str = "wgpu";
+    const CONTRACTS_MUL_ADD: bool = false;
+    const DENSE_TOLERANCE: f32 = 0.0;
 }
 
 #[cfg(feature = "cuda")]
 impl TestRuntime for cubecl::cuda::CudaRuntime {
     type Bool = u8;
     const NAME: &'static str = "cuda";
+    const CONTRACTS_MUL_ADD: bool = true;
+    const DENSE_TOLERANCE: f32 = 2e-3;
 }
 
 /// The runtime [`RUNTIME_VAR`] selects.

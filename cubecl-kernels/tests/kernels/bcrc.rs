@@ -6,7 +6,7 @@ use crate::hinm::padded_rows;
 use crate::{cube, floats};
 use burn::tensor::{Tensor, TensorData};
 use cubecl_kernels::bcrc::{Bcrc, BcrcCube, launch_spmm, reference};
-use cubecl_kernels::testing::{TestBackend, random_bcrc, uniform};
+use cubecl_kernels::testing::{TestBackend, assert_matches_host, random_bcrc, uniform};
 
 cubecl_kernels::runtime_test! {
     fn the_kernel_equals_the_host_implementation_bit_for_bit<R>() {
@@ -24,12 +24,14 @@ cubecl_kernels::runtime_test! {
                 &cube::<R, 2>(&x, [m, k]),
                 &BcrcCube::upload(&w, &device),
             ));
-            assert_eq!(got, want, "m={m} {out}x{k} blocks {block:?}");
+            let what = format!("m={m} {out}x{k} blocks {block:?}");
+            assert_matches_host::<R>(&got, &want, &what);
             // the layout without shared patterns gives the same outputs
             let ungrouped = BcrcCube::upload(&w.ungrouped(), &device);
-            assert_eq!(
-                floats::<R, 2>(launch_spmm(&cube::<R, 2>(&x, [m, k]), &ungrouped)),
-                want
+            assert_matches_host::<R>(
+                &floats::<R, 2>(launch_spmm(&cube::<R, 2>(&x, [m, k]), &ungrouped)),
+                &want,
+                &format!("{what}, ungrouped"),
             );
         }
     }
@@ -47,7 +49,7 @@ cubecl_kernels::runtime_test! {
             &cube::<R, 2>(&x, [m, k]),
             &BcrcCube::upload(&w, &Default::default()),
         ));
-        assert_eq!(got, reference::spmm(&x, m, &w));
+        assert_matches_host::<R>(&got, &reference::spmm(&x, m, &w), "spmm");
         assert!(
             got.iter()
                 .enumerate()
@@ -73,16 +75,17 @@ cubecl_kernels::runtime_test! {
             &padded_rows::<R>(&x, [m, k]),
             &BcrcCube::upload(&w, &device),
         ));
-        assert_eq!(got, want);
+        assert_matches_host::<R>(&got, &want, "padded rows");
         // x stored transposed: [k, m] then viewed as [m, k]
         let xt: Vec<f32> = (0..k * m).map(|j| x[(j % m) * k + j / m]).collect();
         let t = Tensor::<TestBackend<R>, 2>::from_data(TensorData::new(xt, [k, m]), &device)
             .transpose()
             .into_primitive()
             .tensor();
-        assert_eq!(
-            floats::<R, 2>(launch_spmm(&t, &BcrcCube::upload(&w, &device))),
-            want
+        assert_matches_host::<R>(
+            &floats::<R, 2>(launch_spmm(&t, &BcrcCube::upload(&w, &device))),
+            &want,
+            "transposed",
         );
     }
 }

@@ -15,7 +15,7 @@ use burn_std::{DType, Shape};
 use cubecl_kernels::broadcast::{
     Layout, launch_affine, launch_affine_backward, launch_prelu, launch_prelu_backward, reference,
 };
-use cubecl_kernels::testing::{TestBackend, TestRuntime, uniform};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, assert_matches_host, uniform};
 
 /// `(shape, channel axis)` of every case.
 const CASES: &[(&[usize], usize)] = &[
@@ -74,16 +74,6 @@ fn poison<R: TestRuntime>(sizes: &[usize]) {
         .map(|&n| upload(&vec![f32::NAN; n.max(1)], &[n.max(1)]))
         .collect();
     drop(held);
-}
-
-fn assert_bits(got: &[f32], want: &[f32], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    if let Some(k) = (0..got.len()).find(|&k| got[k].to_bits() != want[k].to_bits()) {
-        panic!(
-            "{what}: value {k} is {} on the device, {} on the host",
-            got[k], want[k]
-        );
-    }
 }
 
 /// Every case: its name, layout, and its inputs on the host and on the device.
@@ -174,7 +164,7 @@ cubecl_kernels::runtime_test! {
             let y = launch_prelu(&x, &alpha, c.l);
             assert_eq!(y.meta.shape().to_vec(), c.shape, "{}", c.name);
             let want = reference::prelu(&c.x, &c.alpha, c.l);
-            assert_bits(&read(y), &want, &format!("prelu {}", c.name));
+            assert_matches_host::<R>(&read(y), &want, &format!("prelu {}", c.name));
         }
     }
 }
@@ -187,8 +177,8 @@ cubecl_kernels::runtime_test! {
             let (dx, da) = launch_prelu_backward(&x, &alpha, &dy, c.l);
             assert_eq!(da.meta.shape().to_vec(), vec![c.l.channels]);
             let (want_dx, want_da) = reference::prelu_backward(&c.x, &c.alpha, &c.dy, c.l);
-            assert_bits(&read(dx), &want_dx, &format!("prelu dx {}", c.name));
-            assert_bits(&read(da), &want_da, &format!("prelu dα {}", c.name));
+            assert_matches_host::<R>(&read(dx), &want_dx, &format!("prelu dx {}", c.name));
+            assert_matches_host::<R>(&read(da), &want_da, &format!("prelu dα {}", c.name));
         }
     }
 }
@@ -200,11 +190,11 @@ cubecl_kernels::runtime_test! {
             poison::<R>(&[c.l.len()]);
             let y = launch_affine(&x, &alpha, Some(&beta), c.l);
             let want = reference::affine(&c.x, &c.alpha, Some(&c.beta), c.l);
-            assert_bits(&read(y), &want, &format!("affine {}", c.name));
+            assert_matches_host::<R>(&read(y), &want, &format!("affine {}", c.name));
             poison::<R>(&[c.l.len()]);
             let y = launch_affine(&x, &alpha, None, c.l);
             let want = reference::affine(&c.x, &c.alpha, None, c.l);
-            assert_bits(&read(y), &want, &format!("scale {}", c.name));
+            assert_matches_host::<R>(&read(y), &want, &format!("scale {}", c.name));
         }
     }
 }
@@ -217,18 +207,18 @@ cubecl_kernels::runtime_test! {
                 reference::affine_backward(Some(&c.x), &c.alpha, &c.dy, c.l);
             poison::<R>(&[c.l.len(), c.l.channels, c.l.channels]);
             let (dx, da, db) = launch_affine_backward(Some(&x), &alpha, &dy, c.l);
-            assert_bits(&read(dx), &want_dx, &format!("affine dx {}", c.name));
-            assert_bits(
+            assert_matches_host::<R>(&read(dx), &want_dx, &format!("affine dx {}", c.name));
+            assert_matches_host::<R>(
                 &read(da.unwrap()),
                 &want_da.unwrap(),
                 &format!("dα {}", c.name),
             );
-            assert_bits(&read(db), &want_db, &format!("affine dβ {}", c.name));
+            assert_matches_host::<R>(&read(db), &want_db, &format!("affine dβ {}", c.name));
             poison::<R>(&[c.l.len(), c.l.channels]);
             let (dx, none, db) = launch_affine_backward(None, &alpha, &dy, c.l);
             assert!(none.is_none());
-            assert_bits(&read(dx), &want_dx, &format!("scale dx {}", c.name));
-            assert_bits(&read(db), &want_db, &format!("scale dβ {}", c.name));
+            assert_matches_host::<R>(&read(dx), &want_dx, &format!("scale dx {}", c.name));
+            assert_matches_host::<R>(&read(db), &want_db, &format!("scale dβ {}", c.name));
         }
     }
 }
@@ -260,7 +250,7 @@ cubecl_kernels::runtime_test! {
             let (x, alpha, beta) = (c.x::<R>(), c.alpha::<R>(), c.beta::<R>());
             let what = |op: &str| format!("{op} {}", c.name);
             let y = launch_prelu(&x, &alpha, c.l);
-            assert_bits(
+            assert_matches_host::<R>(
                 &read(y),
                 &reference::prelu(&c.x, &c.alpha, c.l),
                 &what("prelu"),
@@ -272,13 +262,13 @@ cubecl_kernels::runtime_test! {
             let (x, dy) = (c.x::<R>(), c.dy::<R>());
             let (dx, da) = launch_prelu_backward(&x, &alpha, &dy, c.l);
             let (want_dx, want_da) = reference::prelu_backward(&c.x, &c.alpha, &c.dy, c.l);
-            assert_bits(&read(dx), &want_dx, &what("prelu dx"));
+            assert_matches_host::<R>(&read(dx), &want_dx, &what("prelu dx"));
             let da = read(da);
             assert!(da.iter().all(|d| d.is_finite()), "{da:?}");
-            assert_bits(&da, &want_da, &what("prelu dα"));
+            assert_matches_host::<R>(&da, &want_da, &what("prelu dα"));
             let y = launch_affine(&x, &alpha, Some(&beta), c.l);
             let want = reference::affine(&c.x, &c.alpha, Some(&c.beta), c.l);
-            assert_bits(&read(y), &want, &what("affine"));
+            assert_matches_host::<R>(&read(y), &want, &what("affine"));
         }
     }
 }
@@ -311,20 +301,20 @@ cubecl_kernels::runtime_test! {
         assert!(!x.is_contiguous(), "a permuted view, not a copy");
         let (alpha, beta) = (c.alpha::<R>(), c.beta::<R>());
         let y = launch_prelu(&x, &alpha, c.l);
-        assert_bits(&read(y), &reference::prelu(&c.x, &c.alpha, c.l), "prelu");
+        assert_matches_host::<R>(&read(y), &reference::prelu(&c.x, &c.alpha, c.l), "prelu");
         let (dx, da) = launch_prelu_backward(&x, &alpha, &dy, c.l);
         let (want_dx, want_da) = reference::prelu_backward(&c.x, &c.alpha, &c.dy, c.l);
-        assert_bits(&read(dx), &want_dx, "prelu dx");
-        assert_bits(&read(da), &want_da, "prelu dα");
+        assert_matches_host::<R>(&read(dx), &want_dx, "prelu dx");
+        assert_matches_host::<R>(&read(da), &want_da, "prelu dα");
         let y = launch_affine(&x, &alpha, Some(&beta), c.l);
         let want = reference::affine(&c.x, &c.alpha, Some(&c.beta), c.l);
-        assert_bits(&read(y), &want, "affine");
+        assert_matches_host::<R>(&read(y), &want, "affine");
         let (dx, da, db) = launch_affine_backward(Some(&x), &alpha, &dy, c.l);
         let (want_dx, want_da, want_db) =
             reference::affine_backward(Some(&c.x), &c.alpha, &c.dy, c.l);
-        assert_bits(&read(dx), &want_dx, "affine dx");
-        assert_bits(&read(da.unwrap()), &want_da.unwrap(), "affine dα");
-        assert_bits(&read(db), &want_db, "affine dβ");
+        assert_matches_host::<R>(&read(dx), &want_dx, "affine dx");
+        assert_matches_host::<R>(&read(da.unwrap()), &want_da.unwrap(), "affine dα");
+        assert_matches_host::<R>(&read(db), &want_db, "affine dβ");
     }
 }
 

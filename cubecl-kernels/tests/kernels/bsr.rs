@@ -7,7 +7,9 @@ use burn::tensor::{Int, Tensor, TensorData};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::prune::{self, PrunedCube};
 use cubecl_kernels::bsr::{host, keep_count, spmm};
-use cubecl_kernels::testing::{TestBackend, TestRuntime, multipliers, uniform};
+use cubecl_kernels::testing::{
+    TestBackend, TestRuntime, assert_matches_host, multipliers, uniform,
+};
 
 use crate::{Cube, cube, floats};
 
@@ -60,7 +62,7 @@ cubecl_kernels::runtime_test! {
         for (dims, b, _) in cases() {
             let x = uniform(dims.iter().product(), 11);
             let got = floats::<R, 2>(prune::launch_block_norms(&cube::<R, 3>(&x, dims), b));
-            assert_eq!(got, host_norms(&x, dims, b), "{dims:?} b={b}");
+            assert_matches_host::<R>(&got, &host_norms(&x, dims, b), &format!("{dims:?} b={b}"));
         }
     }
 }
@@ -132,12 +134,11 @@ cubecl_kernels::runtime_test! {
                     &cube::<R, 2>(&g, [samples * rows, out]),
                     &mul,
                 );
-                let got = floats::<R, 2>(dw);
-                let same = got
-                    .iter()
-                    .zip(&want)
-                    .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{name} {dims:?} b={b} s={s} out={out}");
+                assert_matches_host::<R>(
+                    &floats::<R, 2>(dw),
+                    &want,
+                    &format!("{name} {dims:?} b={b} s={s} out={out}"),
+                );
             }
         }
     }
@@ -171,7 +172,7 @@ cubecl_kernels::runtime_test! {
             out,
             &ApproxMultiply::Plain,
         );
-        assert_eq!(got, want);
+        assert_matches_host::<R>(&got, &want, "a strided gradient");
     }
 }
 

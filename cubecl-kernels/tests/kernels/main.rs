@@ -31,6 +31,10 @@ pub(crate) fn cube<R: TestRuntime, const D: usize>(values: &[f32], shape: [usize
 
 /// A rank-`D` f32 CubeCL tensor read back.
 pub(crate) fn floats<R: TestRuntime, const D: usize>(t: Cube<R>) -> Vec<f32> {
+    // An empty buffer's bytes need not be aligned for f32 (CUDA's are not): nothing to read.
+    if t.meta.num_elements() == 0 {
+        return Vec::new();
+    }
     Tensor::<TestBackend<R>, D>::from_primitive(TensorPrimitive::Float(t))
         .into_data()
         .to_vec()
