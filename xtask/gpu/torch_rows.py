@@ -7,8 +7,8 @@ REQUEST is a list of {"row": Ember row id, "op": name, "dims": sizes}; ops are `
 ([m, k] @ [k, n]), `matmul_at` ([k, m].T @ [k, n], dims [m, k, n]), and on [n, c, h, w] with one
 value per channel: `prelu_fwd`, `prelu_bwd` (dx and dα), `affine_fwd` (x·α + β) and `affine_bwd`
 (dx, dα, dβ). OUT gets {"torch": version, "device": name, "tf32": bool, "rows": {row: ns}}: the
-mean time of one call, the device synchronised after each timed batch, f32 throughout. Runs on
-CUDA when torch sees a GPU, else on the CPU.
+mean time of one call followed by a device synchronisation, as every Ember device row waits for
+its device after each call; f32 throughout. Runs on CUDA when torch sees a GPU, else on the CPU.
 """
 import json
 import sys
@@ -24,16 +24,16 @@ def sync(device):
 
 
 def mean_ns(fn, device, min_seconds=0.3):
-    """Mean time of fn() over batches doubled until one batch takes min_seconds."""
+    """Mean time of fn() and a synchronisation, over batches doubled until one takes min_seconds."""
     for _ in range(3):
         fn()
-    sync(device)
+        sync(device)
     n = 1
     while True:
         start = time.perf_counter()
         for _ in range(n):
             fn()
-        sync(device)
+            sync(device)
         took = time.perf_counter() - start
         if took >= min_seconds:
             return took / n * 1e9

@@ -58,6 +58,16 @@ enum Ended {
     TimedOut,
 }
 
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Exited(Some(code)) => write!(f, "exited with code {code}"),
+            Ended::Exited(None) => f.write_str("was killed by a signal (a crash)"),
+            Ended::TimedOut => f.write_str("ran past its timeout and was stopped"),
+        }
+    }
+}
+
 /// Runs `cmd` with its output in `log`, killed after `timeout`.
 fn run_logged(mut cmd: Command, log: &Path, timeout: Duration) -> Result<Ended> {
     let file = std::fs::File::create(log)?;
@@ -284,7 +294,7 @@ fn torch_column(opts: &Options, rows: &[Row], runtime: &str) -> (BTreeMap<String
             Duration::from_secs(opts.timeout),
         )?;
         if ended != Ended::Exited(Some(0)) {
-            bail!("torch_rows.py ended {ended:?} (logs/torch.log)");
+            bail!("torch_rows.py {ended} (logs/torch.log)");
         }
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&resp)?)?;
         let times = v["rows"]
@@ -321,8 +331,16 @@ pub fn run(opts: Options) -> Result<()> {
     writeln!(
         md,
         "Runtime `{runtime}` (EMBER_TEST_RUNTIME); bundle {}; Burn's `autotune` **off** (Ember \
-         builds Burn's backends without it, so f32 matmul stays f32, no TF32).\n",
-        bundle.lines().next().unwrap_or("of unknown commit")
+         builds Burn's backends without it).{}\n",
+        bundle.lines().next().unwrap_or("of unknown commit"),
+        if runtime == "cuda" {
+            " Burn 0.21's CUDA matmul still runs TF32 tensor cores on f32 (cubek-matmul's default \
+             `Auto` strategy tries CMMA first, which stages f32 operands as TF32): the `0-dense` \
+             and `1-native` rows and a native training's matmuls are TF32; Ember's kernels are \
+             f32."
+        } else {
+            ""
+        }
     )?;
 
     // 1. kernel tests
@@ -351,7 +369,7 @@ pub fn run(opts: Options) -> Result<()> {
                 }
                 (Ended::TimedOut, _) => format!("timed out after {} s", opts.timeout),
                 (_, true) => format!("FAILED: {}", t.failures.join(", ")),
-                (Ended::Exited(code), false) => format!("crashed (exit {code:?}), see logs"),
+                (ended, false) => format!("no test summary: it {ended}, see logs/{name}.log"),
             };
             if !result.starts_with("ok") {
                 failures.push(format!("{name}: {result}"));
@@ -392,7 +410,7 @@ pub fn run(opts: Options) -> Result<()> {
             ]);
             let ended = run_logged(cmd, &logs.join(format!("{name}.log")), timeout)?;
             if ended != Ended::Exited(Some(0)) {
-                failures.push(format!("{name}: ended {ended:?}, see logs/{name}.log"));
+                failures.push(format!("{name}: {ended}, see logs/{name}.log"));
             }
         }
         if criterion.exists() {
@@ -410,8 +428,10 @@ pub fn run(opts: Options) -> Result<()> {
         writeln!(
             md,
             "Mean of criterion's samples with its 95% CI; ratios to the group's first row, \
-             measured in the same run. {torch_what}: the same op on the same shape, beside the \
-             Ember row that runs it (Ember ÷ PyTorch > 1: Ember is slower).\n"
+             measured in the same run; every device row waits for the device after each call. \
+             {torch_what}: the same op on the same shape, each call also followed by a device \
+             synchronisation, beside the Ember row that runs it (÷ PyTorch > 1: Ember is \
+             slower).\n"
         )?;
         writeln!(
             md,
@@ -464,7 +484,7 @@ pub fn run(opts: Options) -> Result<()> {
             let result = if ended == Ended::Exited(Some(0)) {
                 read_run(&out)
             } else {
-                Err(format!("ended {ended:?}, see logs/train-{slug}.log"))
+                Err(format!("{ended}, see logs/train-{slug}.log"))
             };
             if let Err(e) = &result {
                 failures.push(format!("ember train ({label}): {e}"));
