@@ -132,6 +132,17 @@ fn merge(old: &str, filter: &str, fresh: Vec<(String, String)>, when: &str) -> S
     md
 }
 
+/// The heading of the report's last section, the GPU runs (`cargo xtask gpu-bundle`'s tables,
+/// measured elsewhere): kept as it is when the benches rewrite the report.
+const GPU_SECTION: &str = "\n## GPU runs";
+
+/// `report` cut before its GPU section: (what the benches write, the section or "").
+fn split_gpu_section(report: &str) -> (&str, &str) {
+    report
+        .find(GPU_SECTION)
+        .map_or((report, ""), |at| report.split_at(at))
+}
+
 /// The checked-out commit's short hash, or `unknown`.
 fn commit() -> String {
     std::process::Command::new("git")
@@ -172,11 +183,17 @@ pub fn run(filter: Option<&str>) -> Result<()> {
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     let fresh = table_rows(&rows);
     let out = root.join("docs/benchmarks.md");
-    let md = match filter {
+    let old = std::fs::read_to_string(&out).ok();
+    let (old_table, gpu) = old.as_deref().map_or(("", ""), split_gpu_section);
+    let mut md = match filter {
         Some(f) => {
-            let old = std::fs::read_to_string(&out)
-                .with_context(|| format!("reading {} to merge into", out.display()))?;
-            merge(&old, f, fresh, &commit())
+            if old.is_none() {
+                anyhow::bail!(
+                    "{} not found: nothing to merge a filtered run into",
+                    out.display()
+                );
+            }
+            merge(old_table, f, fresh, &commit())
         }
         None => {
             let mut md = String::new();
@@ -202,6 +219,7 @@ pub fn run(filter: Option<&str>) -> Result<()> {
             md
         }
     };
+    md += gpu;
     // a temporary file renamed over the report: an interrupted write leaves the old one
     let tmp = out.with_extension("md.tmp");
     std::fs::write(&tmp, md)?;
@@ -215,6 +233,18 @@ mod tests {
     use super::*;
 
     const OLD: &str = "# Benchmarks\n\nWritten by a full run.\n\n| benchmark | mean | 95% CI | ratio to group's first row |\n|---|---:|---|---:|\n| `a/0-dense` | 1 ms | x | 1.000× |\n| `hinm_x/0-dense` | 9 ms | x | 1.000× |\n| `z/1` | 2 ms | x | 1.000× |\n";
+
+    #[test]
+    fn the_gpu_section_is_kept_apart() {
+        let report = format!("{OLD}\n## GPU runs (x)\n\n| `gemm/cuda/1` | 1 ms | x | 1× |\n");
+        let (table, gpu) = split_gpu_section(&report);
+        assert_eq!(table, OLD);
+        assert!(gpu.starts_with("\n## GPU runs") && gpu.contains("gemm/cuda"));
+        // a filtered run merges into the table alone: the GPU rows stay out of it
+        let md = merge(table, "gemm", Vec::new(), "commit abc");
+        assert!(!md.contains("cuda"));
+        assert_eq!(split_gpu_section(OLD), (OLD, ""));
+    }
 
     #[test]
     fn a_filtered_run_replaces_only_its_rows() {
