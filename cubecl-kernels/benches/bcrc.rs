@@ -18,9 +18,7 @@ use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::bcrc::{Bcrc, BcrcCube, Csr, launch_spmm, reference};
-use cubecl_kernels::testing::{
-    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, random_bcrc,
-};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, random_bcrc};
 use std::time::Duration;
 
 mod common;
@@ -70,18 +68,8 @@ fn host(c: &mut Criterion) {
     }
 }
 
-/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
-struct Rows<'a>(&'a mut Criterion);
-
-impl RuntimeTest for Rows<'_> {
-    fn run<R: TestRuntime>(self) {
-        device_rows::<R>(self.0);
-    }
-}
-
-fn device(c: &mut Criterion) {
-    on_selected_runtime(Rows(c));
-}
+// The device rows, on the runtime `EMBER_TEST_RUNTIME` selects.
+common::device_bench!(device, device_rows);
 
 /// The kernel against the backend's dense matmul on runtime `R`, after comparing its result
 /// with the host implementation (printed; the kernel tests assert it).

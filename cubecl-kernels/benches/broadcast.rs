@@ -40,9 +40,7 @@ use cubecl_kernels::broadcast::{
     Layout, PACK, launch_affine, launch_affine_backward, launch_prelu, launch_prelu_backward,
     reference,
 };
-use cubecl_kernels::testing::{
-    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, uniform,
-};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, uniform};
 use std::time::Duration;
 
 /// Batch of every shape (OneFlow's is 96).
@@ -213,18 +211,8 @@ fn read<R: TestRuntime, const D: usize>(t: CubeTensor<R>) -> Vec<f32> {
         .unwrap()
 }
 
-/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
-struct Rows<'a>(&'a mut Criterion);
-
-impl RuntimeTest for Rows<'_> {
-    fn run<R: TestRuntime>(self) {
-        device_rows::<R>(self.0);
-    }
-}
-
-fn device(c: &mut Criterion) {
-    on_selected_runtime(Rows(c));
-}
+// The device rows, on the runtime `EMBER_TEST_RUNTIME` selects.
+common::device_bench!(device, device_rows);
 
 fn device_rows<R: TestRuntime>(c: &mut Criterion) {
     type B<R> = TestBackend<R>;

@@ -16,8 +16,10 @@ use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
-use cubecl_kernels::testing::{RuntimeTest, TestBackend, TestRuntime, on_selected_runtime};
+use cubecl_kernels::testing::{TestBackend, TestRuntime};
 use std::time::Duration;
+
+mod common;
 
 fn bench_shape<R: TestRuntime>(
     c: &mut Criterion,
@@ -73,27 +75,21 @@ fn bench_shape<R: TestRuntime>(
     }
 }
 
-/// The rows on the runtime `EMBER_TEST_RUNTIME` selects.
-struct Rows<'a>(&'a mut Criterion);
-
-impl RuntimeTest for Rows<'_> {
-    fn run<R: TestRuntime>(self) {
-        let c = self.0;
-        // On a 2-core CPU (lavapipe) one BSpMM at b = 4, s = 10 % takes ~41 s: the grid is cut
-        // to what fits a bench run there; the sweep over s runs at the block sizes the paper's
-        // speed claim is about.
-        let sweep = [10, 30, 50, 70, 90];
-        bench_shape::<R>(c, [64, 196, 384], 384, &[32, 64], &sweep);
-        bench_shape::<R>(c, [64, 196, 384], 384, &[16], &[50, 90]);
-        bench_shape::<R>(c, [64, 196, 384], 384, &[4, 8], &[90]);
-        bench_shape::<R>(c, [32, 64, 128], 512, &[16, 64], &[50, 90]);
-        bench_shape::<R>(c, [32, 64, 512], 128, &[16, 64], &[50, 90]);
-    }
+/// The rows on runtime `R`.
+fn device_rows<R: TestRuntime>(c: &mut Criterion) {
+    // On a 2-core CPU (lavapipe) one BSpMM at b = 4, s = 10 % takes ~41 s: the grid is cut to
+    // what fits a bench run there; the sweep over s runs at the block sizes the paper's speed
+    // claim is about.
+    let sweep = [10, 30, 50, 70, 90];
+    bench_shape::<R>(c, [64, 196, 384], 384, &[32, 64], &sweep);
+    bench_shape::<R>(c, [64, 196, 384], 384, &[16], &[50, 90]);
+    bench_shape::<R>(c, [64, 196, 384], 384, &[4, 8], &[90]);
+    bench_shape::<R>(c, [32, 64, 128], 512, &[16, 64], &[50, 90]);
+    bench_shape::<R>(c, [32, 64, 512], 128, &[16, 64], &[50, 90]);
 }
 
-fn bspmm(c: &mut Criterion) {
-    on_selected_runtime(Rows(c));
-}
+// The rows, on the runtime `EMBER_TEST_RUNTIME` selects.
+common::device_bench!(bspmm, device_rows);
 
 criterion_group! {
     name = benches;

@@ -16,9 +16,7 @@ use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::hinm::{Packed, PackedCube, launch_spmm, reference};
-use cubecl_kernels::testing::{
-    RuntimeTest, TestBackend, TestRuntime, on_selected_runtime, random_packed,
-};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, random_packed};
 use std::time::Duration;
 
 mod common;
@@ -67,18 +65,8 @@ fn host(c: &mut Criterion) {
     }
 }
 
-/// The device rows on the runtime `EMBER_TEST_RUNTIME` selects.
-struct Rows<'a>(&'a mut Criterion);
-
-impl RuntimeTest for Rows<'_> {
-    fn run<R: TestRuntime>(self) {
-        device_rows::<R>(self.0);
-    }
-}
-
-fn device(c: &mut Criterion) {
-    on_selected_runtime(Rows(c));
-}
+// The device rows, on the runtime `EMBER_TEST_RUNTIME` selects.
+common::device_bench!(device, device_rows);
 
 /// The kernel against the backend's dense matmul on runtime `R`, after comparing the kernel's
 /// result with the host implementation on every level (printed).

@@ -425,13 +425,20 @@ pub fn run(opts: Options) -> Result<()> {
     };
     if !rows.is_empty() {
         writeln!(md, "## Benches\n")?;
+        let torch_rows = if torch.is_empty() {
+            format!("{torch_what}.")
+        } else {
+            format!(
+                "{torch_what}: the same op on the same shape, each call also followed by a \
+                 device synchronisation, beside the Ember row that runs it (÷ PyTorch > 1: \
+                 Ember is slower)."
+            )
+        };
         writeln!(
             md,
             "Mean of criterion's samples with its 95% CI; ratios to the group's first row, \
              measured in the same run; every device row waits for the device after each call. \
-             {torch_what}: the same op on the same shape, each call also followed by a device \
-             synchronisation, beside the Ember row that runs it (÷ PyTorch > 1: Ember is \
-             slower).\n"
+             {torch_rows}\n"
         )?;
         writeln!(
             md,

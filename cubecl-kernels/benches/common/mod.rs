@@ -61,3 +61,21 @@ pub fn report_difference(what: &str, got: &[f32], want: &[f32]) {
         worst / scale
     );
 }
+
+/// Defines `fn $name(c: &mut Criterion)`, which runs `$rows::<R>(c)` (a function generic over
+/// `R: TestRuntime`) on the runtime `EMBER_TEST_RUNTIME` selects
+/// (`cubecl_kernels::testing::on_selected_runtime`).
+macro_rules! device_bench {
+    ($name:ident, $rows:ident) => {
+        fn $name(c: &mut criterion::Criterion) {
+            struct Rows<'a>(&'a mut criterion::Criterion);
+            impl cubecl_kernels::testing::RuntimeTest for Rows<'_> {
+                fn run<R: cubecl_kernels::testing::TestRuntime>(self) {
+                    $rows::<R>(self.0);
+                }
+            }
+            cubecl_kernels::testing::on_selected_runtime(Rows(c));
+        }
+    };
+}
+pub(crate) use device_bench;
