@@ -7,6 +7,7 @@
 //! 96×512×14×14, 96×512×7×7) with the **batch scaled down from 96 to 4** (on lavapipe a row then
 //! takes milliseconds, not seconds), and 4×64×15×15, whose inner size (225) does not divide the
 //! pack: the kernels run one value a pack there. α (and β) have one value per channel (axis 1).
+//! The host rows add 3136×128×1×1: the small ResMLP's channels-last scales (inner size 1).
 //!
 //! Groups `broadcast_<path>_<op>_<shape>` (`path`: `host` or the runtime), `op` one of `prelu_fwd`, `prelu_bwd` (`dx`, `dα`),
 //! `affine_fwd` (with β), `affine_bwd` (`dx`, `dα`, `dβ`). Rows:
@@ -172,8 +173,12 @@ struct Data {
 }
 
 impl Data {
-    fn new([c, h, w]: [usize; 3]) -> Data {
-        let dims = [BATCH, c, h, w];
+    fn new(chw: [usize; 3]) -> Data {
+        Data::with_batch(BATCH, chw)
+    }
+
+    fn with_batch(batch: usize, [c, h, w]: [usize; 3]) -> Data {
+        let dims = [batch, c, h, w];
         let l = Layout::of(&dims, 1, c).unwrap();
         Data {
             dims,
@@ -339,10 +344,15 @@ fn trio<A, B, C>(
     g.finish();
 }
 
+/// A host-only shape: the small ResMLP's per-channel scales at batch 64 (64 · 49 patches of
+/// 128 channels, channels last: one value per channel and row, `inner` = 1).
+const CHANNELS_LAST: (&str, usize, [usize; 3]) = ("3136x128x1x1", 3136, [128, 1, 1]);
+
 fn host(c: &mut Criterion) {
     let device = Default::default();
-    for (name, chw) in SHAPES {
-        let d = Data::new(chw);
+    let shapes = SHAPES.map(|(name, chw)| (name, BATCH, chw));
+    for (name, batch, chw) in shapes.into_iter().chain([CHANNELS_LAST]) {
+        let d = Data::with_batch(batch, chw);
         let l = d.l;
         let [x, dy] = d.tensors::<NdArray>(&device);
         let [alpha, beta] = d.channels::<NdArray>(&device);

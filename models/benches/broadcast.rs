@@ -7,6 +7,10 @@
 //! an autodiff node; `x * α + β` as two broadcast nodes). Rows `2-fused`:
 //! `SparseAct<Autodiff<B>>` with SparseAct off and the affine registered
 //! (`burn_sparse_act::fused`), i.e. Ember's training stack without its other decorators.
+//!
+//! Group `broadcast_lenet5_relu_step_b64`: the same two stacks on a ReLU LeNet-5, which has no
+//! broadcast op (`1-autodiff`: `Autodiff<B>`, `2-stack`: `SparseAct<Autodiff<B>>`): what the
+//! stack costs by itself, to be taken out of the fused ÷ composite ratios above.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
 use burn::prelude::*;
@@ -57,6 +61,12 @@ fn backend<B: KernelBackend>(c: &mut Criterion, name: &str) {
     step(c, &lenet, "1-composite", model, plain.clone());
     let model = LeNet5::<Fused<B>>::init_with(Activation::Prelu, &fused);
     step(c, &lenet, "2-fused", model, fused.clone());
+    // the same stacks without any broadcast op: what the stack itself costs
+    let relu = format!("broadcast_lenet5_relu_step_b64/{name}");
+    let model = LeNet5::<Autodiff<B>>::init_with(Activation::Relu, &plain);
+    step(c, &relu, "1-autodiff", model, plain.clone());
+    let model = LeNet5::<Fused<B>>::init_with(Activation::Relu, &fused);
+    step(c, &relu, "2-stack", model, fused.clone());
     let resmlp = format!("broadcast_resmlp_small_step_b64/{name}");
     let config = ResMlpConfig::small(28, 4, 10).with_channels(1);
     step(
