@@ -118,8 +118,48 @@ where
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
-        visitor.host(inputs)
+        visitor.host(inputs.into_iter().map(own_contiguous).collect())
     }
+}
+
+/// `t` with its f32 values in a row-major buffer of its own. burn-ndarray's `into_data` (what
+/// [`read_f32`] calls) reads a tensor that is strided, or whose buffer is shared (autodiff keeps
+/// many), value by value through a dynamic-rank iterator: a profiled ResMLP step on ndarray
+/// spent a quarter of its time there (`docs/broadcast.md`). The host paths read every input, so
+/// they get it this way instead: a `memcpy` where the values are in order, a fixed-rank walk
+/// where they are not. Other element types, and tensors already unique and in order, pass
+/// unchanged.
+fn own_contiguous(t: burn_ndarray::NdArrayTensor) -> burn_ndarray::NdArrayTensor {
+    use burn_ndarray::NdArrayTensor;
+    use ndarray::{ArrayView, Dimension, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn};
+
+    fn walk<D: Dimension>(view: ArrayView<'_, f32, IxDyn>) -> Vec<f32> {
+        let view = view.into_dimensionality::<D>().expect("the view's rank");
+        view.iter().copied().collect()
+    }
+
+    let NdArrayTensor::F32(storage) = &t else {
+        return t;
+    };
+    let view = storage.view();
+    if storage.is_unique() && view.is_standard_layout() {
+        return t;
+    }
+    let values = match view.as_slice() {
+        Some(values) => values.to_vec(),
+        None => match view.ndim() {
+            1 => walk::<Ix1>(view.view()),
+            2 => walk::<Ix2>(view.view()),
+            3 => walk::<Ix3>(view.view()),
+            4 => walk::<Ix4>(view.view()),
+            5 => walk::<Ix5>(view.view()),
+            6 => walk::<Ix6>(view.view()),
+            _ => view.iter().copied().collect(),
+        },
+    };
+    let array = ndarray::ArcArray::from_shape_vec(IxDyn(view.shape()), values)
+        .expect("as many values as the shape holds");
+    NdArrayTensor::from(array)
 }
 
 /// Passes a visit through a decorator: unwraps on the way in, re-wraps on the way out.
@@ -233,4 +273,39 @@ pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
         .convert::<f32>()
         .into_vec::<f32>()
         .expect("f32 data")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{own_contiguous, read_f32};
+    use burn_backend::TensorData;
+    use burn_backend::ops::FloatTensorOps;
+
+    type B = burn_ndarray::NdArray<f32>;
+
+    #[test]
+    fn strided_and_shared_host_inputs_keep_their_values() {
+        let values: Vec<f32> = (0..24).map(|v| v as f32 - 7.5).collect();
+        let t = B::float_from_data(
+            TensorData::new(values.clone(), [2, 3, 4]),
+            &Default::default(),
+        );
+        // shared (a clone holds the buffer) and in order: the values as they are
+        let shared = t.clone();
+        assert_eq!(read_f32::<B>(own_contiguous(shared.clone())), values);
+        // a strided view: the values in the view's row-major order
+        let swapped = B::float_swap_dims(t, 0, 2);
+        let want: Vec<f32> = (0..4)
+            .flat_map(|k| (0..3).flat_map(move |j| (0..2).map(move |i| i * 12 + j * 4 + k)))
+            .map(|n| values[n])
+            .collect();
+        let got = own_contiguous(swapped);
+        assert_eq!(
+            burn_backend::TensorMetadata::shape(&got).to_vec(),
+            [4, 3, 2]
+        );
+        assert_eq!(read_f32::<B>(got), want);
+        // the original is untouched
+        assert_eq!(read_f32::<B>(shared), values);
+    }
 }
