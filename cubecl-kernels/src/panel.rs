@@ -18,6 +18,13 @@ pub(crate) const NARROW: usize = 16;
 /// Activation rows of the remainder's panel when at most this many rows remain.
 pub(crate) const SLIM: usize = 8;
 
+/// Below this many (panel, kept value) pairs a product runs on the calling thread. Measured on
+/// 2 cores (`cargo bench -p cubecl-kernels --bench bcrc`, BCRC at 10×, serial against rayon):
+/// 15.5 k pairs (GRU input, 32 × 152 → 1024) 72 against 88 µs, 52 k (GRU 512) 125 against 150 µs,
+/// 100 k (GRU hidden, one panel) 216 against 200 µs, 110 k (VGG-16 conv128, 8 panels) 333
+/// against 204 µs.
+pub(crate) const SERIAL_PAIRS: usize = 1 << 16;
+
 /// One input column of a panel: its `L` activations, on cache-line boundaries.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -37,6 +44,8 @@ pub(crate) unsafe trait PanelWeight: Sync {
     fn out(&self) -> usize;
     /// Tasks per panel.
     fn tasks(&self) -> usize;
+    /// Multiply-adds of a whole line per panel (the weight's kept values): the work's size.
+    fn pairs(&self) -> usize;
     /// Task `t` on one panel: its outputs (`L` lanes each) and the output column of each.
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]);
 }
@@ -94,23 +103,28 @@ fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
         return;
     }
     assert_eq!(y.len(), m * out, "sparse product: y is not [{m}, {out}]");
-    let lines: Vec<Vec<Line<L>>> = x
-        .par_chunks(L * k)
-        .map(|x| {
-            let mut lines = vec![Line([0.0; L]); k];
-            // by blocks of 64 columns, so that the lines being filled stay in L1
-            for (b, block) in lines.chunks_mut(64).enumerate() {
-                for (l, x) in x.chunks_exact(k).enumerate() {
-                    for (line, v) in block.iter_mut().zip(&x[b * 64..]) {
-                        line.0[l] = *v;
-                    }
+    // a small product runs on the calling thread: handing work to rayon's pool from outside it
+    // costs tens of µs, more than such a product takes
+    let serial = m.div_ceil(L) * w.pairs() < SERIAL_PAIRS;
+    let transpose = |x: &[f32]| {
+        let mut lines = vec![Line([0.0; L]); k];
+        // by blocks of 64 columns, so that the lines being filled stay in L1
+        for (b, block) in lines.chunks_mut(64).enumerate() {
+            for (l, x) in x.chunks_exact(k).enumerate() {
+                for (line, v) in block.iter_mut().zip(&x[b * 64..]) {
+                    line.0[l] = *v;
                 }
             }
-            lines
-        })
-        .collect();
+        }
+        lines
+    };
+    let lines: Vec<Vec<Line<L>>> = if serial {
+        x.chunks(L * k).map(transpose).collect()
+    } else {
+        x.par_chunks(L * k).map(transpose).collect()
+    };
     let y = Out(y.as_mut_ptr());
-    (0..lines.len() * tasks).into_par_iter().for_each(|at| {
+    let run = |at: usize| {
         let (panel, t) = (at / tasks, at % tasks);
         let (block, columns) = w.task(&lines[panel], t);
         assert!(
@@ -127,5 +141,10 @@ fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
                 unsafe { y.write(row + c as usize, acc[l]) };
             }
         }
-    });
+    };
+    if serial {
+        (0..lines.len() * tasks).for_each(run);
+    } else {
+        (0..lines.len() * tasks).into_par_iter().for_each(run);
+    }
 }

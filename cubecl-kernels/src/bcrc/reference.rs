@@ -126,6 +126,9 @@ unsafe impl PanelWeight for Units<'_> {
     fn tasks(&self) -> usize {
         self.units.len()
     }
+    fn pairs(&self) -> usize {
+        self.w.weights.len()
+    }
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
         let (mut g, p0, p1) = self.units[t];
         let w = self.w;
@@ -179,6 +182,9 @@ unsafe impl PanelWeight for CsrRows<'_> {
     }
     fn tasks(&self) -> usize {
         self.units
+    }
+    fn pairs(&self) -> usize {
+        self.w.values.len()
     }
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
         let w = self.w;
@@ -393,6 +399,13 @@ pub fn spmm_naive(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::bcrc::random_bcrc;
+    use crate::panel::SERIAL_PAIRS;
+
+    #[test]
+    fn the_large_case_runs_on_the_pool() {
+        let w = random_bcrc(256, 1152, (4, 16), (2, 3), 7);
+        assert!(3 * w.weights.len() >= SERIAL_PAIRS && w.weights.len() < SERIAL_PAIRS);
+    }
 
     fn input(m: usize, k: usize) -> Vec<f32> {
         (0..m * k)
@@ -408,6 +421,8 @@ mod tests {
             (30, 50, (4, 16), (2, 5), 40),  // remainders in the view and in the panels
             (40, 300, (8, 300), (5, 200), 20), // patterns longer than one chunk
             (8, 8, (1, 1), (1, 1), 1),
+            // above `SERIAL_PAIRS`: three panels on rayon's pool, the remainder's on this thread
+            (256, 1152, (4, 16), (2, 3), 100),
         ] {
             let w = random_bcrc(out, k, block, keep, 7);
             let x = input(m, k);

@@ -56,6 +56,10 @@ unsafe impl PanelWeight for Tiles<'_> {
     fn tasks(&self) -> usize {
         self.0.out / self.0.v
     }
+    fn pairs(&self) -> usize {
+        // 2:4 keeps half of each row's kept columns
+        self.0.out * self.0.nnz / 2
+    }
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
         let w = self.0;
         (
@@ -226,6 +230,8 @@ mod tests {
             (32, 40, 16, 20, 40),
             (32, 40, 16, 20, 44),
             (32, 40, 16, 20, 52),
+            // above `crate::panel::SERIAL_PAIRS` (64 · 256 pairs a panel, two panels): rayon
+            (256, 512, 64, 256, 64),
         ] {
             let w = random(out, k, v, nnz, 7);
             let x: Vec<f32> = (0..m * k)

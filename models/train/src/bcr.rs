@@ -34,6 +34,10 @@ pub struct BcrTrain {
     pub level: Level,
     /// ADMM with `Z`, `U` updated every this many epochs; `None`: one-shot pruning.
     pub admm_every: Option<usize>,
+    /// ADMM updates per epoch (with `admm_every` 1): the extra ones fall at evenly spaced
+    /// steps inside the epoch, the last at its end. A short run needs them: ADMM converges with
+    /// the number of `Z`, `U` updates, and the staged `ρ` needs four stages of them.
+    pub per_epoch: usize,
     /// `ρ`'s schedule under ADMM: staged (default) or smooth.
     pub smooth: bool,
     /// Masked-retraining epochs at the end (with ADMM; without it every epoch is one).
@@ -50,6 +54,9 @@ impl BcrTrain {
             Some(k) => {
                 let schedule = if self.smooth { "smooth" } else { "staged" };
                 s += &format!(" admm every {k} ({schedule}), retrain {}", self.retrain);
+                if self.per_epoch > 1 {
+                    s += &format!(", {} updates an epoch", self.per_epoch);
+                }
             }
             None => s += " one-shot",
         }
@@ -65,6 +72,19 @@ impl BcrTrain {
             return Err(EmberError::Invalid(
                 "--admm-every must be at least 1 (epochs between ADMM updates)".into(),
             ));
+        }
+        if self.per_epoch == 0 {
+            return Err(EmberError::Invalid(
+                "--admm-per-epoch must be at least 1 (ADMM updates per epoch)".into(),
+            ));
+        }
+        if self.per_epoch > 1 && self.admm_every.is_some_and(|k| k > 1) {
+            return Err(EmberError::Invalid(format!(
+                "--admm-per-epoch {} with --admm-every {}: several updates an epoch need one \
+                 every epoch",
+                self.per_epoch,
+                self.admm_every.unwrap_or(1)
+            )));
         }
         if self.admm_every.is_some() && (self.retrain == 0 || self.retrain >= epochs) {
             return Err(EmberError::Invalid(format!(
@@ -87,7 +107,7 @@ impl BcrTrain {
 
     fn schedule(&self, epochs: usize) -> Option<Schedule> {
         let every = self.admm_every?;
-        let updates = (self.admm_epochs(epochs) / every).max(1);
+        let updates = (self.admm_epochs(epochs) / every).max(1) * self.per_epoch;
         Some(if self.smooth {
             // three decades, 1e-4 → 1e-1
             Schedule::Smooth {
@@ -232,6 +252,8 @@ pub struct BcrState {
     layers: Vec<Layer>,
     /// ADMM updates every this many epochs.
     every: usize,
+    /// ADMM updates per epoch.
+    per_epoch: usize,
     /// The last ADMM epoch (0: none).
     admm_epochs: usize,
 }
@@ -280,6 +302,7 @@ impl BcrState {
         Ok(Self {
             layers,
             every: opts.admm_every.unwrap_or(1),
+            per_epoch: opts.per_epoch,
             admm_epochs: opts.admm_epochs(epochs),
         })
     }
@@ -365,6 +388,33 @@ impl BcrState {
             targets,
             grads,
         });
+    }
+
+    /// Whether an ADMM update falls after step `step` (1-based) of the `steps` of `epoch`, inside
+    /// it (the update at an epoch's end is [`BcrState::end_epoch`]'s): with `n` updates an
+    /// epoch, after the steps where `⌊step·n / steps⌋` rises, the last step excepted.
+    pub fn update_due(&self, epoch: usize, step: usize, steps: usize) -> bool {
+        let n = self.per_epoch;
+        n > 1
+            && self.in_admm()
+            && epoch <= self.admm_epochs
+            && step < steps
+            && step * n / steps > (step - 1) * n / steps
+    }
+
+    /// An ADMM update inside an epoch (see [`BcrState::update_due`]) with the model's weights
+    /// `params`: `Z = Π(W + U)`, `U += W − Z`, `ρ` on its schedule.
+    pub fn step_update(&mut self, params: &Params) -> Result<()> {
+        for layer in &mut self.layers {
+            let Some(admm) = layer.admm.as_mut() else {
+                continue;
+            };
+            let view = view_of(&layer.pruned.dims, weight_of(params, &layer.pruned)?)?;
+            admm.update(&view)
+                .map_err(|e| bcr_error(e, &layer.pruned.weight))?;
+            layer.refresh_target();
+        }
+        Ok(())
     }
 
     /// After `epoch` with the model's weights `params`: an ADMM update when one is due, hard
@@ -457,6 +507,7 @@ impl BcrState {
         }
         let header = serde_json::json!({
             "every": self.every,
+            "per_epoch": self.per_epoch,
             "admm_epochs": self.admm_epochs,
             "layers": header,
         })
@@ -550,6 +601,7 @@ impl BcrState {
         Ok(Self {
             layers,
             every: opts.admm_every.unwrap_or(1),
+            per_epoch: opts.per_epoch,
             admm_epochs: opts.admm_epochs(epochs),
         })
     }

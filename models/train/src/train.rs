@@ -1159,6 +1159,15 @@ where
         if !pruning.masks.is_empty() {
             model = crate::hinm::apply_masks(model, pruning.masks);
         }
+        if let Some(state) = pruning
+            .bcr
+            .as_mut()
+            .filter(|s| s.update_due(epoch, b + 1, batches))
+        {
+            state
+                .step_update(&burn_hinm::module::params(&model))
+                .map_err(Stop::Failed)?;
+        }
         if replica.verifies() {
             replica
                 .verify_step::<B::InnerBackend>(scale::param_digest(&model), device, epoch, b + 1)

@@ -14,8 +14,10 @@
 //!
 //! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`]; `reference.rs`: the host
 //!   reference [`gemm`] (multi-threaded, AVX2 where available), the test oracle and the path on
-//!   backends without CubeCL.
+//!   backends without CubeCL; `expand.rs`: its LUT path by table expansion (no lookup per
+//!   product, the same bits).
 
+mod expand;
 mod kernel;
 mod launch;
 mod reference;

@@ -2,6 +2,7 @@
 //! and the path on backends without CubeCL kernels. Same decoded-operand arithmetic and the same
 //! accumulation order (k ascending, FP32, no fused multiply-add) as the kernel.
 
+use super::expand;
 use crate::approx::host::{Decoded, decode, product};
 use crate::approx::{ApproxMultiply, split_k};
 use rayon::prelude::*;
@@ -52,8 +53,9 @@ fn pack(b: &Soa, [batch, k, n]: [usize; 3]) -> Soa {
 /// Batched GEMM `out[b] = lhs[b] · rhs[b]` with contiguous row-major `lhs: [batch, m, k]`,
 /// `rhs: [batch, k, n]`, every product through `mul`, FP32 accumulation in k order.
 ///
-/// Groups of rows run in parallel on rayon's pool. The rhs is packed into 8-column panels; LUT
-/// products run four rows at a time against a panel (portable code: one panel load serves four
+/// A LUT multiply with many rows per batch entry takes the table expansion of [`expand`] (no
+/// lookup per product, the same bits). Otherwise groups of rows run in parallel on rayon's
+/// pool. The rhs is packed into 8-column panels; LUT products run four rows at a time against a panel (portable code: one panel load serves four
 /// rows, each row reads its own 2^m-entry slice of the table), the other multiplies run 8 columns
 /// at a time with AVX2 where the CPU has it. Every path does the same operations in the same
 /// order as the scalar loop, so all give the same bits.
@@ -65,7 +67,7 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
     let [batch, m, k, n] = dims;
     let chunk = split_k(dims);
     if chunk >= k {
-        return gemm_impl(lhs, rhs, dims, mul, simd);
+        return gemm_impl(lhs, rhs, dims, mul, simd, true);
     }
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
     assert_eq!(rhs.len(), batch * k * n, "rhs length");
@@ -83,7 +85,7 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
                 .flat_map(|mat| &mat[k0 * n..k1 * n])
                 .copied()
                 .collect();
-            gemm_impl(&a, &b, [batch, m, k1 - k0, n], mul, simd)
+            gemm_impl(&a, &b, [batch, m, k1 - k0, n], mul, simd, true)
         })
         .collect();
     (0..batch * m * n)
@@ -91,12 +93,15 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
         .collect()
 }
 
+/// The product of one chunk of `k`; `expansion`: whether a LUT multiply may take the table
+/// expansion (the tests turn it off to compare the two paths).
 fn gemm_impl(
     lhs: &[f32],
     rhs: &[f32],
     [batch, m, k, n]: [usize; 4],
     mul: &ApproxMultiply,
     simd: bool,
+    expansion: bool,
 ) -> Vec<f32> {
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
     assert_eq!(rhs.len(), batch * k * n, "rhs length");
@@ -105,6 +110,18 @@ fn gemm_impl(
         return out;
     }
     let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
+    if let ApproxMultiply::Lut(table) = mul
+        && expansion
+        && k > 0
+        && expand::expands(lhs, rhs, m, n, table)
+    {
+        return expand::gemm(
+            (&a.keys, &a.scales),
+            (&b.keys, &b.scales),
+            [batch, m, k, n],
+            table,
+        );
+    }
     let table = mul.table();
     // LUT products use the portable 4-row kernel below; the others AVX2 where present.
     let lut = matches!(mul, ApproxMultiply::Lut(_));
@@ -351,7 +368,7 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(
             got,
-            gemm_impl(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain, false)
+            gemm_impl(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain, false, true)
         );
     }
 
@@ -385,8 +402,8 @@ mod tests {
             "CI machines have AVX2"
         );
         for mul in kinds {
-            let scalar = gemm_impl(&lhs, &rhs, dims, &mul, false);
-            let vector = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available());
+            let scalar = gemm_impl(&lhs, &rhs, dims, &mul, false, false);
+            let vector = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), false);
             for (i, (a, b)) in scalar.iter().zip(&vector).enumerate() {
                 assert!(
                     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
@@ -412,5 +429,123 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn mitchell_table(bits: u32) -> LutTable {
+        let shift = 23 - bits;
+        let mask = (1 << bits) - 1;
+        LutTable::new(
+            bits,
+            (0..1u32 << (2 * bits))
+                .map(|i| mitchell_significand((i >> bits) << shift, (i & mask) << shift))
+                .collect(),
+        )
+    }
+
+    fn random_values(count: usize, seed: u64, spread: i32) -> Vec<f32> {
+        let mut s = seed;
+        (0..count)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+                (u * 2.0 - 1.0) * 2f32.powi(((s >> 20) % spread as u64) as i32 - spread / 2)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_table_expansion_gives_the_per_product_bits() {
+        for bits in [3, 5, 7] {
+            let mul = ApproxMultiply::Lut(mitchell_table(bits));
+            let ApproxMultiply::Lut(table) = &mul else {
+                unreachable!()
+            };
+            // rows enough to expand; k not a multiple of the steps; n a partial last panel;
+            // zeros, subnormals and exponents far apart
+            let rows = (2usize << bits).max(40);
+            let dims = [2, rows, 37, 45];
+            let mut lhs = random_values(2 * rows * 37, 7 + u64::from(bits), 60);
+            let mut rhs = random_values(2 * 37 * 45, 11, 60);
+            lhs[3] = 0.0;
+            lhs[4] = -0.0;
+            lhs[8] = 1e-40;
+            rhs[5] = -3e-39;
+            rhs[6] = 0.0;
+            lhs[9] = 1e30;
+            rhs[9] = 1e-30;
+            assert!(expand::expands(&lhs, &rhs, rows, 45, table), "m = {bits}");
+            let direct = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), false);
+            let expanded = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), true);
+            for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "m = {bits} [{i}]: {a} vs {b}");
+            }
+            // through the public entry, split along a long k as the kernel splits it
+            let long = [1, rows, 3000, 16];
+            assert!(split_k(long) < 3000);
+            let (lhs, rhs) = (
+                random_values(rows * 3000, 3, 20),
+                random_values(3000 * 16, 5, 20),
+            );
+            let want: Vec<f32> = {
+                let chunk = split_k(long);
+                let parts: Vec<Vec<f32>> = (0..3000usize.div_ceil(chunk))
+                    .map(|s| {
+                        let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(3000));
+                        let a: Vec<f32> =
+                            lhs.chunks(3000).flat_map(|r| &r[k0..k1]).copied().collect();
+                        let b = rhs[k0 * 16..k1 * 16].to_vec();
+                        gemm_impl(&a, &b, [1, rows, k1 - k0, 16], &mul, false, false)
+                    })
+                    .collect();
+                (0..rows * 16)
+                    .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+                    .collect()
+            };
+            let got = gemm(&lhs, &rhs, long, &mul);
+            assert!(
+                got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "m = {bits}: split k"
+            );
+        }
+    }
+
+    #[test]
+    fn operands_outside_the_band_keep_the_per_product_path() {
+        let table = mitchell_table(5);
+        let (rows, n) = (64, 8);
+        let lhs = random_values(rows * 4, 1, 10);
+        let rhs = random_values(4 * n, 2, 10);
+        assert!(expand::expands(&lhs, &rhs, rows, n, &table));
+        // too few rows for the expansion to pay
+        assert!(!expand::expands(&lhs[..63 * 4], &rhs, 63, n, &table));
+        for bad in [f32::INFINITY, f32::NAN, 2f32.powi(127), -3e38] {
+            let mut l = lhs.clone();
+            l[17] = bad;
+            assert!(!expand::expands(&l, &rhs, rows, n, &table), "{bad}");
+            let mut r = rhs.clone();
+            r[3] = bad;
+            assert!(!expand::expands(&lhs, &r, rows, n, &table), "{bad}");
+        }
+        // an entry below 1 makes the smallest normal scale's intermediate subnormal
+        let mut small: Vec<f32> = table.significands().to_vec();
+        small[1] = 0.75;
+        let small = LutTable::new(5, small);
+        let mut l = lhs.clone();
+        l[0] = f32::MIN_POSITIVE;
+        assert!(expand::expands(&l, &rhs, rows, n, &table));
+        assert!(!expand::expands(&l, &rhs, rows, n, &small));
+        // and the product of such operands is the per-product one, through the public entry
+        let mul = ApproxMultiply::Lut(small);
+        let mut l = lhs.clone();
+        l[17] = f32::INFINITY;
+        let got = gemm(&l, &rhs, [1, rows, 4, n], &mul);
+        let want = gemm_impl(&l, &rhs, [1, rows, 4, n], &mul, false, false);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
+        );
     }
 }

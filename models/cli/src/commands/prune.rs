@@ -129,6 +129,7 @@ fn prune_bcr(
         bcr: Some(ember_train::bcr::BcrTrain {
             level,
             admm_every: None,
+            per_epoch: 1,
             smooth: false,
             retrain: 0,
             from: Some(args.checkpoint),

@@ -173,6 +173,10 @@ pub struct BcrArgs {
     /// Epochs between ADMM updates of Z and U.
     #[arg(long, default_value_t = 1, requires = "admm")]
     pub admm_every: usize,
+    /// ADMM updates of Z and U per epoch (with --admm-every 1): the extra ones at evenly spaced
+    /// steps inside it. A run of few ADMM epochs needs several for ρ's stages to run their course.
+    #[arg(long, default_value_t = 1, requires = "admm")]
+    pub admm_per_epoch: usize,
     /// ρ's schedule: staged (×10 per stage, Z re-projected and U reset) or smooth.
     #[arg(long, default_value = "staged", value_parser = ["staged", "smooth"], requires = "admm")]
     pub admm_schedule: String,
@@ -192,6 +196,7 @@ impl BcrArgs {
         Some(ember_train::bcr::BcrTrain {
             level,
             admm_every: self.admm.then_some(self.admm_every),
+            per_epoch: self.admm_per_epoch,
             smooth: self.admm_schedule == "smooth",
             retrain: self.retrain_epochs.unwrap_or(epochs / 2),
             from,

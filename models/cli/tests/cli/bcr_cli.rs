@@ -149,10 +149,63 @@ fn bad_bcr_levels_are_refused_before_anything_is_written() {
     ));
     fails_with(&run, "masked retraining at least one");
     assert!(!out.exists());
+    // no ADMM update an epoch, or several with updates only every other epoch
+    for (extra, says) in [
+        (
+            &["--admm-per-epoch", "0"][..],
+            "--admm-per-epoch must be at least 1",
+        ),
+        (
+            &["--admm-per-epoch", "4", "--admm-every", "2"][..],
+            "need one every epoch",
+        ),
+    ] {
+        let mut args = vec!["--bcr", "4x:4x4", "--admm", "--retrain-epochs", "1"];
+        args.extend(extra);
+        let run = ember(&gru_args(&jv, &out, "3", &args));
+        fails_with(&run, says);
+        assert!(!out.exists());
+    }
     // --admm without --bcr
     let run = ember(&gru_args(&jv, &out, "2", &["--admm"]));
     fails_with(&run, "--bcr");
     assert!(!out.exists());
+}
+
+#[test]
+fn several_admm_updates_an_epoch_run_inside_the_epoch() {
+    let dir = scratch("bcr-admm-per-epoch");
+    let jv = jv_dir(&dir);
+    let run = dir.join("run");
+    // 9 utterances in batches of 3: 3 steps an epoch, updates after steps 1 and 2 and at the
+    // end of the first epoch (the second ADMM epoch ends in the hard pruning)
+    let train = ember(&gru_args(
+        &jv,
+        &run,
+        "3",
+        &[
+            "--bcr",
+            "4x:4x4",
+            "--admm",
+            "--retrain-epochs",
+            "1",
+            "--admm-per-epoch",
+            "3",
+        ],
+    ));
+    ok(&train);
+    let stderr = String::from_utf8_lossy(&train.stderr);
+    assert!(stderr.contains("ADMM update 3,"), "{stderr}");
+    assert!(!stderr.contains("ADMM update 1,"), "{stderr}");
+    let manifest = read_manifest(&run);
+    assert!(
+        manifest["bcr"]
+            .as_str()
+            .unwrap()
+            .contains("retrain 1, 3 updates an epoch"),
+        "{manifest}"
+    );
+    assert!(run.join("model.bcr").is_file());
 }
 
 #[test]

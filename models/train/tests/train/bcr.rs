@@ -66,6 +66,7 @@ fn opts(admm: Option<usize>) -> BcrTrain {
     BcrTrain {
         level: level("4x:4x4"),
         admm_every: admm,
+        per_epoch: 1,
         smooth: false,
         retrain: 2,
         from: None,
@@ -163,7 +164,49 @@ fn admm_state_updates_hard_prunes_and_round_trips() {
 }
 
 #[test]
+fn several_admm_updates_an_epoch_fall_inside_it() {
+    let p = params();
+    let o = BcrTrain {
+        per_epoch: 4,
+        ..opts(Some(1))
+    };
+    let (plan, _) = bcr::plan(&shapes(&p), &LAYERS.map(String::from), None, o.level).unwrap();
+    // epochs 5, retrain 2: epochs 1 to 3 are ADMM's, 4 updates each (the last at the end)
+    let mut state = BcrState::start(&o, 5, &plan, &p).unwrap();
+    let due: Vec<usize> = (1..=10).filter(|&s| state.update_due(1, s, 10)).collect();
+    assert_eq!(due, [3, 5, 8]);
+    assert_eq!(
+        (1..=2).filter(|&s| state.update_due(2, s, 2)).count(),
+        1,
+        "fewer steps than updates: one inside, one at the end"
+    );
+    assert!(!state.update_due(4, 3, 10), "not after the ADMM epochs");
+    let single = BcrState::start(&opts(Some(1)), 5, &plan, &p).unwrap();
+    assert!((1..=10).all(|s| !single.update_due(1, s, 10)));
+    for _ in &due {
+        state.step_update(&p).unwrap();
+    }
+    // 12 updates in 4 stages of 3: the end of epoch 1 is the 4th, ρ in its second stage
+    let (lines, hard) = state.end_epoch(1, &p).unwrap();
+    assert!(
+        !hard && lines[0].contains("ADMM update 4,") && lines[0].contains("ρ now 1e-3"),
+        "{lines:?}"
+    );
+    assert!(o.describe().contains("4 updates an epoch"));
+    assert!(!opts(Some(1)).describe().contains("updates an epoch"));
+}
+
+#[test]
 fn admm_options_are_checked() {
+    let per = |every, n| BcrTrain {
+        per_epoch: n,
+        ..opts(Some(every))
+    };
+    let e = per(1, 0).validate(5).unwrap_err().to_string();
+    assert!(e.contains("--admm-per-epoch must be at least 1"), "{e}");
+    let e = per(2, 3).validate(5).unwrap_err().to_string();
+    assert!(e.contains("need one every epoch"), "{e}");
+    assert!(per(1, 3).validate(5).is_ok());
     assert!(opts(Some(1)).validate(3).is_ok());
     let e = opts(Some(1)).validate(2).unwrap_err().to_string();
     assert!(e.contains("masked retraining at least one"), "{e}");
