@@ -286,6 +286,16 @@ fn sparse_act_cifar10(
 
 /// The BCR rates of GRIM's Table 3 (about 10×, 20×, 100×).
 const GRIM_RATES: [&str; 3] = ["10", "20", "100"];
+/// ADMM updates of a BCR run at least (`--admm-per-epoch` is chosen to make them): four stages
+/// of ρ need several each, whatever the epochs.
+const GRIM_UPDATES: usize = 32;
+
+/// A BCR run's epochs: ADMM first (2/5 of them, rounded, at least one), masked retraining after
+/// (the rest, at least one).
+fn grim_split(epochs: usize) -> (usize, usize) {
+    let admm = ((2 * epochs + 2) / 5).clamp(1, epochs.saturating_sub(1).max(1));
+    (admm, epochs.saturating_sub(admm).max(1))
+}
 
 /// GRIM's GRU experiment on the two speech-like datasets here: the 2 × 256 GRU trained dense for
 /// `epochs` (FSDD: `fsdd_epochs`), then for each rate `ember train --bcr RATEx:4x16 --admm
@@ -297,6 +307,12 @@ fn grim_gru(
     fsdd_epochs: usize,
     train_limit: Option<usize>,
 ) -> Result<String> {
+    if jv_epochs < 2 || fsdd_epochs < 2 {
+        bail!(
+            "grim-gru needs at least 2 epochs a run (ADMM, then masked retraining): --epochs \
+             {jv_epochs}, --fsdd-epochs {fsdd_epochs}"
+        );
+    }
     let bin = ember_binary()?;
     let root = crate::root();
     let work = root.join("target/reproduce/grim-gru");
@@ -315,9 +331,10 @@ fn grim_gru(
          gru`: 2 stacked `burn::nn::Gru` layers of 256 units read at each sequence's last valid \
          step, and a linear head. Dense: `ember train --epochs E` (E = {jv_epochs} on Japanese \
          Vowels, batch 16; {fsdd_epochs} on FSDD, batch 32; Adam 2e-3, seed 42). BCR: `ember \
-         train --bcr RATEx:4x16 --admm --from dense --epochs E --retrain-epochs E/2` (ADMM with \
-         the staged ρ from \
-         1e-4 to 1e-1 over the first half, then hard pruning and masked retraining); every GRU \
+         train --bcr RATEx:4x16 --admm --from dense --epochs E --retrain-epochs R \
+         --admm-per-epoch U` (ADMM for the first 2E/5 epochs, rounded, with the staged ρ from \
+         1e-4 to 1e-1 over {GRIM_UPDATES} updates or more, U an epoch; then hard pruning and \
+         masked retraining for the other R); every GRU \
          gate weight whose GEMM view a 4 × 16 block fits is pruned (the first layer's 12-input \
          weights on Japanese Vowels stay dense), the classifier stays dense. Every accuracy is \
          `ember eval` of the packed `model.bcr` (the BCRC product through the GRU's \
@@ -379,7 +396,9 @@ fn grim_gru(
         for rate in GRIM_RATES {
             let out = work.join(format!("{dataset}/bcr-{rate}x"));
             let level = format!("{rate}x:4x16");
-            let retrain = (epochs / 2).max(1).to_string();
+            let (admm, retrain) = grim_split(epochs);
+            let per_epoch = GRIM_UPDATES.div_ceil(admm).to_string();
+            let retrain = retrain.to_string();
             let mut args = common.clone();
             args.extend(
                 [
@@ -388,6 +407,8 @@ fn grim_gru(
                     "--admm",
                     "--retrain-epochs",
                     &retrain,
+                    "--admm-per-epoch",
+                    &per_epoch,
                     "--from",
                     &path(&dense)?,
                 ]
@@ -957,6 +978,19 @@ fn commit() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bcr_runs_split_their_epochs_into_admm_then_retraining() {
+        assert_eq!(grim_split(10), (4, 6));
+        assert_eq!(grim_split(20), (8, 12));
+        assert_eq!(grim_split(6), (2, 4));
+        assert_eq!(grim_split(2), (1, 1));
+        assert_eq!(GRIM_UPDATES.div_ceil(grim_split(10).0), 8);
+        let err = grim_gru(Path::new("/nowhere"), 1, 6, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at least 2 epochs"), "{err}");
+    }
 
     #[test]
     fn a_missing_prebuilt_ember_is_a_clear_error_before_any_work() {
