@@ -16,6 +16,9 @@
 //! against the table's smallest and largest non-zero entry; a matrix with an operand outside the
 //! band (a magnitude near `2^127`, an infinity, a NaN) takes the per-product path whole. The
 //! sum runs over `kk` in order from `+0`, as there.
+//!
+//! When the lhs has fewer rows than the rhs has columns, the caller expands the lhs instead:
+//! the transposed product `Cᵀ = Bᵀ · Aᵀ` under the [`transposed`] table.
 
 use crate::approx::LutTable;
 use rayon::prelude::*;
@@ -65,6 +68,21 @@ pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &L
     lhs.par_iter().all(safe) && rhs.par_iter().all(safe)
 }
 
+/// `table` with its operands swapped: entry `(mb << m) | ma` is `table`'s `(ma << m) | mb`. The
+/// transposed product `Cᵀ = Bᵀ · Aᵀ` under it multiplies the same pairs: each product is then
+/// `(LUT · sb) · sa`, the same bits inside the band.
+pub(super) fn transposed(table: &LutTable) -> LutTable {
+    let bits = table.bits();
+    let width = 1usize << bits;
+    let lut = table.significands();
+    LutTable::new(
+        bits,
+        (0..width * width)
+            .map(|at| lut[((at % width) << bits) | (at / width)])
+            .collect(),
+    )
+}
+
 /// The product by expansion: `lhs` decoded keys (each `ma << m`) and scales `[batch, rows, k]`,
 /// `rhs` keys and scales `[batch, k, n]`, both row-major; `out: [batch, rows, n]`.
 pub(super) fn gemm(
@@ -74,12 +92,9 @@ pub(super) fn gemm(
     table: &LutTable,
 ) -> Vec<f32> {
     let bits = table.bits();
-    let width = 1usize << bits;
     // the table with its rhs key first: a rhs key's `2^m` entries are contiguous
-    let lut = table.significands();
-    let transposed: Vec<f32> = (0..width * width)
-        .map(|at| lut[((at % width) << bits) | (at / width)])
-        .collect();
+    let by_rhs = transposed(table);
+    let by_rhs = by_rhs.significands();
     let panels = n.div_ceil(WIDTH);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
     // threads idle, never below `ROWS_PER_KEY · 2^m` rows a block
@@ -100,7 +115,7 @@ pub(super) fn gemm(
                 (&a_keys[a(r0)..a(r1)], &a_scales[a(r0)..a(r1)]),
                 (&b_keys[bt * k * n..], &b_scales[bt * k * n..]),
                 [k, n, p * WIDTH],
-                &transposed,
+                by_rhs,
                 bits,
             );
             (bt, p, r0, sums)

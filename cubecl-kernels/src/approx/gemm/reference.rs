@@ -29,6 +29,22 @@ fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
     Soa { keys, scales }
 }
 
+/// `x: [batch, rows, cols]` row-major, each matrix transposed: `[batch, cols, rows]`.
+fn transpose(x: &[f32], batch: usize, rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; x.len()];
+    out.par_chunks_mut(rows * cols)
+        .zip(x.par_chunks(rows * cols))
+        .for_each(|(dst, src)| {
+            for (r, row) in src.chunks(cols).enumerate() {
+                for (c, &v) in row.iter().enumerate() {
+                    dst[c * rows + r] = v;
+                }
+            }
+        });
+    debug_assert_eq!(out.len(), batch * rows * cols);
+    out
+}
+
 /// The rhs `[batch, k, n]` repacked as panels of 8 columns, each `[k][8]` contiguous, so the
 /// inner loop reads memory in order (a row-major walk down k strides by `n` floats and, for
 /// power-of-two `n`, keeps hitting the same few L1 sets).
@@ -109,19 +125,41 @@ fn gemm_impl(
     if out.is_empty() {
         return out;
     }
-    let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
     if let ApproxMultiply::Lut(table) = mul
         && expansion
         && k > 0
-        && expand::expands(lhs, rhs, m, n, table)
     {
-        return expand::gemm(
-            (&a.keys, &a.scales),
-            (&b.keys, &b.scales),
-            [batch, m, k, n],
-            table,
-        );
+        // expand the rhs against the lhs's rows when they are the longer side, else the lhs
+        // against the rhs's columns (the transposed product under the transposed table)
+        if m >= n && expand::expands(lhs, rhs, m, n, table) {
+            let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
+            return expand::gemm(
+                (&a.keys, &a.scales),
+                (&b.keys, &b.scales),
+                [batch, m, k, n],
+                table,
+            );
+        }
+        if m < n && expand::expands(rhs, lhs, n, m, table) {
+            let flipped = ApproxMultiply::Lut(expand::transposed(table));
+            let (bt, at) = (transpose(rhs, batch, k, n), transpose(lhs, batch, m, k));
+            let (a, b) = (
+                decode_all(&bt, &flipped, true),
+                decode_all(&at, &flipped, false),
+            );
+            let ApproxMultiply::Lut(flipped) = &flipped else {
+                unreachable!("a LUT multiply")
+            };
+            let out = expand::gemm(
+                (&a.keys, &a.scales),
+                (&b.keys, &b.scales),
+                [batch, n, k, m],
+                flipped,
+            );
+            return transpose(&out, batch, n, m);
+        }
     }
+    let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
     let table = mul.table();
     // LUT products use the portable 4-row kernel below; the others AVX2 where present.
     let lut = matches!(mul, ApproxMultiply::Lut(_));
@@ -480,6 +518,16 @@ mod tests {
             let expanded = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), true);
             for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
                 assert_eq!(a.to_bits(), b.to_bits(), "m = {bits} [{i}]: {a} vs {b}");
+            }
+            // fewer rows than columns: the lhs expanded, through the transposed product
+            let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
+            let lhs = random_values(2 * 20 * 37, 13, 60);
+            let rhs = random_values(2 * 37 * wide[3], 17, 60);
+            assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
+            let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
+            let expanded = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), true);
+            for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "m = {bits}, wide [{i}]: {a} vs {b}");
             }
             // through the public entry, split along a long k as the kernel splits it
             let long = [1, rows, 3000, 16];
