@@ -406,7 +406,14 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(
             got,
-            gemm_impl(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain, false, true)
+            gemm_impl(
+                &lhs,
+                &rhs,
+                [1, m, k, n],
+                &ApproxMultiply::Plain,
+                false,
+                true
+            )
         );
     }
 
@@ -527,7 +534,11 @@ mod tests {
             let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
             let expanded = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), true);
             for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                assert_eq!(a.to_bits(), b.to_bits(), "m = {bits}, wide [{i}]: {a} vs {b}");
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "m = {bits}, wide [{i}]: {a} vs {b}"
+                );
             }
             // through the public entry, split along a long k as the kernel splits it
             let long = [1, rows, 3000, 16];
@@ -553,7 +564,9 @@ mod tests {
             };
             let got = gemm(&lhs, &rhs, long, &mul);
             assert!(
-                got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
                 "m = {bits}: split k"
             );
         }
