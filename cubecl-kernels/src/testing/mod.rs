@@ -23,6 +23,24 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `n` values of both signs spread over `binades` binades around 1 (`u · 2^e`, `u` in `[-1, 1)`,
+/// `e` in `-binades/2 .. binades/2`), from a linear congruential generator seeded by `seed`.
+pub fn binades(n: usize, seed: u64, binades: u32) -> Vec<f32> {
+    let step = |s: u64| {
+        s.wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407)
+    };
+    let mut s = step(seed);
+    (0..n)
+        .map(|_| {
+            s = step(s);
+            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+            let e = ((s >> 20) % u64::from(binades)) as i32 - (binades / 2) as i32;
+            (u * 2.0 - 1.0) * 2f32.powi(e)
+        })
+        .collect()
+}
+
 use crate::approx::host::mitchell_significand;
 use crate::approx::{ApproxMultiply, LutTable};
 use crate::decorator::effects;

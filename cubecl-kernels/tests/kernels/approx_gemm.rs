@@ -6,24 +6,12 @@ use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use cubecl_kernels::approx::host;
 use cubecl_kernels::approx::{ApproxMultiply, LutStaging, MulKind, gemm};
 use cubecl_kernels::testing::{
-    FMA_TOLERANCE, TestBackend, TestRuntime, mitchell_table, multipliers, unpackable_table,
+    FMA_TOLERANCE, TestBackend, TestRuntime, binades, mitchell_table, multipliers, unpackable_table,
 };
 
+/// Magnitudes spanning several binades, both signs.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            // magnitudes spanning several binades, both signs
-            let u = (s >> 40) as f32 / (1u64 << 24) as f32;
-            let e = ((s >> 20) % 8) as i32 - 4;
-            (u * 2.0 - 1.0) * 2f32.powi(e)
-        })
-        .collect()
+    binades(n, seed, 8)
 }
 
 fn run<R: TestRuntime>(

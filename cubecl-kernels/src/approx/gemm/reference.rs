@@ -477,27 +477,10 @@ mod tests {
     }
 
     fn mitchell_table(bits: u32) -> LutTable {
-        let shift = 23 - bits;
-        let mask = (1 << bits) - 1;
-        LutTable::new(
-            bits,
-            (0..1u32 << (2 * bits))
-                .map(|i| mitchell_significand((i >> bits) << shift, (i & mask) << shift))
-                .collect(),
-        )
-    }
-
-    fn random_values(count: usize, seed: u64, spread: i32) -> Vec<f32> {
-        let mut s = seed;
-        (0..count)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let u = (s >> 40) as f32 / (1u64 << 24) as f32;
-                (u * 2.0 - 1.0) * 2f32.powi(((s >> 20) % spread as u64) as i32 - spread / 2)
-            })
-            .collect()
+        match crate::testing::mitchell_table(bits) {
+            ApproxMultiply::Lut(table) => table,
+            _ => unreachable!("a LUT multiply"),
+        }
     }
 
     #[test]
@@ -511,8 +494,8 @@ mod tests {
             // zeros, subnormals and exponents far apart
             let rows = (2usize << bits).max(40);
             let dims = [2, rows, 37, 45];
-            let mut lhs = random_values(2 * rows * 37, 7 + u64::from(bits), 60);
-            let mut rhs = random_values(2 * 37 * 45, 11, 60);
+            let mut lhs = crate::testing::binades(2 * rows * 37, 7 + u64::from(bits), 60);
+            let mut rhs = crate::testing::binades(2 * 37 * 45, 11, 60);
             lhs[3] = 0.0;
             lhs[4] = -0.0;
             lhs[8] = 1e-40;
@@ -528,8 +511,8 @@ mod tests {
             }
             // fewer rows than columns: the lhs expanded, through the transposed product
             let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
-            let lhs = random_values(2 * 20 * 37, 13, 60);
-            let rhs = random_values(2 * 37 * wide[3], 17, 60);
+            let lhs = crate::testing::binades(2 * 20 * 37, 13, 60);
+            let rhs = crate::testing::binades(2 * 37 * wide[3], 17, 60);
             assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
             let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
             let expanded = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), true);
@@ -544,8 +527,8 @@ mod tests {
             let long = [1, rows, 3000, 16];
             assert!(split_k(long) < 3000);
             let (lhs, rhs) = (
-                random_values(rows * 3000, 3, 20),
-                random_values(3000 * 16, 5, 20),
+                crate::testing::binades(rows * 3000, 3, 20),
+                crate::testing::binades(3000 * 16, 5, 20),
             );
             let want: Vec<f32> = {
                 let chunk = split_k(long);
@@ -576,8 +559,8 @@ mod tests {
     fn operands_outside_the_band_keep_the_per_product_path() {
         let table = mitchell_table(5);
         let (rows, n) = (64, 8);
-        let lhs = random_values(rows * 4, 1, 10);
-        let rhs = random_values(4 * n, 2, 10);
+        let lhs = crate::testing::binades(rows * 4, 1, 10);
+        let rhs = crate::testing::binades(4 * n, 2, 10);
         assert!(expand::expands(&lhs, &rhs, rows, n, &table));
         // too few rows for the expansion to pay
         assert!(!expand::expands(&lhs[..63 * 4], &rhs, 63, n, &table));
