@@ -18,7 +18,8 @@
 //! sum runs over `kk` in order from `+0`, as there.
 //!
 //! When the lhs has fewer rows than the rhs has columns, the caller expands the lhs instead:
-//! the transposed product `Cᵀ = Bᵀ · Aᵀ` under the [`transposed`] table.
+//! the transposed product `Cᵀ = Bᵀ · Aᵀ`, each product `(LUT · sb) · sa`, the same bits inside
+//! the band (its table in [`by_rhs_key`]'s layout is the table itself).
 
 use crate::approx::LutTable;
 use rayon::prelude::*;
@@ -68,33 +69,26 @@ pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &L
     lhs.par_iter().all(safe) && rhs.par_iter().all(safe)
 }
 
-/// `table` with its operands swapped: entry `(mb << m) | ma` is `table`'s `(ma << m) | mb`. The
-/// transposed product `Cᵀ = Bᵀ · Aᵀ` under it multiplies the same pairs: each product is then
-/// `(LUT · sb) · sa`, the same bits inside the band.
-pub(super) fn transposed(table: &LutTable) -> LutTable {
-    let bits = table.bits();
-    let width = 1usize << bits;
+/// `table`'s entries with the rhs key first (`[mb][ma]`, a rhs key's `2^m` entries contiguous):
+/// the layout [`gemm`] expands from. For the transposed product `Cᵀ = Bᵀ · Aᵀ`, whose rhs key
+/// is the lhs key of `C`, that layout is `table` itself.
+pub(super) fn by_rhs_key(table: &LutTable) -> Vec<f32> {
+    let width = 1usize << table.bits();
     let lut = table.significands();
-    LutTable::new(
-        bits,
-        (0..width * width)
-            .map(|at| lut[((at % width) << bits) | (at / width)])
-            .collect(),
-    )
+    (0..width * width)
+        .map(|at| lut[((at % width) << table.bits()) | (at / width)])
+        .collect()
 }
 
 /// The product by expansion: `lhs` decoded keys (each `ma << m`) and scales `[batch, rows, k]`,
-/// `rhs` keys and scales `[batch, k, n]`, both row-major; `out: [batch, rows, n]`.
+/// `rhs` keys and scales `[batch, k, n]`, both row-major; `out: [batch, rows, n]`; the `m`-bit
+/// table in the layout of [`by_rhs_key`] (`by_rhs[mb · 2^m + ma]` multiplies `ma` by `mb`).
 pub(super) fn gemm(
     (a_keys, a_scales): (&[u32], &[f32]),
     (b_keys, b_scales): (&[u32], &[f32]),
     [batch, rows, k, n]: [usize; 4],
-    table: &LutTable,
+    (by_rhs, bits): (&[f32], u32),
 ) -> Vec<f32> {
-    let bits = table.bits();
-    // the table with its rhs key first: a rhs key's `2^m` entries are contiguous
-    let by_rhs = transposed(table);
-    let by_rhs = by_rhs.significands();
     let panels = n.div_ceil(WIDTH);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
     // threads idle, never below `ROWS_PER_KEY · 2^m` rows a block
@@ -139,21 +133,21 @@ fn task(
     a: (&[u32], &[f32]),
     b: (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
-    transposed: &[f32],
+    by_rhs: &[f32],
     bits: u32,
 ) -> Vec<[f32; WIDTH]> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { task_avx512(a, b, [k, n, c0], transposed, bits) };
+            return unsafe { task_avx512(a, b, [k, n, c0], by_rhs, bits) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { task_avx2(a, b, [k, n, c0], transposed, bits) };
+            return unsafe { task_avx2(a, b, [k, n, c0], by_rhs, bits) };
         }
     }
-    task_plain(a, b, [k, n, c0], transposed, bits)
+    task_plain(a, b, [k, n, c0], by_rhs, bits)
 }
 
 /// [`task_plain`] compiled for AVX-512 (the same operations in the same order).
@@ -163,10 +157,10 @@ fn task_avx512(
     a: (&[u32], &[f32]),
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    transposed: &[f32],
+    by_rhs: &[f32],
     bits: u32,
 ) -> Vec<[f32; WIDTH]> {
-    task_plain(a, b, dims, transposed, bits)
+    task_plain(a, b, dims, by_rhs, bits)
 }
 
 /// [`task_plain`] compiled for AVX2 (the same operations in the same order).
@@ -176,10 +170,10 @@ fn task_avx2(
     a: (&[u32], &[f32]),
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    transposed: &[f32],
+    by_rhs: &[f32],
     bits: u32,
 ) -> Vec<[f32; WIDTH]> {
-    task_plain(a, b, dims, transposed, bits)
+    task_plain(a, b, dims, by_rhs, bits)
 }
 
 #[inline(always)]
@@ -188,7 +182,7 @@ fn task_plain(
     (a_keys, a_scales): (&[u32], &[f32]),
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
-    transposed: &[f32],
+    by_rhs: &[f32],
     bits: u32,
 ) -> Vec<[f32; WIDTH]> {
     let width = 1usize << bits;
@@ -209,7 +203,7 @@ fn task_plain(
                 } else {
                     (0, 0.0)
                 };
-                let column = &transposed[key * width..(key + 1) * width];
+                let column = &by_rhs[key * width..(key + 1) * width];
                 for (entry, &lut) in table.iter_mut().zip(column) {
                     entry[l] = lut * scale;
                 }

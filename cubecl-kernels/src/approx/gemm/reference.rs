@@ -137,24 +137,18 @@ fn gemm_impl(
                 (&a.keys, &a.scales),
                 (&b.keys, &b.scales),
                 [batch, m, k, n],
-                table,
+                (&expand::by_rhs_key(table), table.bits()),
             );
         }
         if m < n && expand::expands(rhs, lhs, n, m, table) {
-            let flipped = ApproxMultiply::Lut(expand::transposed(table));
+            // decoding reads only the table's width: the flipped operands decode under `mul`
             let (bt, at) = (transpose(rhs, batch, k, n), transpose(lhs, batch, m, k));
-            let (a, b) = (
-                decode_all(&bt, &flipped, true),
-                decode_all(&at, &flipped, false),
-            );
-            let ApproxMultiply::Lut(flipped) = &flipped else {
-                unreachable!("a LUT multiply")
-            };
+            let (a, b) = (decode_all(&bt, mul, true), decode_all(&at, mul, false));
             let out = expand::gemm(
                 (&a.keys, &a.scales),
                 (&b.keys, &b.scales),
                 [batch, n, k, m],
-                flipped,
+                (table.significands(), table.bits()),
             );
             return transpose(&out, batch, n, m);
         }
