@@ -471,7 +471,7 @@ mod tests {
     }
 
     fn mitchell_table(bits: u32) -> LutTable {
-        match crate::testing::mitchell_table(bits) {
+        match crate::approx::host::mitchell_table(bits) {
             ApproxMultiply::Lut(table) => table,
             _ => unreachable!("a LUT multiply"),
         }
@@ -488,8 +488,8 @@ mod tests {
             // zeros, subnormals and exponents far apart
             let rows = (2usize << bits).max(40);
             let dims = [2, rows, 37, 45];
-            let mut lhs = crate::testing::binades(2 * rows * 37, 7 + u64::from(bits), 60);
-            let mut rhs = crate::testing::binades(2 * 37 * 45, 11, 60);
+            let mut lhs = crate::approx::host::binades(2 * rows * 37, 7 + u64::from(bits), 60);
+            let mut rhs = crate::approx::host::binades(2 * 37 * 45, 11, 60);
             lhs[3] = 0.0;
             lhs[4] = -0.0;
             lhs[8] = 1e-40;
@@ -505,8 +505,8 @@ mod tests {
             }
             // fewer rows than columns: the lhs expanded, through the transposed product
             let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
-            let lhs = crate::testing::binades(2 * 20 * 37, 13, 60);
-            let rhs = crate::testing::binades(2 * 37 * wide[3], 17, 60);
+            let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
+            let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
             assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
             let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
             let expanded = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), true);
@@ -521,8 +521,8 @@ mod tests {
             let long = [1, rows, 3000, 16];
             assert!(split_k(long) < 3000);
             let (lhs, rhs) = (
-                crate::testing::binades(rows * 3000, 3, 20),
-                crate::testing::binades(3000 * 16, 5, 20),
+                crate::approx::host::binades(rows * 3000, 3, 20),
+                crate::approx::host::binades(3000 * 16, 5, 20),
             );
             let want: Vec<f32> = {
                 let chunk = split_k(long);
@@ -553,8 +553,8 @@ mod tests {
     fn operands_outside_the_band_keep_the_per_product_path() {
         let table = mitchell_table(5);
         let (rows, n) = (64, 8);
-        let lhs = crate::testing::binades(rows * 4, 1, 10);
-        let rhs = crate::testing::binades(4 * n, 2, 10);
+        let lhs = crate::approx::host::binades(rows * 4, 1, 10);
+        let rhs = crate::approx::host::binades(4 * n, 2, 10);
         assert!(expand::expands(&lhs, &rhs, rows, n, &table));
         // too few rows for the expansion to pay
         assert!(!expand::expands(&lhs[..63 * 4], &rhs, 63, n, &table));
