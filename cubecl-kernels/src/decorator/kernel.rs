@@ -142,7 +142,22 @@ fn own_contiguous(t: burn_ndarray::NdArrayTensor) -> burn_ndarray::NdArrayTensor
         return t;
     };
     let view = storage.view();
-    if storage.is_unique() && view.is_standard_layout() {
+    // burn-ndarray's own test, stricter than `is_standard_layout`: every stride the row-major
+    // one, length-1 axes included (ndarray's reshape gives a new length-1 axis stride 1, so a
+    // `[m, k]` tensor reshaped to `[1, m, k]` is in order but fails it, and would be read
+    // value by value)
+    let mut step = 1;
+    let row_major = view
+        .shape()
+        .iter()
+        .zip(view.strides())
+        .rev()
+        .all(|(&len, &stride)| {
+            let same = stride == step;
+            step *= len as isize;
+            same
+        });
+    if view.is_empty() || (storage.is_unique() && row_major) {
         return t;
     }
     let values = match view.as_slice() {
@@ -307,5 +322,22 @@ mod tests {
         assert_eq!(read_f32::<B>(got), want);
         // the original is untouched
         assert_eq!(read_f32::<B>(shared), values);
+    }
+
+    #[test]
+    fn a_new_unit_axis_leaves_the_values_in_burns_row_major_layout() {
+        // ndarray gives the new length-1 axis stride 1: in order, yet not the row-major strides
+        // burn-ndarray's `into_data` checks, which would then read the values one by one
+        let values: Vec<f32> = (0..12).map(|v| v as f32 * 0.5).collect();
+        let t = B::float_from_data(TensorData::new(values.clone(), [3, 4]), &Default::default());
+        let t = B::float_reshape(B::float_add_scalar(t, 0.0.into()), [1, 3, 4].into());
+        let strides = |t: &burn_ndarray::NdArrayTensor| match t {
+            burn_ndarray::NdArrayTensor::F32(s) => s.view().strides().to_vec(),
+            _ => unreachable!("an f32 tensor"),
+        };
+        assert_ne!(strides(&t), [12, 4, 1], "the case this test is about");
+        let got = own_contiguous(t);
+        assert_eq!(strides(&got), [12, 4, 1]);
+        assert_eq!(read_f32::<B>(got), values);
     }
 }

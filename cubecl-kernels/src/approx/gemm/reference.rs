@@ -138,6 +138,7 @@ fn gemm_impl(
                 (&b.keys, &b.scales),
                 [batch, m, k, n],
                 (&expand::by_rhs_key(table), table.bits()),
+                simd,
             );
         }
         if m < n && expand::expands(rhs, lhs, n, m, table) {
@@ -149,6 +150,7 @@ fn gemm_impl(
                 (&b.keys, &b.scales),
                 [batch, n, k, m],
                 (table.significands(), table.bits()),
+                simd,
             );
             return transpose(&out, batch, n, m);
         }
@@ -479,7 +481,8 @@ mod tests {
 
     #[test]
     fn the_table_expansion_gives_the_per_product_bits() {
-        for bits in [3, 5, 7] {
+        // every table row width of the AVX-512 build (16 entries and fewer, 32, 64, 128, 256)
+        for bits in [3, 4, 5, 6, 7, 8] {
             let mul = ApproxMultiply::Lut(mitchell_table(bits));
             let ApproxMultiply::Lut(table) = &mul else {
                 unreachable!()
@@ -499,9 +502,16 @@ mod tests {
             rhs[9] = 1e-30;
             assert!(expand::expands(&lhs, &rhs, rows, 45, table), "m = {bits}");
             let direct = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), false);
-            let expanded = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), true);
-            for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                assert_eq!(a.to_bits(), b.to_bits(), "m = {bits} [{i}]: {a} vs {b}");
+            // both builds of the expansion: portable, and AVX-512 where the CPU has it
+            for simd in [false, true] {
+                let expanded = gemm_impl(&lhs, &rhs, dims, &mul, simd, true);
+                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "m = {bits}, simd {simd} [{i}]: {a} vs {b}"
+                    );
+                }
             }
             // fewer rows than columns: the lhs expanded, through the transposed product
             let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
@@ -509,13 +519,15 @@ mod tests {
             let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
             assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
             let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
-            let expanded = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), true);
-            for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                assert_eq!(
-                    a.to_bits(),
-                    b.to_bits(),
-                    "m = {bits}, wide [{i}]: {a} vs {b}"
-                );
+            for simd in [false, true] {
+                let expanded = gemm_impl(&lhs, &rhs, wide, &mul, simd, true);
+                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "m = {bits}, simd {simd}, wide [{i}]: {a} vs {b}"
+                    );
+                }
             }
             // through the public entry, split along a long k as the kernel splits it
             let long = [1, rows, 3000, 16];
