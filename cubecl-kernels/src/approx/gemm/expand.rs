@@ -7,16 +7,18 @@
 //! `sa(i, kk) · T[ma(i, kk)]`: a contiguous multiply and add over the panel's columns, with no
 //! per-product gather. Expanding costs `2^m · LANES` products per step and panel, against
 //! `rows · LANES` products of work, so it pays when the rows far outnumber `2^m`
-//! ([`expands`]).
+//! ([`expands`]). Below, the lhs is the *packed* side (its rows) and the rhs the *expanded*
+//! side (its columns are the lanes).
 //!
 //! **Two builds of the loops.** With AVX-512 each table row `T[ma]` is built without a gather
-//! either: the `2^m` entries of the lhs key's table row sit in `2^m / 16` vectors, and
-//! two-source permutes indexed by the panel's rhs keys pick each lane's entry (`m ≤ 4`: one
-//! permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the rhs scales.
-//! Elsewhere (and in the tests, to check one against the other) a portable loop builds the
-//! same rows entry by entry, vectorised by the compiler with AVX2 where present. The lhs is
-//! packed once per product, per block of [`STEPS`] steps and row, its sign and exponent bits
-//! and its key in one `u32`, so a row's steps are one contiguous read.
+//! either: the `2^m` entries of the packed key's table row sit in `2^m / 16` vectors, and
+//! two-source permutes indexed by the lanes' keys pick each lane's entry (`m ≤ 4`: one
+//! permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the lanes'
+//! scales. Elsewhere (and in the tests, to check one against the other) a portable loop builds
+//! the same rows entry by entry, vectorised by the compiler with AVX2 where present. The
+//! packed side is encoded once per product, per block of [`STEPS`] steps and row, its sign
+//! and exponent bits and its key in one `u32`, so a row's steps are one contiguous read; both
+//! sides are encoded straight from the operands (no decoded copy, no transposed copy).
 //!
 //! **Bit-identical to the per-product path.** There a product is `(LUT · sa) · sb`, here
 //! `sa · (LUT · sb)`. The scales are powers of two (or zero), so both round the same real value
@@ -26,11 +28,12 @@
 //! band (a magnitude near `2^127`, an infinity, a NaN) takes the per-product path whole. The
 //! sum runs over `kk` in order from `+0`, as there.
 //!
-//! When the lhs has fewer rows than the rhs has columns, the caller expands the lhs instead:
-//! the transposed product `Cᵀ = Bᵀ · Aᵀ`, each product `(LUT · sb) · sa`, the same bits inside
-//! the band (its table in [`by_rhs_key`]'s layout is the table itself).
+//! When the lhs has fewer rows than the rhs has columns, the lhs is expanded instead: the
+//! transposed product `Cᵀ = Bᵀ · Aᵀ` (the rhs's columns packed, the lhs's rows the lanes, the
+//! table read by rhs key first), each product `(LUT · sb) · sa`, the same bits inside the band.
+//! Both operands are read in place through strides and the sums written back transposed.
 
-use crate::approx::LutTable;
+use crate::approx::{LutTable, MANT_MASK};
 use rayon::prelude::*;
 
 /// Output columns of a panel (two 512-bit vectors).
@@ -79,9 +82,9 @@ pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &L
 }
 
 /// `table`'s entries with the rhs key first (`[mb][ma]`, a rhs key's `2^m` entries contiguous):
-/// the layout [`gemm`] expands from. For the transposed product `Cᵀ = Bᵀ · Aᵀ`, whose rhs key
-/// is the lhs key of `C`, that layout is `table` itself.
-pub(super) fn by_rhs_key(table: &LutTable) -> Vec<f32> {
+/// the table by the expanded side's key when the rhs is expanded (the lhs's is `table`
+/// itself).
+fn by_rhs_key(table: &LutTable) -> Vec<f32> {
     let width = 1usize << table.bits();
     let lut = table.significands();
     (0..width * width)
@@ -89,61 +92,125 @@ pub(super) fn by_rhs_key(table: &LutTable) -> Vec<f32> {
         .collect()
 }
 
-/// The lhs packed for the accumulation, per batch entry `[k / STEPS][rows][steps]` (the last
-/// block `k mod STEPS` steps wide): each value's sign and exponent bits (its scale) with its
-/// table key `ma` in the low bits, `a_keys` being `ma << bits`.
-fn pack_lhs(
-    (a_keys, a_scales): (&[u32], &[f32]),
-    [batch, rows, k]: [usize; 3],
-    bits: u32,
-) -> Vec<u32> {
-    let mut out = vec![0u32; batch * rows * k];
-    out.par_chunks_mut((rows * k).max(1))
+/// One operand as the expansion reads it: `x[bt · batch + r · row + kk · step]` is its value
+/// in row `r` (a row of the packed side, a lane of the expanded side) at step `kk` along `k`.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    x: &'a [f32],
+    rows: usize,
+    batch: usize,
+    row: usize,
+    step: usize,
+}
+
+impl Operand<'_> {
+    fn at(&self, bt: usize, r: usize, kk: usize) -> f32 {
+        self.x[bt * self.batch + r * self.row + kk * self.step]
+    }
+}
+
+/// A value's scale (its sign and exponent bits: `±2^e`, `±0` for zero and subnormals; in the
+/// band no infinity or NaN reaches here) and, in the low bits, its `bits`-bit table key.
+fn encode(x: f32, bits: u32) -> u32 {
+    let v = x.to_bits();
+    (v & 0xff80_0000) | ((v & MANT_MASK) >> (23 - bits))
+}
+
+/// The packed side, per batch entry `[k / STEPS][rows][steps]` (the last block `k mod STEPS`
+/// steps wide), each value [`encode`]d: a row's steps of a block are one contiguous read.
+fn pack_rows(p: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> Vec<u32> {
+    let mut out = vec![0u32; batch * p.rows * k];
+    out.par_chunks_mut(p.rows * k)
         .enumerate()
         .for_each(|(bt, dst)| {
-            for k0 in (0..k).step_by(STEPS) {
-                let steps = STEPS.min(k - k0);
-                let block = &mut dst[k0 * rows..(k0 + steps) * rows];
-                for (i, row) in block.chunks_mut(steps).enumerate() {
-                    let at = (bt * rows + i) * k + k0;
-                    for (s, x) in row.iter_mut().enumerate() {
-                        *x = a_scales[at + s].to_bits() | (a_keys[at + s] >> bits);
+            dst.par_chunks_mut(p.rows * STEPS)
+                .enumerate()
+                .for_each(|(blk, block)| {
+                    let (k0, steps) = (blk * STEPS, block.len() / p.rows);
+                    for (r, row) in block.chunks_mut(steps).enumerate() {
+                        for (s, v) in row.iter_mut().enumerate() {
+                            *v = encode(p.at(bt, r, k0 + s), bits);
+                        }
                     }
-                }
-            }
+                });
         });
     out
 }
 
-/// The table with the lhs key first, each key's row padded to at least 16 entries (the
-/// AVX-512 build permutes whole vectors): `rows[ma · stride + mb]`, from the layout of
-/// [`by_rhs_key`].
-fn by_lhs_key(by_rhs: &[f32], bits: u32) -> (Vec<f32>, usize) {
+/// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
+fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, Vec<f32>) {
+    let n = e.rows;
+    let (mut keys, mut scales) = (vec![0u32; batch * k * n], vec![0f32; batch * k * n]);
+    keys.par_chunks_mut(n)
+        .zip(scales.par_chunks_mut(n))
+        .enumerate()
+        .for_each(|(t, (keys, scales))| {
+            let (bt, kk) = (t / k, t % k);
+            for (l, (key, scale)) in keys.iter_mut().zip(scales.iter_mut()).enumerate() {
+                let v = encode(e.at(bt, l, kk), bits);
+                (*key, *scale) = (v & 0x7f_ffff, f32::from_bits(v & 0xff80_0000));
+            }
+        });
+    (keys, scales)
+}
+
+/// `table` with the packed side's key first, each key's row padded to at least 16 entries
+/// (the AVX-512 build permutes whole vectors), from `by_expanded` (`[ke][kp]`): the
+/// rows and their stride.
+fn by_packed_key(by_expanded: &[f32], bits: u32) -> (Vec<f32>, usize) {
     let width = 1usize << bits;
     let stride = width.max(16);
     let mut rows = vec![0f32; width * stride];
-    for (ma, row) in rows.chunks_mut(stride).enumerate() {
-        for (mb, entry) in row[..width].iter_mut().enumerate() {
-            *entry = by_rhs[mb * width + ma];
+    for (kp, row) in rows.chunks_mut(stride).enumerate() {
+        for (ke, entry) in row[..width].iter_mut().enumerate() {
+            *entry = by_expanded[ke * width + kp];
         }
     }
     (rows, stride)
 }
 
-/// The product by expansion: `lhs` decoded keys (each `ma << m`) and scales `[batch, rows, k]`,
-/// `rhs` keys and scales `[batch, k, n]`, both row-major; `out: [batch, rows, n]`; the `m`-bit
-/// table in the layout of [`by_rhs_key`] (`by_rhs[mb · 2^m + ma]` multiplies `ma` by `mb`).
-/// `simd`: whether the AVX-512 build may run (the tests run both builds).
+/// `lhs: [batch, m, k] · rhs: [batch, k, n]` (row-major) under the `m`-bit `table` by
+/// expansion, or `None` where it does not run ([`expands`]). The rhs is expanded against the
+/// lhs's rows when they are the longer side; else the lhs against the rhs's columns (the
+/// transposed product `Cᵀ = Bᵀ · Aᵀ`, read and written in place). `simd`: whether the
+/// AVX-512 build may run (the tests run both builds).
 pub(super) fn gemm(
-    a: (&[u32], &[f32]),
-    (b_keys, b_scales): (&[u32], &[f32]),
-    [batch, rows, k, n]: [usize; 4],
-    (by_rhs, bits): (&[f32], u32),
+    lhs: &[f32],
+    rhs: &[f32],
+    [batch, m, k, n]: [usize; 4],
+    table: &LutTable,
     simd: bool,
-) -> Vec<f32> {
-    let packed = pack_lhs(a, [batch, rows, k], bits);
-    let by_lhs = by_lhs_key(by_rhs, bits);
-    let panels = n.div_ceil(LANES);
+) -> Option<Vec<f32>> {
+    let bits = table.bits();
+    let lhs_rows = Operand {
+        x: lhs,
+        rows: m,
+        batch: m * k,
+        row: k,
+        step: 1,
+    };
+    let rhs_cols = Operand {
+        x: rhs,
+        rows: n,
+        batch: k * n,
+        row: 1,
+        step: n,
+    };
+    // the packed side, the expanded side, and the table by the expanded side's key
+    let (packed, expanded, by_expanded) = if m >= n {
+        (lhs_rows, rhs_cols, by_rhs_key(table))
+    } else {
+        (rhs_cols, lhs_rows, table.significands().to_vec())
+    };
+    if k == 0 || !expands(packed.x, expanded.x, packed.rows, expanded.rows, table) {
+        return None;
+    }
+    let rows = packed.rows;
+    let packed_values = pack_rows(packed, [batch, k], bits);
+    let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
+    let by_packed = by_packed_key(&by_expanded, bits);
+    let lanes = expanded.rows;
+    let panels = lanes.div_ceil(LANES);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
     // threads idle, never below `ROWS_PER_KEY · 2^m` rows a block
     let threads = rayon::current_num_threads();
@@ -158,35 +225,45 @@ pub(super) fn gemm(
         .map(|t| {
             let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
             let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
-            let lhs = &packed[bt * rows * k..(bt + 1) * rows * k];
-            let rhs = (&b_keys[bt * k * n..], &b_scales[bt * k * n..]);
+            let a = Rows {
+                packed: &packed_values[bt * rows * k..(bt + 1) * rows * k],
+                rows,
+                r0,
+                r1,
+            };
+            let at = bt * k * lanes;
             let sums = task(
-                Rows {
-                    packed: lhs,
-                    rows,
-                    r0,
-                    r1,
-                },
-                rhs,
-                [k, n, p * LANES],
-                (by_rhs, (&by_lhs.0, by_lhs.1), bits),
+                a,
+                (&e_keys[at..], &e_scales[at..]),
+                [k, lanes, p * LANES],
+                (&by_expanded, (&by_packed.0, by_packed.1), bits),
                 simd,
             );
             (bt, p, r0, sums)
         })
         .collect();
-    let mut out = vec![0f32; batch * rows * n];
+    let mut out = vec![0f32; batch * m * n];
     for (bt, p, r0, sums) in parts {
-        let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(n));
-        for (i, lanes) in sums.iter().enumerate() {
-            let row = (bt * rows + r0 + i) * n;
-            out[row + c0..row + c1].copy_from_slice(&lanes[..c1 - c0]);
+        let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
+        if m >= n {
+            for (i, sums) in sums.iter().enumerate() {
+                let row = (bt * m + r0 + i) * n;
+                out[row + c0..row + c1].copy_from_slice(&sums[..c1 - c0]);
+            }
+        } else {
+            // the transposed product: packed row r is output column r, lane l output row l
+            for l in c0..c1 {
+                let row = (bt * m + l) * n + r0;
+                for (dst, sums) in out[row..row + sums.len()].iter_mut().zip(&sums) {
+                    *dst = sums[l - c0];
+                }
+            }
         }
     }
-    out
+    Some(out)
 }
 
-/// A task's rows `r0..r1` of one batch entry's packed lhs ([`pack_lhs`], `rows` in all).
+/// A task's rows `r0..r1` of one batch entry's packed side ([`pack_rows`], `rows` in all).
 #[derive(Clone, Copy)]
 struct Rows<'a> {
     packed: &'a [u32],
@@ -204,28 +281,29 @@ impl Rows<'_> {
 
 /// One task's sums: its rows against the panel of columns from `c0` of the rhs (keys and
 /// scales `[k, n]`), a row of [`LANES`] sums per row (the columns past `n` are padded with
-/// key 0 and scale 0 and dropped by the caller). The table both ways: by rhs key (the
-/// portable build) and by lhs key with its row stride (the AVX-512 build).
+/// key 0 and scale 0 and dropped by the caller). The table both ways: by the expanded side's
+/// key (the portable build) and by the packed side's key with its row stride (the AVX-512
+/// build).
 fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    (by_rhs, by_lhs, bits): (&[f32], (&[f32], usize), u32),
+    (by_expanded, by_packed, bits): (&[f32], (&[f32], usize), u32),
     simd: bool,
 ) -> Vec<[f32; LANES]> {
     #[cfg(target_arch = "x86_64")]
     {
         if simd && std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { avx512::task(a, b, dims, by_lhs, bits) };
+            return unsafe { avx512::task(a, b, dims, by_packed, bits) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { task_avx2(a, b, dims, by_rhs, bits) };
+            return unsafe { task_avx2(a, b, dims, by_expanded, bits) };
         }
     }
-    let _ = (simd, by_lhs);
-    task_plain(a, b, dims, by_rhs, bits)
+    let _ = (simd, by_packed);
+    task_plain(a, b, dims, by_expanded, bits)
 }
 
 /// [`task_plain`] compiled for AVX2 (the same operations in the same order).
@@ -235,20 +313,21 @@ fn task_avx2(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    by_rhs: &[f32],
+    by_expanded: &[f32],
     bits: u32,
 ) -> Vec<[f32; LANES]> {
-    task_plain(a, b, dims, by_rhs, bits)
+    task_plain(a, b, dims, by_expanded, bits)
 }
 
-/// The portable build: each expanded row entry by entry from the table's rhs-key columns.
+/// The portable build: each expanded row entry by entry from the table's columns (one per
+/// expanded-side key).
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // lanes indexed alike in several arrays: vectorised as is
 fn task_plain(
     a: Rows<'_>,
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
-    by_rhs: &[f32],
+    by_expanded: &[f32],
     bits: u32,
 ) -> Vec<[f32; LANES]> {
     let width = 1usize << bits;
@@ -268,7 +347,7 @@ fn task_plain(
                 } else {
                     (0, 0.0)
                 };
-                let column = &by_rhs[key * width..(key + 1) * width];
+                let column = &by_expanded[key * width..(key + 1) * width];
                 for (entry, &lut) in table.iter_mut().zip(column) {
                     entry[l] = lut * scale;
                 }
@@ -298,7 +377,7 @@ mod avx512 {
     /// 16-lane vectors in a panel.
     const V: usize = LANES / 16;
 
-    /// The entries of an lhs key's table row (`G` vectors, `16 · G` entries) at the rhs keys
+    /// The entries of a packed key's table row (`G` vectors, `16 · G` entries) at the lanes' keys
     /// `kb`: a two-source permute per pair of vectors (one permute when `G = 1`), the results
     /// blended by key bits 5, 6, 7 (`bit_masks`).
     #[inline]
@@ -323,7 +402,7 @@ mod avx512 {
     }
 
     /// [`super::task_plain`]'s sums, the same products in the same order, for a table row of
-    /// `by_lhs.1` entries (16, 32, 64, 128 or 256).
+    /// `by_packed.1` entries (16, 32, 64, 128 or 256).
     ///
     /// # Safety
     /// The CPU must support AVX-512F.
@@ -332,15 +411,15 @@ mod avx512 {
         a: Rows<'_>,
         b: (&[u32], &[f32]),
         dims: [usize; 3],
-        (by_lhs, stride): (&[f32], usize),
+        (by_packed, stride): (&[f32], usize),
         bits: u32,
     ) -> Vec<[f32; LANES]> {
         match stride / 16 {
-            1 => task_g::<1>(a, b, dims, by_lhs, bits),
-            2 => task_g::<2>(a, b, dims, by_lhs, bits),
-            4 => task_g::<4>(a, b, dims, by_lhs, bits),
-            8 => task_g::<8>(a, b, dims, by_lhs, bits),
-            16 => task_g::<16>(a, b, dims, by_lhs, bits),
+            1 => task_g::<1>(a, b, dims, by_packed, bits),
+            2 => task_g::<2>(a, b, dims, by_packed, bits),
+            4 => task_g::<4>(a, b, dims, by_packed, bits),
+            8 => task_g::<8>(a, b, dims, by_packed, bits),
+            16 => task_g::<16>(a, b, dims, by_packed, bits),
             _ => unreachable!("table rows of 16 to 256 entries"),
         }
     }
@@ -350,7 +429,7 @@ mod avx512 {
         a: Rows<'_>,
         (b_keys, b_scales): (&[u32], &[f32]),
         [k, n, c0]: [usize; 3],
-        by_lhs: &[f32],
+        by_packed: &[f32],
         bits: u32,
     ) -> Vec<[f32; LANES]> {
         let width = 1usize << bits;
@@ -380,7 +459,7 @@ mod avx512 {
                 }
             }
             for ma in 0..width {
-                let row = &by_lhs[ma * 16 * G..(ma + 1) * 16 * G];
+                let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
                 // SAFETY: G vectors of 16 within the row's 16·G entries.
                 let r: [__m512; G] =
                     std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });

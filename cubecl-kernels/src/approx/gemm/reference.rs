@@ -29,22 +29,6 @@ fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
     Soa { keys, scales }
 }
 
-/// `x: [batch, rows, cols]` row-major, each matrix transposed: `[batch, cols, rows]`.
-fn transpose(x: &[f32], batch: usize, rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0f32; x.len()];
-    out.par_chunks_mut(rows * cols)
-        .zip(x.par_chunks(rows * cols))
-        .for_each(|(dst, src)| {
-            for (r, row) in src.chunks(cols).enumerate() {
-                for (c, &v) in row.iter().enumerate() {
-                    dst[c * rows + r] = v;
-                }
-            }
-        });
-    debug_assert_eq!(out.len(), batch * rows * cols);
-    out
-}
-
 /// The rhs `[batch, k, n]` repacked as panels of 8 columns, each `[k][8]` contiguous, so the
 /// inner loop reads memory in order (a row-major walk down k strides by `n` floats and, for
 /// power-of-two `n`, keeps hitting the same few L1 sets).
@@ -127,33 +111,9 @@ fn gemm_impl(
     }
     if let ApproxMultiply::Lut(table) = mul
         && expansion
-        && k > 0
+        && let Some(out) = expand::gemm(lhs, rhs, [batch, m, k, n], table, simd)
     {
-        // expand the rhs against the lhs's rows when they are the longer side, else the lhs
-        // against the rhs's columns (the transposed product under the transposed table)
-        if m >= n && expand::expands(lhs, rhs, m, n, table) {
-            let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
-            return expand::gemm(
-                (&a.keys, &a.scales),
-                (&b.keys, &b.scales),
-                [batch, m, k, n],
-                (&expand::by_rhs_key(table), table.bits()),
-                simd,
-            );
-        }
-        if m < n && expand::expands(rhs, lhs, n, m, table) {
-            // decoding reads only the table's width: the flipped operands decode under `mul`
-            let (bt, at) = (transpose(rhs, batch, k, n), transpose(lhs, batch, m, k));
-            let (a, b) = (decode_all(&bt, mul, true), decode_all(&at, mul, false));
-            let out = expand::gemm(
-                (&a.keys, &a.scales),
-                (&b.keys, &b.scales),
-                [batch, n, k, m],
-                (table.significands(), table.bits()),
-                simd,
-            );
-            return transpose(&out, batch, n, m);
-        }
+        return out;
     }
     let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
     let table = mul.table();
