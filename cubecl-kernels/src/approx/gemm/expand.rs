@@ -55,6 +55,14 @@ pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &L
     if bits > MAX_BITS || rows < ROWS_PER_KEY << bits || n == 0 {
         return false;
     }
+    // the operands' smallest and largest biased exponent among normal values (255: an
+    // infinity or a NaN, never in the band; zero and subnormals have scale ±0, always safe)
+    let (lhs_lo, lhs_hi) = exponent_range(lhs);
+    let (rhs_lo, rhs_hi) = exponent_range(rhs);
+    let (e_lo, e_hi) = (lhs_lo.min(rhs_lo), lhs_hi.max(rhs_hi));
+    if e_hi == 255 {
+        return false;
+    }
     let (lo, hi) = table
         .significands()
         .iter()
@@ -63,22 +71,27 @@ pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &L
         .fold((f64::INFINITY, 0f64), |(lo, hi), s| {
             (lo.min(f64::from(s)), hi.max(f64::from(s)))
         });
-    if !lo.is_finite() {
-        // an all-zero table: every product is ±0 in both orders
+    if !lo.is_finite() || e_lo == 255 {
+        // an all-zero table, or no normal operand: every product is ±0 in both orders
         return true;
     }
-    // a scale s = ±2^e (the value's sign and exponent) is safe when lo·|s| is normal and
-    // hi·|s| is finite; zero and subnormal values have scale ±0, always safe
-    let (min_normal, max_finite) = (f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX));
-    let safe = |x: &f32| {
-        let scale = f32::from_bits(x.to_bits() & 0xff80_0000).abs();
-        if !scale.is_finite() {
-            return false;
-        }
-        let scale = f64::from(scale);
-        scale == 0.0 || (lo * scale >= min_normal && hi * scale <= max_finite)
-    };
-    lhs.par_iter().all(safe) && rhs.par_iter().all(safe)
+    // a scale s = ±2^(e - 127) is safe when lo·|s| is normal and hi·|s| is finite; the
+    // smallest and the largest scale bound every other
+    let scale = |e: u32| 2f64.powi(e as i32 - 127);
+    lo * scale(e_lo) >= f64::from(f32::MIN_POSITIVE) && hi * scale(e_hi) <= f64::from(f32::MAX)
+}
+
+/// The smallest biased exponent among `x`'s normal values (255 when there are none) and the
+/// largest of all (255: an infinity or a NaN; 0: zeros and subnormals only).
+fn exponent_range(x: &[f32]) -> (u32, u32) {
+    x.par_chunks(1 << 14)
+        .map(|chunk| {
+            chunk.iter().fold((255, 0), |(lo, hi), v| {
+                let e = (v.to_bits() >> 23) & 0xff;
+                (lo.min(if e == 0 { 255 } else { e }), hi.max(e))
+            })
+        })
+        .reduce(|| (255, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
 /// `table`'s entries with the rhs key first (`[mb][ma]`, a rhs key's `2^m` entries contiguous):
@@ -212,9 +225,10 @@ pub(super) fn gemm(
     let lanes = expanded.rows;
     let panels = lanes.div_ceil(LANES);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
-    // threads idle, never below `ROWS_PER_KEY · 2^m` rows a block
+    // threads idle (each block expands the table again), never below `ROWS_PER_KEY · 2^m`
+    // rows a block
     let threads = rayon::current_num_threads();
-    let splits = (2 * threads)
+    let splits = threads
         .div_ceil(batch * panels)
         .min(rows / (ROWS_PER_KEY << bits))
         .max(1);
@@ -374,9 +388,6 @@ mod avx512 {
     use super::{LANES, Rows, STEPS};
     use std::arch::x86_64::*;
 
-    /// 16-lane vectors in a panel.
-    const V: usize = LANES / 16;
-
     /// The entries of a packed key's table row (`G` vectors, `16 · G` entries) at the lanes' keys
     /// `kb`: a two-source permute per pair of vectors (one permute when `G = 1`), the results
     /// blended by key bits 5, 6, 7 (`bit_masks`).
@@ -414,18 +425,25 @@ mod avx512 {
         (by_packed, stride): (&[f32], usize),
         bits: u32,
     ) -> Vec<[f32; LANES]> {
-        match stride / 16 {
-            1 => task_g::<1>(a, b, dims, by_packed, bits),
-            2 => task_g::<2>(a, b, dims, by_packed, bits),
-            4 => task_g::<4>(a, b, dims, by_packed, bits),
-            8 => task_g::<8>(a, b, dims, by_packed, bits),
-            16 => task_g::<16>(a, b, dims, by_packed, bits),
+        // a panel of at most 16 columns (a narrow product, the last panel) takes one vector
+        let narrow = dims[1] - dims[2] <= 16;
+        match (stride / 16, narrow) {
+            (1, true) => task_g::<1, 1>(a, b, dims, by_packed, bits),
+            (2, true) => task_g::<2, 1>(a, b, dims, by_packed, bits),
+            (4, true) => task_g::<4, 1>(a, b, dims, by_packed, bits),
+            (8, true) => task_g::<8, 1>(a, b, dims, by_packed, bits),
+            (16, true) => task_g::<16, 1>(a, b, dims, by_packed, bits),
+            (1, false) => task_g::<1, 2>(a, b, dims, by_packed, bits),
+            (2, false) => task_g::<2, 2>(a, b, dims, by_packed, bits),
+            (4, false) => task_g::<4, 2>(a, b, dims, by_packed, bits),
+            (8, false) => task_g::<8, 2>(a, b, dims, by_packed, bits),
+            (16, false) => task_g::<16, 2>(a, b, dims, by_packed, bits),
             _ => unreachable!("table rows of 16 to 256 entries"),
         }
     }
 
     #[target_feature(enable = "avx512f")]
-    fn task_g<const G: usize>(
+    fn task_g<const G: usize, const V: usize>(
         a: Rows<'_>,
         (b_keys, b_scales): (&[u32], &[f32]),
         [k, n, c0]: [usize; 3],
