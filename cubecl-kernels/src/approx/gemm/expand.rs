@@ -412,6 +412,37 @@ mod avx512 {
         q[0]
     }
 
+    /// Adds one row's block of steps (`row`: [`super::encode`]d values) to its sums: for each
+    /// step in order, the value's scale times the row of that step's expanded table its key
+    /// picks.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn accumulate<const V: usize>(
+        sum: &mut [f32; LANES],
+        row: &[u32],
+        tables: &[&[[f32; LANES]]],
+        width: usize,
+    ) {
+        let mask = width as u32 - 1;
+        // SAFETY: V vectors of 16 within LANES-long rows.
+        unsafe {
+            let mut acc: [__m512; V] =
+                std::array::from_fn(|v| _mm512_loadu_ps(sum.as_ptr().add(16 * v)));
+            for (&x, table) in row.iter().zip(tables) {
+                let scale = _mm512_set1_ps(f32::from_bits(x & 0xff80_0000));
+                // the key is below `width`, the table's length
+                let t = table.get_unchecked((x & mask) as usize);
+                for (v, acc) in acc.iter_mut().enumerate() {
+                    let tv = _mm512_loadu_ps(t.as_ptr().add(16 * v));
+                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, tv));
+                }
+            }
+            for (v, acc) in acc.into_iter().enumerate() {
+                _mm512_storeu_ps(sum.as_mut_ptr().add(16 * v), acc);
+            }
+        }
+    }
+
     /// [`super::task_plain`]'s sums, the same products in the same order, for a table row of
     /// `by_packed.1` entries (16, 32, 64, 128 or 256).
     ///
@@ -491,23 +522,18 @@ mod avx512 {
                     }
                 }
             }
-            let mask = width as u32 - 1;
-            for (sum, row) in sums.iter_mut().zip(a.block(k0, steps).chunks(steps)) {
-                // SAFETY: V vectors of 16 within LANES-long rows.
-                unsafe {
-                    let mut acc: [__m512; V] =
-                        std::array::from_fn(|v| _mm512_loadu_ps(sum.as_ptr().add(16 * v)));
-                    for (s, &x) in row.iter().enumerate() {
-                        let scale = _mm512_set1_ps(f32::from_bits(x & 0xff80_0000));
-                        let t = &expanded[s * width + (x & mask) as usize];
-                        for (v, acc) in acc.iter_mut().enumerate() {
-                            let tv = _mm512_loadu_ps(t.as_ptr().add(16 * v));
-                            *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, tv));
-                        }
-                    }
-                    for (v, acc) in acc.into_iter().enumerate() {
-                        _mm512_storeu_ps(sum.as_mut_ptr().add(16 * v), acc);
-                    }
+            let steps_of = |s: usize| &expanded[s * width..(s + 1) * width];
+            let block = a.block(k0, steps);
+            if steps == STEPS {
+                // a whole block: the steps unrolled, each step's table row by row index
+                let tables: [&[[f32; LANES]]; STEPS] = std::array::from_fn(steps_of);
+                for (sum, row) in sums.iter_mut().zip(block.chunks_exact(STEPS)) {
+                    accumulate::<V>(sum, row, &tables, width);
+                }
+            } else {
+                let tables: Vec<&[[f32; LANES]]> = (0..steps).map(steps_of).collect();
+                for (sum, row) in sums.iter_mut().zip(block.chunks_exact(steps)) {
+                    accumulate::<V>(sum, row, &tables, width);
                 }
             }
         }
