@@ -10,6 +10,8 @@ use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, read_f32};
 
 struct Gemm<'a> {
     mul: &'a ApproxMultiply,
+    dims: [usize; 4],
+    out: Shape,
 }
 
 impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
@@ -20,20 +22,27 @@ impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
         inputs: Vec<CubeTensor<R>>,
         rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
     ) -> FloatTensor<B> {
+        let [batch, m, k, n] = self.dims;
         let mut operands = inputs.into_iter();
         let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
-        rewrap(kernel::launch(lhs, rhs, self.mul))
+        let lhs = burn_cubecl::ops::reshape(lhs, Shape::from([batch, m, k]));
+        let rhs = burn_cubecl::ops::reshape(rhs, Shape::from([batch, k, n]));
+        let out = kernel::launch(lhs, rhs, self.mul);
+        rewrap(burn_cubecl::ops::reshape(out, self.out))
     }
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
         let mut operands = inputs.into_iter();
         let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
         let device = B::float_device(&lhs);
-        let [batch, m, k] = lhs.shape().dims();
-        let n = rhs.shape()[2];
+        // the host product reads values in row-major order: the operands' own shapes (which
+        // only need the right order) are never reshaped here, as burn-ndarray's reshape copies
         let (a, b) = (read_f32::<B>(lhs), read_f32::<B>(rhs));
-        let out = host::gemm(&a, &b, [batch, m, k, n], self.mul);
-        B::float_from_data(TensorData::new(out, [batch, m, n]), &device)
+        let [batch, m, k, n] = self.dims;
+        assert_eq!(a.len(), batch * m * k, "gemm: lhs size");
+        assert_eq!(b.len(), batch * k * n, "gemm: rhs size");
+        let out = host::gemm(&a, &b, self.dims, self.mul);
+        B::float_from_data(TensorData::new(out, self.out), &device)
     }
 }
 
@@ -43,7 +52,22 @@ pub fn gemm<B: KernelBackend>(
     rhs: FloatTensor<B>,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
-    B::visit(Gemm { mul }, vec![lhs, rhs])
+    let [batch, m, k] = lhs.shape().dims();
+    let n = rhs.shape()[2];
+    gemm_as::<B>(lhs, rhs, [batch, m, k, n], Shape::from([batch, m, n]), mul)
+}
+
+/// [`gemm`] of operands of any shapes whose row-major values are those of `[batch, m, k]` and
+/// `[batch, k, n]` (`dims = [batch, m, k, n]`), the product returned with shape `out`: the
+/// reshapes happen only where they cost nothing (CubeCL metadata).
+pub(crate) fn gemm_as<B: KernelBackend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    dims: [usize; 4],
+    out: Shape,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    B::visit(Gemm { mul, dims, out }, vec![lhs, rhs])
 }
 
 /// `t` reshaped to `dims` (no op when it already has them).
@@ -86,17 +110,16 @@ pub fn matmul<B: KernelBackend>(
     let expand = |t: FloatTensor<B>, rows: usize, cols: usize| {
         let mut full = batch.clone();
         full.extend([rows, cols]);
-        let t = if t.shape().as_slice() == full.as_slice() {
+        if t.shape().as_slice() == full.as_slice() {
             t
         } else {
             B::float_expand(t, Shape::from(full))
-        };
-        reshape::<B>(t, &[count, rows, cols])
+        }
     };
-    let out = gemm::<B>(expand(lhs, m, k), expand(rhs, k, n), mul);
+    let (lhs, rhs) = (expand(lhs, m, k), expand(rhs, k, n));
     let mut dims = batch;
     dims.extend([m, n]);
-    reshape::<B>(out, &dims)
+    gemm_as::<B>(lhs, rhs, [count, m, k, n], Shape::from(dims), mul)
 }
 
 /// `x: [..., d_in] · weight: [d_in, d_out] (+ bias)`.
@@ -109,14 +132,15 @@ pub fn linear<B: KernelBackend>(
     let xs = x.shape();
     let [d_in, d_out] = weight.shape().dims();
     let rows = xs.num_elements() / d_in.max(1);
-    let out = gemm::<B>(
-        reshape::<B>(x, &[1, rows, d_in]),
-        reshape::<B>(weight, &[1, d_in, d_out]),
-        mul,
-    );
     let mut dims = xs.to_vec();
     *dims.last_mut().expect("rank ≥ 1") = d_out;
-    let out = reshape::<B>(out, &dims);
+    let out = gemm_as::<B>(
+        x,
+        weight,
+        [1, rows, d_in, d_out],
+        Shape::from(dims.clone()),
+        mul,
+    );
     match bias {
         None => out,
         Some(bias) => {
@@ -136,11 +160,10 @@ pub fn linear_x_backward<B: KernelBackend>(
     let [d_in, d_out] = weight.shape().dims();
     let gs = grad.shape();
     let rows = gs.num_elements() / d_out.max(1);
-    let wt = reshape::<B>(B::float_swap_dims(weight, 0, 1), &[1, d_out, d_in]);
-    let out = gemm::<B>(reshape::<B>(grad, &[1, rows, d_out]), wt, mul);
+    let wt = B::float_swap_dims(weight, 0, 1);
     let mut dims = gs.to_vec();
     *dims.last_mut().expect("rank ≥ 1") = d_in;
-    reshape::<B>(out, &dims)
+    gemm_as::<B>(grad, wt, [1, rows, d_out, d_in], Shape::from(dims), mul)
 }
 
 /// `dW = xᵀ · output_grad`, summed over every leading dimension (one GEMM over all rows).
@@ -153,7 +176,12 @@ pub fn linear_weight_backward<B: KernelBackend>(
     let d_in = xs[xs.num_dims() - 1];
     let d_out = grad.shape()[xs.num_dims() - 1];
     let rows = xs.num_elements() / d_in.max(1);
-    let xt = B::float_swap_dims(reshape::<B>(x, &[1, rows, d_in]), 1, 2);
-    let out = gemm::<B>(xt, reshape::<B>(grad, &[1, rows, d_out]), mul);
-    reshape::<B>(out, &[d_in, d_out])
+    let xt = B::float_swap_dims(reshape::<B>(x, &[rows, d_in]), 0, 1);
+    gemm_as::<B>(
+        xt,
+        grad,
+        [1, d_in, rows, d_out],
+        Shape::from([d_in, d_out]),
+        mul,
+    )
 }
