@@ -333,6 +333,20 @@ fn task_avx2(
     task_plain(a, b, dims, by_expanded, bits)
 }
 
+/// A task's starting state: `2^m`, the panel's live lanes (the rest are padding), zero sums
+/// for its rows, and [`STEPS`] expanded tables of `2^m` rows each.
+type TaskState = (usize, usize, Vec<[f32; LANES]>, Vec<[f32; LANES]>);
+
+fn task_state(a: &Rows<'_>, [n, c0]: [usize; 2], bits: u32) -> TaskState {
+    let width = 1usize << bits;
+    (
+        width,
+        (n - c0).min(LANES),
+        vec![[0f32; LANES]; a.r1 - a.r0],
+        vec![[0f32; LANES]; STEPS * width],
+    )
+}
+
 /// The portable build: each expanded row entry by entry from the table's columns (one per
 /// expanded-side key).
 #[inline(always)]
@@ -344,11 +358,7 @@ fn task_plain(
     by_expanded: &[f32],
     bits: u32,
 ) -> Vec<[f32; LANES]> {
-    let width = 1usize << bits;
-    let lanes = (n - c0).min(LANES);
-    let mut sums = vec![[0f32; LANES]; a.r1 - a.r0];
-    // STEPS expanded tables, each `[2^m][LANES]`
-    let mut expanded = vec![[0f32; LANES]; STEPS * width];
+    let (width, lanes, mut sums, mut expanded) = task_state(&a, [n, c0], bits);
     for k0 in (0..k).step_by(STEPS) {
         let steps = STEPS.min(k - k0);
         for s in 0..steps {
@@ -481,10 +491,7 @@ mod avx512 {
         by_packed: &[f32],
         bits: u32,
     ) -> Vec<[f32; LANES]> {
-        let width = 1usize << bits;
-        let lanes = (n - c0).min(LANES);
-        let mut sums = vec![[0f32; LANES]; a.r1 - a.r0];
-        let mut expanded = vec![[0f32; LANES]; STEPS * width];
+        let (width, lanes, mut sums, mut expanded) = super::task_state(&a, [n, c0], bits);
         for k0 in (0..k).step_by(STEPS) {
             let steps = STEPS.min(k - k0);
             // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7

@@ -122,6 +122,8 @@ fn gemm_impl(
     let panels = if lut || simd { n / LANES } else { 0 };
     let packed = pack(&b, [batch, k, if panels > 0 { n } else { 0 }]);
     let group = ROW_GROUP.min(m);
+    // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
+    let wide = !lut && simd && avx512_available();
     out.par_chunks_mut(n * group)
         .enumerate()
         .for_each(|(chunk, rows)| {
@@ -162,6 +164,33 @@ fn gemm_impl(
                         }
                         r += take;
                         continue;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if wide {
+                        // two adjacent panels per AVX-512 vector: the even one of each pair
+                        // computes both, the odd one is done
+                        if p % 2 == 1 {
+                            r = count;
+                            continue;
+                        }
+                        if p + 1 < panels {
+                            let (pair, at) = ([panel(bt, p), panel(bt, p + 1)], r * n + p * LANES);
+                            // SAFETY: AVX-512F was detected (`wide`); each panel holds k·8
+                            // entries.
+                            unsafe {
+                                avx512::panel_pair(
+                                    (
+                                        &a.keys[row * k..(row + 1) * k],
+                                        &a.scales[row * k..(row + 1) * k],
+                                    ),
+                                    pair,
+                                    &mut rows[at..at + 2 * LANES],
+                                    mul,
+                                )
+                            };
+                            r += 1;
+                            continue;
+                        }
                     }
                     #[cfg(target_arch = "x86_64")]
                     {
@@ -248,6 +277,17 @@ fn lut_rows<const R: usize>(
     acc
 }
 
+fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 fn avx2_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -330,6 +370,80 @@ mod avx2 {
     }
 }
 
+/// The FP32-width models on 16 lanes: [`avx2::panel`]'s operations in the same order, for
+/// two adjacent packed panels at once.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{ApproxMultiply, LANES};
+    use crate::approx::{MANT_MASK, MBM_CORRECTION};
+    use std::arch::x86_64::*;
+
+    /// `acc[0..16] = Σ_k a[k] · [panel 0 | panel 1][k][0..16]` in k order.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn panel_pair(
+        (a_keys, a_scales): (&[u32], &[f32]),
+        [(k0, s0), (k1, s1)]: [(&[u32], &[f32]); 2],
+        acc: &mut [f32],
+        mul: &ApproxMultiply,
+    ) {
+        macro_rules! run {
+            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+                let mut s = _mm512_setzero_ps();
+                for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
+                    let at = kk * LANES;
+                    // SAFETY: kk < k and each panel holds k·8 entries.
+                    let ($kb, $sb) = unsafe {
+                        let keys = |p: &[u32]| _mm256_loadu_si256(p.as_ptr().add(at).cast());
+                        let scales = |p: &[f32]| _mm256_loadu_ps(p.as_ptr().add(at));
+                        (
+                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(keys(k0)), keys(k1)),
+                            _mm512_insertf32x8::<1>(_mm512_castps256_ps512(scales(s0)), scales(s1)),
+                        )
+                    };
+                    let ($ka, $sa) = (_mm512_set1_epi32(ka as i32), _mm512_set1_ps(sa));
+                    s = _mm512_add_ps(s, $product);
+                }
+                // SAFETY: acc has 16 entries.
+                unsafe { _mm512_storeu_ps(acc[..16].as_mut_ptr(), s) };
+            }};
+        }
+        match mul {
+            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm512_mul_ps(sa, sb)),
+            ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
+            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
+                let bits =
+                    _mm512_add_epi32(_mm512_add_epi32(kb, ka), _mm512_set1_epi32(0x3f80_0000));
+                _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), sa), sb)
+            }),
+            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
+                let mask = _mm512_set1_epi32(MANT_MASK as i32);
+                let sum = _mm512_add_epi32(kb, ka);
+                let carry = _mm512_srli_epi32::<23>(sum);
+                let low = _mm512_and_si512(sum, mask);
+                let corr = _mm512_srlv_epi32(_mm512_set1_epi32(MBM_CORRECTION as i32), carry);
+                let frac = _mm512_add_epi32(low, corr);
+                let over = _mm512_cmpgt_epu32_mask(frac, mask);
+                let is_carry = _mm512_cmpeq_epi32_mask(carry, _mm512_set1_epi32(1));
+                let normalised = _mm512_and_si512(
+                    _mm512_srli_epi32::<1>(_mm512_add_epi32(frac, _mm512_set1_epi32(1 << 23))),
+                    mask,
+                );
+                let mant = _mm512_mask_blend_epi32(
+                    over,
+                    frac,
+                    _mm512_mask_blend_epi32(is_carry, normalised, low),
+                );
+                let c = _mm512_mask_blend_epi32(over, carry, _mm512_set1_epi32(1));
+                let bits = _mm512_or_si512(
+                    _mm512_slli_epi32::<23>(_mm512_add_epi32(c, _mm512_set1_epi32(127))),
+                    mant,
+                );
+                _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), sa), sb)
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,9 +506,7 @@ mod tests {
             let u = (s >> 40) as f32 / (1u64 << 24) as f32;
             (u * 2.0 - 1.0) * 2f32.powi(((s >> 20) % 16) as i32 - 8)
         };
-        let dims = [2, 21, 300, 37]; // k spans two k blocks, n has a scalar tail
         let mut lhs: Vec<f32> = (0..2 * 21 * 300).map(|_| next()).collect();
-        let rhs: Vec<f32> = (0..2 * 300 * 37).map(|_| next()).collect();
         lhs[5] = f32::INFINITY;
         lhs[700] = f32::NAN;
         lhs[9] = 1e-40;
@@ -402,31 +514,37 @@ mod tests {
             avx2_available() || !cfg!(target_arch = "x86_64"),
             "CI machines have AVX2"
         );
-        for mul in kinds {
-            let scalar = gemm_impl(&lhs, &rhs, dims, &mul, false, false);
-            let vector = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), false);
-            for (i, (a, b)) in scalar.iter().zip(&vector).enumerate() {
-                assert!(
-                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                    "{mul:?} [{i}]: {a} vs {b}"
-                );
-            }
-            // and every entry equals a plain triple loop over scalar multiplies
-            for (row, got_row) in scalar.chunks(37).enumerate() {
-                let (bt, i) = (row / 21, row % 21);
-                for (col, &got) in got_row.iter().enumerate() {
-                    let mut want = 0f32;
-                    for kk in 0..300 {
-                        want += multiply(
-                            lhs[(bt * 21 + i) * 300 + kk],
-                            rhs[(bt * 300 + kk) * 37 + col],
-                            &mul,
+        // k spans two k blocks; n = 37: four 8-lane panels (two AVX-512 pairs) and a scalar
+        // tail; n = 29: three panels (a pair, one AVX2 panel) and a tail
+        for n in [37, 29] {
+            let dims = [2, 21, 300, n];
+            let rhs: Vec<f32> = (0..2 * 300 * n).map(|_| next()).collect();
+            for mul in &kinds {
+                let scalar = gemm_impl(&lhs, &rhs, dims, mul, false, false);
+                let vector = gemm_impl(&lhs, &rhs, dims, mul, avx2_available(), false);
+                for (i, (a, b)) in scalar.iter().zip(&vector).enumerate() {
+                    assert!(
+                        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                        "{mul:?} n = {n} [{i}]: {a} vs {b}"
+                    );
+                }
+                // and every entry equals a plain triple loop over scalar multiplies
+                for (row, got_row) in scalar.chunks(n).enumerate() {
+                    let (bt, i) = (row / 21, row % 21);
+                    for (col, &got) in got_row.iter().enumerate() {
+                        let mut want = 0f32;
+                        for kk in 0..300 {
+                            want += multiply(
+                                lhs[(bt * 21 + i) * 300 + kk],
+                                rhs[(bt * 300 + kk) * n + col],
+                                mul,
+                            );
+                        }
+                        assert!(
+                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                            "{mul:?} [{row}, {col}]: {got} vs {want}"
                         );
                     }
-                    assert!(
-                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                        "{mul:?} [{row}, {col}]: {got} vs {want}"
-                    );
                 }
             }
         }
@@ -461,34 +579,28 @@ mod tests {
             lhs[9] = 1e30;
             rhs[9] = 1e-30;
             assert!(expand::expands(&lhs, &rhs, rows, 45, table), "m = {bits}");
-            let direct = gemm_impl(&lhs, &rhs, dims, &mul, avx2_available(), false);
-            // both builds of the expansion: portable, and AVX-512 where the CPU has it
-            for simd in [false, true] {
-                let expanded = gemm_impl(&lhs, &rhs, dims, &mul, simd, true);
-                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "m = {bits}, simd {simd} [{i}]: {a} vs {b}"
-                    );
+            // both builds of the expansion (portable, and AVX-512 where the CPU has it) give
+            // the per-product bits
+            let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
+                let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
+                for simd in [false, true] {
+                    let expanded = gemm_impl(lhs, rhs, dims, &mul, simd, true);
+                    for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "m = {bits}, {what}, simd {simd} [{i}]: {a} vs {b}"
+                        );
+                    }
                 }
-            }
+            };
+            both_builds(&lhs, &rhs, dims, "rhs expanded");
             // fewer rows than columns: the lhs expanded, through the transposed product
             let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
             let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
             let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
             assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
-            let direct = gemm_impl(&lhs, &rhs, wide, &mul, avx2_available(), false);
-            for simd in [false, true] {
-                let expanded = gemm_impl(&lhs, &rhs, wide, &mul, simd, true);
-                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "m = {bits}, simd {simd}, wide [{i}]: {a} vs {b}"
-                    );
-                }
-            }
+            both_builds(&lhs, &rhs, wide, "lhs expanded");
             // through the public entry, split along a long k as the kernel splits it
             let long = [1, rows, 3000, 16];
             assert!(split_k(long) < 3000);
