@@ -175,7 +175,7 @@ fn gemm_impl(
                         }
                         if p + 1 < panels {
                             let (pair, at) = ([panel(bt, p), panel(bt, p + 1)], r * n + p * LANES);
-                            // SAFETY: AVX-512F was detected (`wide`); each panel holds k·8
+                            // SAFETY: AVX-512F and DQ were detected (`wide`); each panel holds k·8
                             // entries.
                             unsafe {
                                 avx512::panel_pair(
@@ -281,6 +281,7 @@ fn avx512_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -379,7 +380,7 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// `acc[0..16] = Σ_k a[k] · [panel 0 | panel 1][k][0..16]` in k order.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512dq")]
     pub(super) fn panel_pair(
         (a_keys, a_scales): (&[u32], &[f32]),
         [(k0, s0), (k1, s1)]: [(&[u32], &[f32]); 2],
@@ -393,12 +394,17 @@ mod avx512 {
                     let at = kk * LANES;
                     // SAFETY: kk < k and each panel holds k·8 entries.
                     let ($kb, $sb) = unsafe {
-                        let keys = |p: &[u32]| _mm256_loadu_si256(p.as_ptr().add(at).cast());
-                        let scales = |p: &[f32]| _mm256_loadu_ps(p.as_ptr().add(at));
-                        (
-                            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(keys(k0)), keys(k1)),
-                            _mm512_insertf32x8::<1>(_mm512_castps256_ps512(scales(s0)), scales(s1)),
-                        )
+                        let (lo, hi) = (k0.as_ptr().add(at).cast(), k1.as_ptr().add(at).cast());
+                        let keys = _mm512_inserti64x4::<1>(
+                            _mm512_castsi256_si512(_mm256_loadu_si256(lo)),
+                            _mm256_loadu_si256(hi),
+                        );
+                        let (lo, hi) = (s0.as_ptr().add(at), s1.as_ptr().add(at));
+                        let scales = _mm512_insertf32x8::<1>(
+                            _mm512_castps256_ps512(_mm256_loadu_ps(lo)),
+                            _mm256_loadu_ps(hi),
+                        );
+                        (keys, scales)
                     };
                     let ($ka, $sa) = (_mm512_set1_epi32(ka as i32), _mm512_set1_ps(sa));
                     s = _mm512_add_ps(s, $product);
