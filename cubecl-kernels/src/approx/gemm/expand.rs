@@ -94,15 +94,20 @@ fn exponent_range(x: &[f32]) -> (u32, u32) {
         .reduce(|| (255, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
-/// `table`'s entries with the rhs key first (`[mb][ma]`, a rhs key's `2^m` entries contiguous):
-/// the table by the expanded side's key when the rhs is expanded (the lhs's is `table`
-/// itself).
-fn by_rhs_key(table: &LutTable) -> Vec<f32> {
-    let width = 1usize << table.bits();
-    let lut = table.significands();
-    (0..width * width)
-        .map(|at| lut[((at % width) << table.bits()) | (at / width)])
-        .collect()
+/// A `2^bits × 2^bits` table `t[i · 2^m + j]` transposed, its rows `stride` apart
+/// (`stride ≥ 2^m`, the padding zero): `out[j · stride + i] = t[i · 2^m + j]`. The table
+/// by the rhs key (`stride = 2^m`) when the rhs is expanded, and the table by the packed
+/// side's key, padded for the AVX-512 build's whole-vector permutes, from the table by the
+/// expanded side's key.
+fn transposed(t: &[f32], bits: u32, stride: usize) -> Vec<f32> {
+    let width = 1usize << bits;
+    let mut out = vec![0f32; width * stride];
+    for (j, row) in out.chunks_mut(stride).enumerate() {
+        for (i, entry) in row[..width].iter_mut().enumerate() {
+            *entry = t[i * width + j];
+        }
+    }
+    out
 }
 
 /// One operand as the expansion reads it: `x[bt · batch + r · row + kk · step]` is its value
@@ -167,21 +172,6 @@ fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, V
     (keys, scales)
 }
 
-/// `table` with the packed side's key first, each key's row padded to at least 16 entries
-/// (the AVX-512 build permutes whole vectors), from `by_expanded` (`[ke][kp]`): the
-/// rows and their stride.
-fn by_packed_key(by_expanded: &[f32], bits: u32) -> (Vec<f32>, usize) {
-    let width = 1usize << bits;
-    let stride = width.max(16);
-    let mut rows = vec![0f32; width * stride];
-    for (kp, row) in rows.chunks_mut(stride).enumerate() {
-        for (ke, entry) in row[..width].iter_mut().enumerate() {
-            *entry = by_expanded[ke * width + kp];
-        }
-    }
-    (rows, stride)
-}
-
 /// `lhs: [batch, m, k] · rhs: [batch, k, n]` (row-major) under the `m`-bit `table` by
 /// expansion, or `None` where it does not run ([`expands`]). The rhs is expanded against the
 /// lhs's rows when they are the longer side; else the lhs against the rhs's columns (the
@@ -211,7 +201,11 @@ pub(super) fn gemm(
     };
     // the packed side, the expanded side, and the table by the expanded side's key
     let (packed, expanded, by_expanded) = if m >= n {
-        (lhs_rows, rhs_cols, by_rhs_key(table))
+        (
+            lhs_rows,
+            rhs_cols,
+            transposed(table.significands(), bits, 1 << bits),
+        )
     } else {
         (rhs_cols, lhs_rows, table.significands().to_vec())
     };
@@ -221,7 +215,8 @@ pub(super) fn gemm(
     let rows = packed.rows;
     let packed_values = pack_rows(packed, [batch, k], bits);
     let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
-    let by_packed = by_packed_key(&by_expanded, bits);
+    let stride = (1usize << bits).max(16);
+    let by_packed = (transposed(&by_expanded, bits, stride), stride);
     let lanes = expanded.rows;
     let panels = lanes.div_ceil(LANES);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
