@@ -615,10 +615,18 @@ impl Replica {
     }
 }
 
+/// How a collective error that means a lost peer ends (the kill test looks for it).
+const PEER_LOST: &str = "a process of the run died or is unreachable: training stopped; the run \
+    directory keeps its last completed epoch: continue with --resume";
+
 fn describe(e: &CollectiveError) -> String {
     match e {
         CollectiveError::Global(g) => {
-            format!("{g:?} (a process of the run died or is unreachable)")
+            format!("{g:?} ({PEER_LOST})")
+        }
+        // The local server ends when its link to the other processes fails: a peer died.
+        CollectiveError::LocalServerMissing => {
+            format!("Burn's collective server in this process stopped ({PEER_LOST})")
         }
         CollectiveError::RegisterParamsMismatch => {
             "the processes were started with different --devices, --world or addresses".into()

@@ -196,9 +196,14 @@ fn a_killed_peer_ends_the_other_process_with_an_error() {
     let killed = Instant::now();
     let r0 = rank0.wait_with_output().unwrap();
     assert!(killed.elapsed() < Duration::from_secs(60), "rank 0 hung");
-    fails_with(
-        &r0,
-        "error: data parallel: no answer from the other replicas",
+    // the peer's death shows either as silence (the watchdog's timeout) or as Burn's collective
+    // server ending in this process; both are one clear error
+    fails_with(&r0, "error: data parallel: ");
+    let stderr = String::from_utf8_lossy(&r0.stderr);
+    assert!(
+        stderr.contains("no answer from the other replicas")
+            || stderr.contains("a process of the run died or is unreachable"),
+        "{stderr}"
     );
     assert!(!out0.exists(), "{} was left behind", out0.display());
     let _ = std::fs::remove_dir_all(&tmp);
