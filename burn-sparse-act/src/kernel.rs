@@ -1,21 +1,26 @@
-//! The CubeCL path: on backends whose tensors live in CubeCL memory (wgpu, CUDA, and every
-//! Ember decorator over them) pruning and the weight gradient run as the kernels of
-//! [`cubecl_kernels::bsr`]; elsewhere ([`Stored::Tensors`]) they are Burn tensor ops
-//! ([`crate::prune`]). Both keep the same arrays — `values: [S, k, b]` f32, `col: [S, k]` and
-//! `crow: [S, ⌈d/b⌉ + 1]` 32-bit — and select the same blocks.
+//! Where pruning and the weight gradient run: on backends whose tensors live in CubeCL memory
+//! (wgpu, CUDA, and every Ember decorator over them) as the kernels of [`cubecl_kernels::bsr`]
+//! ([`Stored::Kernel`]); on ndarray (and Ember's decorators over it) on the host, per sample and
+//! per block column in parallel ([`cubecl_kernels::bsr::columns`], [`Stored::Host`]). All keep
+//! the same arrays — `values: [S, k, b]` f32, `col: [S, k]` and `crow: [S, ⌈d/b⌉ + 1]` 32-bit —
+//! and select the same blocks. [`Stored::Tensors`], Burn tensor ops ([`crate::prune`]), is the
+//! generic form: it holds an input with no samples, and on the host one where nothing is pruned
+//! (`s = 0`), so that its weight gradient is the backend's own dense product, bit for bit.
 
 use crate::prune::{Pruned, prune};
+use burn::tensor::TensorData;
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::bsr::columns::Columns;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{PrunedCube, launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
 use cubecl_kernels::decorator::effects::{self, Pass};
-use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy};
+use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy, read_f32};
 
 /// A pruned activation as the backward pass keeps it.
 #[derive(Clone, Debug)]
@@ -36,6 +41,8 @@ pub enum Stored<B: Backend> {
         /// Block width.
         block: usize,
     },
+    /// Host arrays (backends without CubeCL kernels).
+    Host(Columns),
 }
 
 impl<B: Backend> Stored<B> {
@@ -54,6 +61,7 @@ impl<B: Backend> Stored<B> {
                     + col.shape().num_elements()
                     + crow.shape().num_elements()
             }
+            Stored::Host(c) => return c.bytes(),
         };
         (elements * 4) as u64
     }
@@ -76,6 +84,26 @@ impl<B: Backend> CubeVisitor<B> for Norms {
 
     fn host(self, _: Vec<FloatTensor<B>>) -> Self::Output {
         None
+    }
+}
+
+/// A host tensor's values in row-major order, read once (a visit hands ndarray tensors over in
+/// a buffer of their own).
+struct ReadHost;
+
+impl<B: Backend> CubeVisitor<B> for ReadHost {
+    type Output = Vec<f32>;
+
+    fn cube<R: CubeRuntime>(
+        self,
+        _: Vec<CubeTensor<R>>,
+        _: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> Self::Output {
+        unreachable!("host reads happen only on backends without CubeCL")
+    }
+
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
+        read_f32::<B>(inputs.into_iter().next().expect("one tensor"))
     }
 }
 
@@ -111,13 +139,29 @@ pub fn prune_stored<B: KernelBackend>(
 ) -> Stored<B> {
     let dims = x.shape().dims::<3>();
     let [samples, rows, d] = dims;
-    if samples == 0 {
+    let n = rows * d.div_ceil(b);
+    let keep = keep_count(n, s);
+    let on_host = B::cube_runtime().is_none();
+    // nothing to prune, or nothing pruned on the host: the weight gradient is then the
+    // backend's own dense product, the bits of training without SparseAct
+    if samples == 0 || (on_host && keep == n) {
         return Stored::Tensors(prune(from_primitive(x), b, s, jitter));
     }
+    if on_host {
+        let scale = jitter.map(|band| {
+            read_f32::<B>(B::float_random(
+                [samples, n].into(),
+                burn::tensor::Distribution::Uniform(1.0 - band, 1.0 + band),
+                &B::float_device(&x),
+                burn::tensor::DType::F32.into(),
+            ))
+        });
+        let x = B::visit(ReadHost, vec![x]);
+        return Stored::Host(Columns::prune(&x, dims, b, keep, scale.as_deref()));
+    }
     let Some(mut norms) = B::visit(Norms { block: b }, vec![x.clone()]) else {
-        return Stored::Tensors(prune(from_primitive(x), b, s, jitter));
+        unreachable!("a backend with a CubeCL runtime visits as CubeCL tensors")
     };
-    let n = rows * d.div_ceil(b);
     if let Some(band) = jitter {
         let noise = B::float_random(
             norms.shape(),
@@ -127,7 +171,6 @@ pub fn prune_stored<B: KernelBackend>(
         );
         norms = B::float_mul(norms, noise);
     }
-    let keep = keep_count(n, s);
     let [values, col, crow] = B::visit(Compress { block: b, keep }, vec![x, norms]);
     Stored::Kernel {
         values,
@@ -205,10 +248,7 @@ pub fn weight_grad<B: KernelBackend>(
             let rows: usize = grad.shape().num_elements() / out.max(1);
             let grad = B::float_reshape(grad, [rows, out].into());
             let device = B::float_device(values);
-            let mul = match B::multiply_strategy(&device) {
-                MultiplyStrategy::Exact => ApproxMultiply::Plain,
-                MultiplyStrategy::Approx(mul) => mul,
-            };
+            let mul = multiply::<B>(&device);
             if effects::recording() {
                 effects::record_contraction(
                     layer,
@@ -228,5 +268,36 @@ pub fn weight_grad<B: KernelBackend>(
                 vec![values.clone(), col.clone(), crow.clone(), grad],
             )
         }
+        Stored::Host(x) => {
+            let d = x.dims[2];
+            let out = *grad
+                .shape()
+                .as_slice()
+                .last()
+                .expect("grad has an out axis");
+            let device = B::float_device(&grad);
+            let mul = multiply::<B>(&device);
+            if effects::recording() {
+                effects::record_contraction(
+                    layer,
+                    Pass::WeightGrad,
+                    &B::multiply_name(&device),
+                    mul.is_approximate(),
+                    (x.values.len() * out) as u64,
+                    "block-sparse product over the kept blocks (host, one per block column)",
+                );
+            }
+            let grad = B::visit(ReadHost, vec![grad]);
+            let dw = x.weight_grad(&grad, out, &mul);
+            B::float_from_data(TensorData::new(dw, [d, out]), &device)
+        }
+    }
+}
+
+/// The multiply of the decorators under SparseAct on `device` (IEEE products without one).
+fn multiply<B: KernelBackend>(device: &B::Device) -> ApproxMultiply {
+    match B::multiply_strategy(device) {
+        MultiplyStrategy::Exact => ApproxMultiply::Plain,
+        MultiplyStrategy::Approx(mul) => mul,
     }
 }

@@ -207,6 +207,8 @@ fn weight_gradient_comes_from_the_masked_input_on_ndarray() {
     for (dims, out, s, b) in CASES {
         let p = Pruning::new(s, b).unwrap();
         let dev = SparseDevice::<NdArray>::new(Default::default(), Policy::uniform(p));
+        // the host BSpMM sums each output's products over all samples at once, Burn's dense
+        // gradient per sample, then the samples: equal within rounding
         on_one_thread(|| {
             check_linear::<SparseAct<Autodiff<NdArray>>, Autodiff<NdArray>>(
                 &dev,
@@ -214,7 +216,7 @@ fn weight_gradient_comes_from_the_masked_input_on_ndarray() {
                 dims,
                 out,
                 p,
-                0.0,
+                1e-6,
             )
         });
     }
@@ -354,7 +356,7 @@ cubecl_kernels::runtime_test! {
         };
         assert!(matches!(
             prune_stored::<NdArray>(x, 4, 0.5, None),
-            Stored::Tensors(_)
+            Stored::Host(_)
         ));
     }
 }

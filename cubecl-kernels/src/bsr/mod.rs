@@ -13,11 +13,14 @@
 //!   column-oriented BSR the weight gradient reads), with their host reference.
 //! - [`spmm`]: the block-sparse weight-gradient kernel (BSpMM) with ApproxMul's comptime
 //!   multiply, with its host reference.
+//! - [`columns`]: the host path of backends without CubeCL (ndarray): pruning to the kernels'
+//!   layout and the weight gradient as one dense product per block column.
 //! - [`host`]: both host references (plain Rust, multi-threaded) in one place: the test oracle.
 //!
-//! Backends without CubeCL prune with Burn tensor ops (`burn_sparse_act::prune`), to the same
-//! layout and the same selection.
+//! Backends without CubeCL run [`columns`] (`burn_sparse_act::prune` keeps the same selection
+//! and layout in Burn tensor ops: the generic path).
 
+pub mod columns;
 pub mod prune;
 pub mod spmm;
 

@@ -23,7 +23,7 @@ mod launch;
 mod reference;
 
 pub use launch::launch;
-pub use reference::gemm;
+pub use reference::{gemm, gemm_in_order};
 pub use tiling::Tiling;
 
 mod tiling {

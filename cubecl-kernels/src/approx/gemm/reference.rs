@@ -93,6 +93,13 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
         .collect()
 }
 
+/// [`gemm`] without the split of a long `k`: every output sums its `k` products in ascending
+/// order from `+0`, the order of the block-sparse weight gradient's reference
+/// (`bsr::host::weight_grad`), whose host path calls this on its per-column panels.
+pub fn gemm_in_order(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
+    gemm_impl(lhs, rhs, dims, mul, avx2_available(), true)
+}
+
 /// The product of one chunk of `k`; `expansion`: whether a LUT multiply may take the table
 /// expansion (the tests turn it off to compare the two paths).
 fn gemm_impl(
