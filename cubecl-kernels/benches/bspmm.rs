@@ -8,6 +8,9 @@
 //! sparsity (the grid is cut where one product takes tens of seconds on a CPU, see below) (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
 //! each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
 //! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
+//!
+//! The host path's rows (ndarray, no device) come first: `bspmm_ndarray_…` and the pruning
+//! apart, `bsr_prune_ndarray_…` ([`host_shape`]).
 
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
@@ -88,6 +91,78 @@ fn device_rows<R: TestRuntime>(c: &mut Criterion) {
     bench_shape::<R>(c, [32, 64, 512], 128, &[16, 64], &[50, 90]);
 }
 
+/// The host path (ndarray, `cubecl_kernels::bsr::columns`) on one shape: the weight gradient
+/// `bspmm_ndarray_<shape>_b<b>` against `0-dense` (burn-ndarray's matmul of the flat `Xᵀ · G`,
+/// what a dense layer costs at least) and `1-burn` (Burn's own weight gradient of the 3-D input:
+/// a matmul per sample, then their sum); and the pruning apart,
+/// `bsr_prune_ndarray_<shape>_b<b>`: `0-copy` (copying the activation, which a dense layer
+/// keeps) against the pruning at every sparsity.
+fn host_shape(
+    c: &mut Criterion,
+    dims: [usize; 3],
+    out: usize,
+    blocks: &[usize],
+    sparsities: &[u32],
+) {
+    use burn::backend::NdArray;
+    use cubecl_kernels::bsr::columns::Columns;
+    use cubecl_kernels::testing::uniform;
+    let [samples, rows, d] = dims;
+    let device = Default::default();
+    let (xs, gs) = (
+        uniform(samples * rows * d, 3),
+        uniform(samples * rows * out, 4),
+    );
+    let x = Tensor::<NdArray, 3>::from_data(TensorData::new(xs.clone(), dims), &device);
+    let g =
+        Tensor::<NdArray, 3>::from_data(TensorData::new(gs.clone(), [samples, rows, out]), &device);
+    let xt = x.clone().reshape([samples * rows, d]).transpose();
+    let g2 = g.clone().reshape([samples * rows, out]);
+    let (xp, gp) = (x.into_primitive().tensor(), g.into_primitive().tensor());
+    let shape = format!("{samples}x{rows}x{d}");
+    for &b in blocks {
+        let group = format!("bspmm_ndarray_{shape}_out{out}_b{b}");
+        c.bench_with_input(BenchmarkId::new(&group, "0-dense"), &(), |bench, _| {
+            bench.iter(|| xt.clone().matmul(g2.clone()).into_data())
+        });
+        c.bench_with_input(BenchmarkId::new(&group, "1-burn"), &(), |bench, _| {
+            bench.iter(|| {
+                let dw = <NdArray as burn::tensor::ops::ModuleOps<NdArray>>::linear_weight_backward(
+                    xp.clone(),
+                    gp.clone(),
+                );
+                Tensor::<NdArray, 2>::from_primitive(TensorPrimitive::Float(dw)).into_data()
+            })
+        });
+        let prune_group = format!("bsr_prune_ndarray_{shape}_b{b}");
+        c.bench_with_input(BenchmarkId::new(&prune_group, "0-copy"), &(), |bench, _| {
+            bench.iter(|| xs.to_vec())
+        });
+        for &s in sparsities {
+            let keep = keep_count(rows * d.div_ceil(b), s as f64 / 100.0);
+            c.bench_with_input(
+                BenchmarkId::new(&prune_group, format!("s{s}")),
+                &(),
+                |bench, _| bench.iter(|| Columns::prune(&xs, dims, b, keep, None)),
+            );
+            let pruned = Columns::prune(&xs, dims, b, keep, None);
+            c.bench_with_input(
+                BenchmarkId::new(&group, format!("s{s}")),
+                &(),
+                |bench, _| bench.iter(|| pruned.weight_grad(&gs, out, &ApproxMultiply::Plain)),
+            );
+        }
+    }
+}
+
+/// The host rows (always: they need no device).
+fn host_rows(c: &mut Criterion) {
+    let sweep = [50, 80, 90];
+    host_shape(c, [64, 196, 384], 384, &[16, 32, 64], &sweep);
+    host_shape(c, [32, 64, 128], 512, &[16, 64], &sweep);
+    host_shape(c, [32, 64, 512], 128, &[16, 64], &sweep);
+}
+
 // The rows, on the runtime `EMBER_TEST_RUNTIME` selects.
 common::device_bench!(bspmm, device_rows);
 
@@ -97,6 +172,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = bspmm
+    targets = host_rows, bspmm
 }
 criterion_main!(benches);

@@ -2,9 +2,10 @@
 //! patches, batch 32) under SparseAct vs the plain backend, measured in the same run on ndarray
 //! and on wgpu (lavapipe without a GPU). Rows: `1-dense` (policy off: the plain autodiff
 //! backend), `2-s50-b16`, `3-s80-b16`, `4-s80-b64` (linear layers' inputs pruned), and
-//! `5-s80-b16-scales` (the fused variant). On ndarray pruning runs on Burn tensor ops (the
-//! generic path) and the weight gradient is formed from the masked input; on wgpu the linear
-//! layers' pruning and weight gradients are the `cubecl_kernels::bsr` kernels.
+//! `5-s80-b16-scales` (the fused variant). On ndarray pruning and the weight gradients are the
+//! host path (`cubecl_kernels::bsr::columns`: per-sample selection, one dense product per block
+//! column); on wgpu the `cubecl_kernels::bsr` kernels. The pruning and the weight gradient
+//! alone are measured in `cubecl-kernels`' `bspmm` bench.
 
 use burn::backend::NdArray;
 use burn::backend::Wgpu;
