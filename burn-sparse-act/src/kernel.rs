@@ -20,7 +20,7 @@ use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{PrunedCube, launch_block_norms, launch_compress};
 use cubecl_kernels::bsr::spmm::launch_weight_grad;
 use cubecl_kernels::decorator::effects::{self, Pass};
-use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy, read_f32};
+use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, MultiplyStrategy, read_f32, with_f32};
 
 /// A pruned activation as the backward pass keeps it.
 #[derive(Clone, Debug)]
@@ -87,12 +87,12 @@ impl<B: Backend> CubeVisitor<B> for Norms {
     }
 }
 
-/// A host tensor's values in row-major order, read once (a visit hands ndarray tensors over in
-/// a buffer of their own).
-struct ReadHost;
+/// `f` of a host tensor's values in row-major order (borrowed: a visit hands ndarray tensors
+/// over in order).
+struct OnHost<F>(F);
 
-impl<B: Backend> CubeVisitor<B> for ReadHost {
-    type Output = Vec<f32>;
+impl<B: KernelBackend, T, F: FnOnce(&[f32]) -> T> CubeVisitor<B> for OnHost<F> {
+    type Output = T;
 
     fn cube<R: CubeRuntime>(
         self,
@@ -103,7 +103,7 @@ impl<B: Backend> CubeVisitor<B> for ReadHost {
     }
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
-        read_f32::<B>(inputs.into_iter().next().expect("one tensor"))
+        with_f32::<B, _>(inputs.into_iter().next().expect("one tensor"), self.0)
     }
 }
 
@@ -156,8 +156,8 @@ pub fn prune_stored<B: KernelBackend>(
                 burn::tensor::DType::F32.into(),
             ))
         });
-        let x = B::visit(ReadHost, vec![x]);
-        return Stored::Host(Columns::prune(&x, dims, b, keep, scale.as_deref()));
+        let prune = |x: &[f32]| Columns::prune(x, dims, b, keep, scale.as_deref());
+        return Stored::Host(B::visit(OnHost(prune), vec![x]));
     }
     let Some(mut norms) = B::visit(Norms { block: b }, vec![x.clone()]) else {
         unreachable!("a backend with a CubeCL runtime visits as CubeCL tensors")
@@ -287,8 +287,10 @@ pub fn weight_grad<B: KernelBackend>(
                     "block-sparse product over the kept blocks (host, one per block column)",
                 );
             }
-            let grad = B::visit(ReadHost, vec![grad]);
-            let dw = x.weight_grad(&grad, out, &mul);
+            let dw = B::visit(
+                OnHost(|grad: &[f32]| x.weight_grad(grad, out, &mul)),
+                vec![grad],
+            );
             B::float_from_data(TensorData::new(dw, [d, out]), &device)
         }
     }

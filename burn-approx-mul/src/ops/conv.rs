@@ -22,7 +22,7 @@ use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::approx::im2col::{self as kernel, Window};
 use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
-use cubecl_kernels::decorator::read_f32;
+use cubecl_kernels::decorator::with_f32;
 
 /// Stride, padding, dilation and groups of a convolution, as 3-d.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +106,7 @@ enum Lowering {
     Col2im(Window, usize),
 }
 
-impl<B: Backend> CubeVisitor<B> for Lowering {
+impl<B: KernelBackend> CubeVisitor<B> for Lowering {
     type Output = FloatTensor<B>;
 
     fn cube<R: CubeRuntime>(
@@ -127,15 +127,12 @@ impl<B: Backend> CubeVisitor<B> for Lowering {
         let (out, shape) = match self {
             Self::Im2col(w) => {
                 let batch = t.shape()[0];
-                let x = read_f32::<B>(t);
-                (kernel::im2col(&x, batch, &w), w.cols_shape(batch).to_vec())
+                let cols = with_f32::<B, _>(t, |x| kernel::im2col(x, batch, &w));
+                (cols, w.cols_shape(batch).to_vec())
             }
             Self::Col2im(w, batch) => {
-                let cols = read_f32::<B>(t);
-                (
-                    kernel::col2im(&cols, batch, &w),
-                    w.input_shape(batch).to_vec(),
-                )
+                let x = with_f32::<B, _>(t, |cols| kernel::col2im(cols, batch, &w));
+                (x, w.input_shape(batch).to_vec())
             }
         };
         B::float_from_data(TensorData::new(out, shape), &device)

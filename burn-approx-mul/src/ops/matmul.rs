@@ -6,7 +6,7 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::Shape;
 use cubecl_kernels::approx::{ApproxMultiply, gemm as kernel, host};
-use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, read_f32};
+use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, with_f32};
 
 struct Gemm<'a> {
     mul: &'a ApproxMultiply,
@@ -14,7 +14,7 @@ struct Gemm<'a> {
     out: Shape,
 }
 
-impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
+impl<B: KernelBackend> CubeVisitor<B> for Gemm<'_> {
     type Output = FloatTensor<B>;
 
     fn cube<R: CubeRuntime>(
@@ -36,12 +36,16 @@ impl<B: Backend> CubeVisitor<B> for Gemm<'_> {
         let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
         let device = B::float_device(&lhs);
         // the host product reads values in row-major order: the operands' own shapes (which
-        // only need the right order) are never reshaped here, as burn-ndarray's reshape copies
-        let (a, b) = (read_f32::<B>(lhs), read_f32::<B>(rhs));
+        // only need the right order) are never reshaped here, as burn-ndarray's reshape copies,
+        // and their values are borrowed, not copied
         let [batch, m, k, n] = self.dims;
-        assert_eq!(a.len(), batch * m * k, "gemm: lhs size");
-        assert_eq!(b.len(), batch * k * n, "gemm: rhs size");
-        let out = host::gemm(&a, &b, self.dims, self.mul);
+        let out = with_f32::<B, _>(lhs, |a| {
+            with_f32::<B, _>(rhs, |b| {
+                assert_eq!(a.len(), batch * m * k, "gemm: lhs size");
+                assert_eq!(b.len(), batch * k * n, "gemm: rhs size");
+                host::gemm(a, b, self.dims, self.mul)
+            })
+        });
         B::float_from_data(TensorData::new(out, self.out), &device)
     }
 }

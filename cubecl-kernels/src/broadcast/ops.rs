@@ -12,9 +12,9 @@
 
 use super::{Layout, reference};
 use crate::broadcast;
-use crate::decorator::{CubeVisitor, KernelBackend, read_f32};
+use crate::decorator::{CubeVisitor, KernelBackend, with_f32};
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, Shape, TensorData, TensorMetadata};
+use burn_backend::{Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 
@@ -121,7 +121,7 @@ struct Op {
     shape: Shape,
 }
 
-impl<B: Backend> CubeVisitor<B> for Op {
+impl<B: KernelBackend> CubeVisitor<B> for Op {
     type Output = Vec<FloatTensor<B>>;
 
     fn cube<R: CubeRuntime>(
@@ -161,7 +161,10 @@ impl<B: Backend> CubeVisitor<B> for Op {
         let full =
             |v: Vec<f32>| B::float_from_data(TensorData::new(v, self.shape.clone()), &device);
         let channel = |v: Vec<f32>| B::float_from_data(TensorData::new(v, [l.channels]), &device);
-        let v: Vec<Vec<f32>> = inputs.into_iter().map(read_f32::<B>).collect();
+        let v: Vec<Vec<f32>> = inputs
+            .into_iter()
+            .map(|t| with_f32::<B, _>(t, <[f32]>::to_vec))
+            .collect();
         match (self.kind, v.as_slice()) {
             (Kind::Prelu, [x, alpha]) => vec![full(reference::prelu(x, alpha, l))],
             (Kind::PreluBackward, [x, alpha, dy]) => {

@@ -64,6 +64,14 @@ pub trait KernelBackend: Backend {
     /// Hands `inputs` to `visitor`, as CubeCL tensors when the backend has them.
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output;
 
+    /// `t`'s f32 values, borrowed, where the backend holds them in host memory in row-major
+    /// order (ndarray); `None` elsewhere. The host paths read their operands through it
+    /// ([`with_f32`]) instead of copying them.
+    fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
+        let _ = t;
+        None
+    }
+
     /// Bytes of device memory held by live tensors on `device`, as the runtime's memory manager
     /// counts them (CubeCL: `bytes_in_use`, pool padding excluded); `None` where the backend
     /// allocates from the host heap (measure those with a counting global allocator).
@@ -118,18 +126,25 @@ where
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
-        visitor.host(inputs.into_iter().map(own_contiguous).collect())
+        visitor.host(inputs.into_iter().map(in_order).collect())
+    }
+
+    fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
+        match t {
+            burn_ndarray::NdArrayTensor::F32(storage) => storage.view().to_slice(),
+            _ => None,
+        }
     }
 }
 
-/// `t` with its f32 values in a row-major buffer of its own. burn-ndarray's `into_data` (what
-/// [`read_f32`] calls) reads a tensor that is strided, or whose buffer is shared (autodiff keeps
-/// many), value by value through a dynamic-rank iterator: a profiled ResMLP step on ndarray
-/// spent a quarter of its time there (`docs/broadcast.md`). The host paths read every input, so
-/// they get it this way instead: a `memcpy` where the values are in order, a fixed-rank walk
-/// where they are not. Other element types, and tensors already unique and in order, pass
-/// unchanged.
-fn own_contiguous(t: burn_ndarray::NdArrayTensor) -> burn_ndarray::NdArrayTensor {
+/// `t` with its f32 values in row-major order in memory: strided tensors are copied (a
+/// fixed-rank walk), the others pass unchanged, shared or not, and the host paths borrow their
+/// values ([`with_f32`]). burn-ndarray's `into_data` would read a strided or shared tensor value
+/// by value through a dynamic-rank iterator (a profiled ResMLP step on ndarray spent a quarter of
+/// its time there, `docs/broadcast.md`), and a copy of every shared operand cost the small
+/// approximate GEMMs up to half their time in page faults (`docs/approx-mul.md`). Other element
+/// types pass unchanged.
+fn in_order(t: burn_ndarray::NdArrayTensor) -> burn_ndarray::NdArrayTensor {
     use burn_ndarray::NdArrayTensor;
     use ndarray::{ArrayView, Dimension, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn};
 
@@ -142,35 +157,19 @@ fn own_contiguous(t: burn_ndarray::NdArrayTensor) -> burn_ndarray::NdArrayTensor
         return t;
     };
     let view = storage.view();
-    // burn-ndarray's own test, stricter than `is_standard_layout`: every stride the row-major
-    // one, length-1 axes included (ndarray's reshape gives a new length-1 axis stride 1, so a
-    // `[m, k]` tensor reshaped to `[1, m, k]` is in order but fails it, and would be read
-    // value by value)
-    let mut step = 1;
-    let row_major = view
-        .shape()
-        .iter()
-        .zip(view.strides())
-        .rev()
-        .all(|(&len, &stride)| {
-            let same = stride == step;
-            step *= len as isize;
-            same
-        });
-    if view.is_empty() || (storage.is_unique() && row_major) {
+    // (`as_slice` takes a tensor with a length-1 axis of any stride as in order: ndarray's
+    // reshape gives a new length-1 axis stride 1, which burn-ndarray's `into_data` does not)
+    if view.is_empty() || view.as_slice().is_some() {
         return t;
     }
-    let values = match view.as_slice() {
-        Some(values) => values.to_vec(),
-        None => match view.ndim() {
-            1 => walk::<Ix1>(view.view()),
-            2 => walk::<Ix2>(view.view()),
-            3 => walk::<Ix3>(view.view()),
-            4 => walk::<Ix4>(view.view()),
-            5 => walk::<Ix5>(view.view()),
-            6 => walk::<Ix6>(view.view()),
-            _ => view.iter().copied().collect(),
-        },
+    let values = match view.ndim() {
+        1 => walk::<Ix1>(view.view()),
+        2 => walk::<Ix2>(view.view()),
+        3 => walk::<Ix3>(view.view()),
+        4 => walk::<Ix4>(view.view()),
+        5 => walk::<Ix5>(view.view()),
+        6 => walk::<Ix6>(view.view()),
+        _ => view.iter().copied().collect(),
     };
     let array = ndarray::ArcArray::from_shape_vec(IxDyn(view.shape()), values)
         .expect("as many values as the shape holds");
@@ -245,6 +244,10 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
         )
     }
 
+    fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
+        B::float_host_slice(D::float_peek(&t.inner))
+    }
+
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
         let config = inputs.first().map(|t| t.config.clone()).unwrap_or_default();
         let inner = inputs
@@ -279,8 +282,18 @@ pub fn float_to_device<B: KernelBackend>(t: FloatTensor<B>, device: &B::Device) 
     B::float_from_data(data, device)
 }
 
+/// `f` of `t`'s values in row-major order, as f32: borrowed where the backend holds them so
+/// ([`KernelBackend::float_host_slice`]), read ([`read_f32`]) otherwise.
+pub fn with_f32<B: KernelBackend, R>(t: FloatTensor<B>, f: impl FnOnce(&[f32]) -> R) -> R {
+    match B::float_host_slice(&t) {
+        Some(values) => f(values),
+        None => f(&read_f32::<B>(t)),
+    }
+}
+
 /// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
-/// read synchronously).
+/// read synchronously). A shared ndarray tensor is read value by value: read those through
+/// [`with_f32`].
 pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
     burn_std::reader::try_read_sync(B::float_into_data(t))
         .expect("tensor data readable synchronously")
@@ -292,7 +305,7 @@ pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{own_contiguous, read_f32};
+    use super::{KernelBackend, in_order, read_f32, with_f32};
     use burn_backend::TensorData;
     use burn_backend::ops::FloatTensorOps;
 
@@ -305,29 +318,34 @@ mod tests {
             TensorData::new(values.clone(), [2, 3, 4]),
             &Default::default(),
         );
-        // shared (a clone holds the buffer) and in order: the values as they are
+        // shared (a clone holds the buffer) and in order: borrowed as it is, not copied
         let shared = t.clone();
-        assert_eq!(read_f32::<B>(own_contiguous(shared.clone())), values);
+        let kept = in_order(shared.clone());
+        let (a, b) = (B::float_host_slice(&kept), B::float_host_slice(&shared));
+        assert_eq!(a.map(<[f32]>::as_ptr), b.map(<[f32]>::as_ptr));
+        assert_eq!(with_f32::<B, _>(kept, <[f32]>::to_vec), values);
         // a strided view: the values in the view's row-major order
         let swapped = B::float_swap_dims(t, 0, 2);
+        assert!(B::float_host_slice(&swapped).is_none());
         let want: Vec<f32> = (0..4)
             .flat_map(|k| (0..3).flat_map(move |j| (0..2).map(move |i| i * 12 + j * 4 + k)))
             .map(|n| values[n])
             .collect();
-        let got = own_contiguous(swapped);
+        let got = in_order(swapped);
         assert_eq!(
             burn_backend::TensorMetadata::shape(&got).to_vec(),
             [4, 3, 2]
         );
-        assert_eq!(read_f32::<B>(got), want);
+        assert_eq!(with_f32::<B, _>(got, <[f32]>::to_vec), want);
         // the original is untouched
         assert_eq!(read_f32::<B>(shared), values);
     }
 
     #[test]
-    fn a_new_unit_axis_leaves_the_values_in_burns_row_major_layout() {
+    fn a_new_unit_axis_is_read_in_place() {
         // ndarray gives the new length-1 axis stride 1: in order, yet not the row-major strides
-        // burn-ndarray's `into_data` checks, which would then read the values one by one
+        // burn-ndarray's `into_data` checks (it would read the values one by one); the host
+        // paths borrow them as they are
         let values: Vec<f32> = (0..12).map(|v| v as f32 * 0.5).collect();
         let t = B::float_from_data(TensorData::new(values.clone(), [3, 4]), &Default::default());
         let t = B::float_reshape(B::float_add_scalar(t, 0.0.into()), [1, 3, 4].into());
@@ -336,8 +354,8 @@ mod tests {
             _ => unreachable!("an f32 tensor"),
         };
         assert_ne!(strides(&t), [12, 4, 1], "the case this test is about");
-        let got = own_contiguous(t);
-        assert_eq!(strides(&got), [12, 4, 1]);
-        assert_eq!(read_f32::<B>(got), values);
+        let got = in_order(t);
+        assert!(B::float_host_slice(&got).is_some());
+        assert_eq!(with_f32::<B, _>(got, <[f32]>::to_vec), values);
     }
 }

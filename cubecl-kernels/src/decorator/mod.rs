@@ -50,7 +50,9 @@ mod transparent;
 
 pub use forward::DecoratorOps;
 
-pub use kernel::{CubeVisitor, KernelBackend, MultiplyStrategy, float_to_device, read_f32};
+pub use kernel::{
+    CubeVisitor, KernelBackend, MultiplyStrategy, float_to_device, read_f32, with_f32,
+};
 pub use layer::LayerSettings;
 pub use transparent::TransparentOps;
 

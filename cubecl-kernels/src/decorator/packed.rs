@@ -23,7 +23,7 @@
 
 use super::effects::{self, Pass};
 use super::layout::Layout;
-use super::{CubeVisitor, KernelBackend, LayerSettings, MultiplyStrategy, read_f32};
+use super::{CubeVisitor, KernelBackend, LayerSettings, MultiplyStrategy, with_f32};
 use burn_backend::ops::{ConvOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, DType, Shape, TensorData, TensorMetadata};
@@ -260,7 +260,7 @@ struct Spmm<'a, B: Backend, P: PackedWeight> {
     packed: &'a PackedTensor<B, P>,
 }
 
-impl<B: Backend, P: PackedWeight> CubeVisitor<B> for Spmm<'_, B, P> {
+impl<B: KernelBackend, P: PackedWeight> CubeVisitor<B> for Spmm<'_, B, P> {
     type Output = FloatTensor<B>;
 
     fn cube<R: CubeRuntime>(
@@ -289,8 +289,7 @@ impl<B: Backend, P: PackedWeight> CubeVisitor<B> for Spmm<'_, B, P> {
         let x = inputs.into_iter().next().expect("x");
         let device = B::float_device(&x);
         let [m, _] = x.shape().dims::<2>();
-        let x = read_f32::<B>(x);
-        let y = self.packed.host.host_product(&x, m);
+        let y = with_f32::<B, _>(x, |x| self.packed.host.host_product(x, m));
         let (out, _) = self.packed.layout.view();
         B::float_from_data(TensorData::new(y, [m, out]), &device)
     }
