@@ -7,7 +7,7 @@ use crate::approx::host::{Decoded, decode, product};
 use crate::approx::{ApproxMultiply, split_k};
 use rayon::prelude::*;
 
-/// Rows of a parallel task: they share every rhs panel while it is in cache.
+/// Rows of a parallel task at most: they share every rhs panel while it is in cache.
 const ROW_GROUP: usize = 16;
 /// Columns of a packed rhs panel (one AVX2 vector).
 const LANES: usize = 8;
@@ -19,20 +19,25 @@ struct Soa {
 }
 
 fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
-    let (keys, scales) = x
-        .par_iter()
-        .map(|&v| {
-            let d = decode(v, mul, lhs);
-            (d.key, d.scale)
-        })
-        .unzip();
+    let (mut keys, mut scales) = (vec![0u32; x.len()], vec![0f32; x.len()]);
+    keys.par_chunks_mut(4096)
+        .zip(scales.par_chunks_mut(4096))
+        .zip(x.par_chunks(4096))
+        .for_each(|((keys, scales), x)| {
+            for ((key, scale), &v) in keys.iter_mut().zip(scales.iter_mut()).zip(x) {
+                let d = decode(v, mul, lhs);
+                (*key, *scale) = (d.key, d.scale);
+            }
+        });
     Soa { keys, scales }
 }
 
-/// The rhs `[batch, k, n]` repacked as panels of 8 columns, each `[k][8]` contiguous, so the
-/// inner loop reads memory in order (a row-major walk down k strides by `n` floats and, for
-/// power-of-two `n`, keeps hitting the same few L1 sets).
-fn pack(b: &Soa, [batch, k, n]: [usize; 3]) -> Soa {
+/// The rhs `[batch, k, n]` decoded and packed as panels of 8 columns, each `[k][8]` contiguous,
+/// so the inner loop reads memory in order (a row-major walk down k strides by `n` floats and,
+/// for power-of-two `n`, keeps hitting the same few L1 sets). One pass, no decoded copy of the
+/// whole rhs (its allocation's page faults cost a 16-row conv GEMM more than its products).
+/// The columns past the last whole panel are left out.
+fn pack(rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3]) -> Soa {
     let panels = n / LANES;
     let mut keys = vec![0u32; batch * panels * k * LANES];
     let mut scales = vec![0f32; batch * panels * k * LANES];
@@ -43,8 +48,10 @@ fn pack(b: &Soa, [batch, k, n]: [usize; 3]) -> Soa {
             let (bt, p) = (bp / panels.max(1), bp % panels.max(1));
             for kk in 0..k {
                 let src = (bt * k + kk) * n + p * LANES;
-                pk[kk * LANES..(kk + 1) * LANES].copy_from_slice(&b.keys[src..src + LANES]);
-                ps[kk * LANES..(kk + 1) * LANES].copy_from_slice(&b.scales[src..src + LANES]);
+                for l in 0..LANES {
+                    let d = decode(rhs[src + l], mul, false);
+                    (pk[kk * LANES + l], ps[kk * LANES + l]) = (d.key, d.scale);
+                }
             }
         });
     Soa { keys, scales }
@@ -122,13 +129,25 @@ fn gemm_impl(
     {
         return out;
     }
-    let (a, b) = (decode_all(lhs, mul, true), decode_all(rhs, mul, false));
+    let a = decode_all(lhs, mul, true);
     let table = mul.table();
     // LUT products use the portable 4-row kernel below; the others AVX2 where present.
     let lut = matches!(mul, ApproxMultiply::Lut(_));
     let panels = if lut || simd { n / LANES } else { 0 };
-    let packed = pack(&b, [batch, k, if panels > 0 { n } else { 0 }]);
-    let group = ROW_GROUP.min(m);
+    let packed = pack(rhs, mul, [batch, k, if panels > 0 { n } else { 0 }]);
+    // the columns past the panels (all of them without AVX2), decoded `[batch, k, rest]`
+    let first_rest = panels * LANES;
+    let rest = n - first_rest;
+    let rest_values: Vec<f32> = rhs
+        .chunks(n)
+        .flat_map(|row| &row[first_rest..])
+        .copied()
+        .collect();
+    let b = decode_all(&rest_values, mul, false);
+    // groups of up to 16 rows, smaller where that leaves a thread idle (a 16-row conv GEMM
+    // was one task): at least two tasks a thread, at least four rows a task (the LUT kernel's)
+    let tasks = 2 * rayon::current_num_threads();
+    let group = (batch * m).div_ceil(tasks).clamp(4, ROW_GROUP).min(m);
     // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
     let wide = !lut && simd && avx512_available();
     out.par_chunks_mut(n * group)
@@ -225,7 +244,7 @@ fn gemm_impl(
                 for (j, o) in acc.iter_mut().enumerate().skip(panels * LANES) {
                     let mut s = 0f32;
                     for kk in 0..k {
-                        let at = (bt * k + kk) * n + j;
+                        let at = (bt * k + kk) * rest + j - first_rest;
                         let (x, y) = (
                             Decoded {
                                 key: a.keys[row * k + kk],
