@@ -15,9 +15,10 @@
 //! With SparseAct's fused variant on (`Policy::scales`), the activation an affine keeps for
 //! `dα` is pruned as a linear layer's input is, and `dα` is computed from the kept blocks.
 
+use crate::kernel::{Stored, prune_stored};
 use crate::policy::Pruning;
 use crate::prune::{Pruned, prune, sample_view};
-use burn::tensor::{Shape, Tensor, TensorPrimitive};
+use burn::tensor::{Shape, Tensor, TensorData, TensorPrimitive};
 use burn_autodiff::Autodiff;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -28,6 +29,7 @@ use burn_backend::TensorMetadata;
 use burn_backend::tensor::FloatTensor;
 use cubecl_kernels::broadcast::Layout;
 use cubecl_kernels::broadcast::ops as kernels;
+use cubecl_kernels::bsr::columns::Columns;
 use cubecl_kernels::decorator::KernelBackend;
 
 /// The layout of Burn's `prelu(x, α)` as the op receives it (`α` reshaped to `[1, C, 1, …]`,
@@ -118,6 +120,8 @@ enum Kept<B: Backend> {
     Dense(FloatTensor<B>),
     /// SparseAct's fused variant: the kept blocks, and the activation's shape.
     Pruned(Pruned<B>, Shape),
+    /// The fused variant on the host: the kept blocks, the activation's shape and device.
+    Host(Columns, Shape, B::Device),
 }
 
 impl<B: Backend> Kept<B> {
@@ -128,8 +132,33 @@ impl<B: Backend> Kept<B> {
             Kept::Pruned(p, shape) => {
                 B::float_reshape(p.to_dense().into_primitive().tensor(), shape)
             }
+            Kept::Host(c, shape, device) => {
+                B::float_from_data(TensorData::new(c.to_dense(), shape), &device)
+            }
         }
     }
+}
+
+/// The fused variant's pruning: on the host ([`prune_stored`]) where `B` has no CubeCL
+/// kernels, with Burn tensor ops elsewhere (the kernels keep no dense form to rebuild).
+fn prune_kept<B: KernelBackend>(
+    x: FloatTensor<B>,
+    pruning: Pruning,
+    jitter: Option<f64>,
+) -> Kept<B> {
+    let shape = x.shape();
+    let view = sample_view(&shape);
+    if B::cube_runtime().is_none() {
+        let device = B::float_device(&x);
+        let x3 = B::float_reshape(x.clone(), Shape::from(view.to_vec()));
+        return match prune_stored::<B>(x3, pruning.block, pruning.sparsity, jitter) {
+            Stored::Host(c) => Kept::Host(c, shape, device),
+            // nothing pruned (s = 0) or no samples: the activation as it is
+            _ => Kept::Dense(x),
+        };
+    }
+    let x3 = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);
+    Kept::Pruned(prune(x3, pruning.block, pruning.sparsity, jitter), shape)
 }
 
 /// What the fused affine keeps for backward.
@@ -192,12 +221,7 @@ pub(crate) fn affine_node<B: KernelBackend, C: CheckpointStrategy>(
     let y = kernels::affine::<B>(x.primitive.clone(), a.clone(), b, layout);
     let state = |x: FloatTensor<B>, alpha_tracked: bool, beta_shape: Option<Shape>| {
         let kept = alpha_tracked.then(|| match pruning {
-            Some((pruning, jitter)) => {
-                let shape = x.shape();
-                let view = sample_view(&shape);
-                let x3 = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);
-                Kept::Pruned(prune(x3, pruning.block, pruning.sparsity, jitter), shape)
-            }
+            Some((pruning, jitter)) => prune_kept(x, pruning, jitter),
             None => Kept::Dense(x),
         });
         AffineState {

@@ -109,6 +109,32 @@ impl Columns {
         }
     }
 
+    /// The masked activation `[samples, rows, d]` (zeros where blocks were pruned).
+    pub fn to_dense(&self) -> Vec<f32> {
+        let [samples, rows, d] = self.dims;
+        let (b, keep) = (self.block, self.keep());
+        let nb = d.div_ceil(b);
+        let mut out = vec![0f32; samples * rows * d];
+        if keep == 0 {
+            return out;
+        }
+        out.par_chunks_mut(rows * d)
+            .enumerate()
+            .for_each(|(s, out)| {
+                for c in 0..nb {
+                    let w = b.min(d - c * b);
+                    let (start, end) =
+                        (self.crow[s * (nb + 1) + c], self.crow[s * (nb + 1) + c + 1]);
+                    for at in s * keep + start as usize..s * keep + end as usize {
+                        let r = self.col[at] as usize;
+                        out[r * d + c * b..r * d + c * b + w]
+                            .copy_from_slice(&self.values[at * b..at * b + w]);
+                    }
+                }
+            });
+        out
+    }
+
     /// Blocks kept per sample.
     pub fn keep(&self) -> usize {
         self.col.len() / self.dims[0].max(1)
@@ -259,6 +285,11 @@ mod tests {
                 );
                 assert_eq!((&got.col, &got.crow), (&col, &crow), "{dims:?} b={b} s={s}");
                 assert_eq!(got.keep(), keep);
+                let (dense, want) = (got.to_dense(), host::prune(&x, dims, b, s).to_dense());
+                assert!(
+                    same(&dense, &want) && dense.len() == want.len(),
+                    "{dims:?} b={b} s={s}"
+                );
             }
         }
     }
