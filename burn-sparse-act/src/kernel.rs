@@ -240,25 +240,14 @@ pub fn weight_grad<B: KernelBackend>(
             dims,
             block,
         } => {
-            let out = *grad
-                .shape()
-                .as_slice()
-                .last()
-                .expect("grad has an out axis");
+            let (out, mul) = sparse_product::<B>(
+                &grad,
+                layer,
+                values.shape().num_elements(),
+                "block-sparse BSpMM kernel over the kept blocks",
+            );
             let rows: usize = grad.shape().num_elements() / out.max(1);
             let grad = B::float_reshape(grad, [rows, out].into());
-            let device = B::float_device(values);
-            let mul = multiply::<B>(&device);
-            if effects::recording() {
-                effects::record_contraction(
-                    layer,
-                    Pass::WeightGrad,
-                    &B::multiply_name(&device),
-                    mul.is_approximate(),
-                    (values.shape().num_elements() * out) as u64,
-                    "block-sparse BSpMM kernel over the kept blocks",
-                );
-            }
             B::visit(
                 WeightGrad {
                     dims: *dims,
@@ -269,37 +258,50 @@ pub fn weight_grad<B: KernelBackend>(
             )
         }
         Stored::Host(x) => {
-            let d = x.dims[2];
-            let out = *grad
-                .shape()
-                .as_slice()
-                .last()
-                .expect("grad has an out axis");
+            let (out, mul) = sparse_product::<B>(
+                &grad,
+                layer,
+                x.values.len(),
+                "block-sparse product over the kept blocks (host, one per block column)",
+            );
             let device = B::float_device(&grad);
-            let mul = multiply::<B>(&device);
-            if effects::recording() {
-                effects::record_contraction(
-                    layer,
-                    Pass::WeightGrad,
-                    &B::multiply_name(&device),
-                    mul.is_approximate(),
-                    (x.values.len() * out) as u64,
-                    "block-sparse product over the kept blocks (host, one per block column)",
-                );
-            }
             let dw = B::visit(
                 OnHost(|grad: &[f32]| x.weight_grad(grad, out, &mul)),
                 vec![grad],
             );
-            B::float_from_data(TensorData::new(dw, [d, out]), &device)
+            B::float_from_data(TensorData::new(dw, [x.dims[2], out]), &device)
         }
     }
 }
 
-/// The multiply of the decorators under SparseAct on `device` (IEEE products without one).
-fn multiply<B: KernelBackend>(device: &B::Device) -> ApproxMultiply {
-    match B::multiply_strategy(device) {
+/// The output width of a block-sparse weight gradient from `grad` and the multiply of the
+/// decorators under SparseAct on its device (IEEE products without one); records the product of
+/// `kept` stored values under `layer` (`how`) when effects are recorded.
+fn sparse_product<B: KernelBackend>(
+    grad: &FloatTensor<B>,
+    layer: Option<&str>,
+    kept: usize,
+    how: &str,
+) -> (usize, ApproxMultiply) {
+    let out = *grad
+        .shape()
+        .as_slice()
+        .last()
+        .expect("grad has an out axis");
+    let device = B::float_device(grad);
+    let mul = match B::multiply_strategy(&device) {
         MultiplyStrategy::Exact => ApproxMultiply::Plain,
         MultiplyStrategy::Approx(mul) => mul,
+    };
+    if effects::recording() {
+        effects::record_contraction(
+            layer,
+            Pass::WeightGrad,
+            &B::multiply_name(&device),
+            mul.is_approximate(),
+            (kept * out) as u64,
+            how,
+        );
     }
+    (out, mul)
 }
