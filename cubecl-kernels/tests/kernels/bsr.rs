@@ -110,14 +110,16 @@ cubecl_kernels::runtime_test! {
 
 cubecl_kernels::runtime_test! {
     fn weight_gradient_equals_the_host_reference_under_every_multiply<R>() {
-        // (dims, b, s, out): tile edges along out (70 > 64) and rows (b = 20, 48: two row tiles
-        // of 16 rows or one of 32), runs longer than the 16 staged blocks
+        // (dims, b, s, out): tile edges along out (70 > 64 columns, the tile with a staged
+        // table; 150 > 128, the tile without) and rows (b = 20, 40, 48: one tile of 32 or 48
+        // rows, or two of 32 with a staged table), runs longer than the 16 staged blocks
         let shapes = [
             ([2, 5, 8], 2, 0.5, 5),
             ([3, 30, 20], 20, 0.4, 70),
             ([2, 50, 48], 16, 0.5, 33),
             ([2, 7, 40], 48, 0.0, 9),
             ([4, 12, 64], 64, 0.8, 64),
+            ([2, 9, 80], 40, 0.3, 150),
         ];
         for (name, mul) in multipliers() {
             for (dims, b, s, out) in shapes {

@@ -1,6 +1,6 @@
 //! The block-sparse weight-gradient kernel (BSpMM).
 
-use super::{COLS_PER_UNIT, DEPTH, UNITS, rows_per_unit};
+use super::{DEPTH, UNITS, cols_per_unit, rows_per_unit};
 use crate::approx::MulKind;
 use crate::approx::multiply::{decode_into, product, stage_lut};
 use crate::bsr::prune::Blocks;
@@ -21,15 +21,15 @@ pub(super) fn weight_grad_kernel(
     #[comptime] kind: MulKind,
 ) {
     let ux = comptime!(UNITS as usize);
-    let py = comptime!(rows_per_unit(g.b));
-    let px = comptime!(COLS_PER_UNIT);
+    let py = comptime!(rows_per_unit(g.b, kind));
+    let px = comptime!(cols_per_unit(kind));
     let depth = comptime!(DEPTH);
-    let tile_m = comptime!(UNITS as usize * rows_per_unit(g.b));
-    let tile_n = comptime!(UNITS as usize * COLS_PER_UNIT);
+    let tile_m = comptime!(UNITS as usize * rows_per_unit(g.b, kind));
+    let tile_n = comptime!(UNITS as usize * cols_per_unit(kind));
     let units = comptime!((UNITS * UNITS) as usize);
     let (b, d, rows) = comptime!((g.b, g.d, g.rows));
     let nb = comptime!(g.columns());
-    let row_tiles = comptime!(g.b.div_ceil(UNITS as usize * rows_per_unit(g.b)));
+    let row_tiles = comptime!(g.b.div_ceil(UNITS as usize * rows_per_unit(g.b, kind)));
     let out = grad.shape(1);
     let c = CUBE_POS_Y as usize / row_tiles;
     let e0 = (CUBE_POS_Y as usize % row_tiles) * tile_m;

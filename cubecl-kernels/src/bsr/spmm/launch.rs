@@ -1,7 +1,7 @@
 //! Launch of the block-sparse weight-gradient kernel.
 
 use super::kernel::weight_grad_kernel;
-use super::{COLS_PER_UNIT, UNITS, rows_per_unit};
+use super::{UNITS, cols_per_unit, rows_per_unit};
 use crate::approx::ApproxMultiply;
 use crate::bsr::prune::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
@@ -41,9 +41,9 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     let kind = mul.kind();
     let words = mul.lut_words();
     let lut = client.create_from_slice(words);
-    let row_tiles = b.div_ceil(UNITS as usize * rows_per_unit(b));
+    let row_tiles = b.div_ceil(UNITS as usize * rows_per_unit(b, kind));
     let count = CubeCount::Static(
-        out.div_ceil(UNITS as usize * COLS_PER_UNIT) as u32,
+        out.div_ceil(UNITS as usize * cols_per_unit(kind)) as u32,
         (g.columns() * row_tiles) as u32,
         1,
     );

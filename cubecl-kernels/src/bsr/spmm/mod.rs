@@ -2,8 +2,9 @@
 //! (BSpMM), with the comptime multiply of [`crate::approx`].
 //!
 //! `x` is a [`PrunedCube`](super::prune::PrunedCube) (`[samples, rows, d]` cut into blocks of
-//! `b`), `grad: [samples · rows, out]`, `dW: [d, out]`. A cube owns a tile of `dW`: up to 32
-//! rows of one block column `c` × 64 output columns. It walks, sample by sample, the run of
+//! `b`), `grad: [samples · rows, out]`, `dW: [d, out]`. A cube owns a tile of `dW`: up to 64
+//! rows of one block column `c` × 128 output columns (32 × 64 where the multiply stages its
+//! table in shared memory; [`rows_per_unit`], [`cols_per_unit`]). It walks, sample by sample, the run of
 //! stored blocks of column `c` (`crow[s, c] .. crow[s, c + 1]`, only the kept blocks: pruned
 //! ones cost nothing), staging 16 blocks and the 16 gradient rows they select (gathered through
 //! `col`) in shared memory, decoded for the multiply, and accumulates in registers. Every
@@ -19,14 +20,25 @@ pub mod reference;
 
 pub use launch::launch_weight_grad;
 
+use crate::approx::MulKind;
+use crate::approx::multiply::staged_words;
+
 /// Units per cube along the output columns and along the block's rows.
 pub(crate) const UNITS: u32 = 16;
-/// Output columns per unit (a cube covers `UNITS · COLS_PER_UNIT` = 64).
-pub(crate) const COLS_PER_UNIT: usize = 4;
+/// Output columns per unit: 8 (a cube covers 128), or 4 (64) where the multiply stages its
+/// table in shared memory. With the table staged, 8 columns would overflow the 32 KiB of
+/// shared memory lavapipe gives a cube.
+pub fn cols_per_unit(kind: MulKind) -> usize {
+    if staged_words(kind) > 1 { 4 } else { 8 }
+}
 /// Stored blocks staged per step.
 pub(crate) const DEPTH: usize = 16;
 
-/// Rows of a block a unit accumulates: 1 for `b ≤ 16`, else 2 (a cube then covers 32 rows).
-pub fn rows_per_unit(b: usize) -> usize {
-    if b <= UNITS as usize { 1 } else { 2 }
+/// Rows of a block a unit accumulates: `⌈b / 16⌉` up to 4, so a cube covers a whole block of up
+/// to 64 rows and each kept gradient row is staged once per block column; up to 2 (32 rows)
+/// where the multiply stages its table in shared memory (the 32 KiB budget of
+/// [`cols_per_unit`]).
+pub fn rows_per_unit(b: usize, kind: MulKind) -> usize {
+    let most = if staged_words(kind) > 1 { 2 } else { 4 };
+    b.div_ceil(UNITS as usize).clamp(1, most)
 }
