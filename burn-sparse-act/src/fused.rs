@@ -150,11 +150,13 @@ fn prune_kept<B: KernelBackend>(
     let view = sample_view(&shape);
     if B::cube_runtime().is_none() {
         let device = B::float_device(&x);
-        let x3 = B::float_reshape(x.clone(), Shape::from(view.to_vec()));
+        let x3 = B::float_reshape(x, Shape::from(view.to_vec()));
         return match prune_stored::<B>(x3, pruning.block, pruning.sparsity, jitter) {
             Stored::Host(c) => Kept::Host(c, shape, device),
-            // nothing pruned (s = 0) or no samples: the activation as it is
-            _ => Kept::Dense(x),
+            // nothing pruned (s = 0) or no samples: the generic path's arrays, as prune_stored
+            // built them
+            Stored::Tensors(p) => Kept::Pruned(p, shape),
+            Stored::Kernel { .. } => unreachable!("no kernel storage without CubeCL"),
         };
     }
     let x3 = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(x)).reshape(view);

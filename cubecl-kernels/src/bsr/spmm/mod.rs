@@ -29,7 +29,7 @@ pub(crate) const UNITS: u32 = 16;
 /// table in shared memory. With the table staged, 8 columns would overflow the 32 KiB of
 /// shared memory lavapipe gives a cube.
 pub fn cols_per_unit(kind: MulKind) -> usize {
-    if staged_words(kind) > 1 { 4 } else { 8 }
+    if stages_table(kind) { 4 } else { 8 }
 }
 /// Stored blocks staged per step.
 pub(crate) const DEPTH: usize = 16;
@@ -39,6 +39,11 @@ pub(crate) const DEPTH: usize = 16;
 /// where the multiply stages its table in shared memory (the 32 KiB budget of
 /// [`cols_per_unit`]).
 pub fn rows_per_unit(b: usize, kind: MulKind) -> usize {
-    let most = if staged_words(kind) > 1 { 2 } else { 4 };
+    let most = if stages_table(kind) { 2 } else { 4 };
     b.div_ceil(UNITS as usize).clamp(1, most)
+}
+
+/// Whether the multiply stages its table in shared memory (the tile sizes above shrink then).
+fn stages_table(kind: MulKind) -> bool {
+    staged_words(kind) > 1
 }
