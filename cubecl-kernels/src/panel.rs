@@ -92,6 +92,17 @@ impl Out {
         // SAFETY: as the caller guarantees.
         unsafe { *self.0.add(i) = value };
     }
+
+    /// The `n` places from `i` on, to write.
+    ///
+    /// # Safety
+    /// `i + n` is in bounds of the slice the pointer came from, that slice is borrowed mutably
+    /// for as long as this is used, and no other thread writes or reads those places meanwhile.
+    #[allow(clippy::mut_from_ref)] // disjoint places per caller, as the caller guarantees
+    unsafe fn run(&self, i: usize, n: usize) -> &mut [f32] {
+        // SAFETY: as the caller guarantees.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(i), n) }
+    }
 }
 
 /// The product for `x`'s rows in panels of `L` (the last one possibly partial), written into
@@ -131,14 +142,30 @@ fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
             block.len() == columns.len() && columns.iter().all(|&c| (c as usize) < out),
             "sparse product: a task's outputs and columns disagree"
         );
+        // consecutive columns (the common case of tasks in output order) are stored as runs
+        let run = columns.windows(2).all(|c| c[1] == c[0] + 1);
         for l in 0..L.min(m - panel * L) {
             let row = (panel * L + l) * out;
-            for (&c, acc) in columns.iter().zip(&block) {
-                // SAFETY: `row + c < m · out = y.len()` (`c < out`, asserted above, and the row
-                // is one of the `m`); every output column belongs to one task only (the
-                // contract of `PanelWeight`), so every place is written by one (panel, task)
-                // pair only, while `y` is borrowed mutably for the whole call.
-                unsafe { y.write(row + c as usize, acc[l]) };
+            match columns.first() {
+                Some(&c0) if run => {
+                    // SAFETY: `row + c0 + block.len() ≤ m · out = y.len()` (the columns are
+                    // `c0..c0 + block.len()`, all below `out`, asserted above, and the row is
+                    // one of the `m`); every output column belongs to one task only (the
+                    // contract of `PanelWeight`), so the run is written by this (panel, task)
+                    // pair only, while `y` is borrowed mutably for the whole call.
+                    let dst = unsafe { y.run(row + c0 as usize, block.len()) };
+                    for (d, acc) in dst.iter_mut().zip(&block) {
+                        *d = acc[l];
+                    }
+                }
+                _ => {
+                    for (&c, acc) in columns.iter().zip(&block) {
+                        // SAFETY: `row + c < m · out = y.len()` (`c < out`, asserted above, and
+                        // the row is one of the `m`); every output column belongs to one task
+                        // only, as above.
+                        unsafe { y.write(row + c as usize, acc[l]) };
+                    }
+                }
             }
         }
     };

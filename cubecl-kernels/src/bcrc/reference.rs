@@ -2,16 +2,17 @@
 //! backends without CubeCL kernels), and the two products it is measured against: the same
 //! arrays without load-redundancy elimination, and CSR.
 //!
-//! All three run on activation panels ([`crate::panel`]); a task is a run of at most
-//! [`UNIT_ROWS`] rows of the reordered matrix (CSR: of the view). With **load-redundancy
-//! elimination** ([`spmm`]) the rows of a pattern are taken four at a time: every activation
-//! line the pattern names is loaded once and multiplied into four rows' sums (GRIM's
-//! register-level LRE, Fig. 9), columns walked in chunks of [`CHUNK`] so that their lines stay
-//! in L1 while the four rows use them. The rows left over (a pattern of one to three rows, the
-//! common case for small blocks) are computed apart, each loading its own lines, as every row is
-//! without LRE ([`spmm_no_lre`]) and in CSR ([`spmm_csr`]): four such rows are interleaved so
-//! that their sums are independent chains of additions (one row alone waits on the latency of
-//! its own additions). Every output sums its products in pattern order
+//! All three run on activation panels ([`crate::panel`]) in tasks of at most [`UNIT_ROWS`]
+//! rows. With **load-redundancy elimination** ([`spmm`]) the rows of a pattern are taken four
+//! at a time (a task: a run of reordered rows of one pattern): every activation line the
+//! pattern names is loaded once and multiplied into four rows' sums (GRIM's register-level LRE,
+//! Fig. 9), columns walked in chunks of [`CHUNK`] so that their lines stay in L1 while the four
+//! rows use them. The rows left over (a pattern's last one to three rows, the common case for
+//! small blocks) are computed apart, each loading its own lines, as every row is without LRE
+//! ([`spmm_no_lre`]) and in CSR ([`spmm_csr`]): taken in the order of their output columns (so
+//! that a task's outputs are stored as runs of consecutive columns), four such rows are
+//! interleaved so that their sums are independent chains of additions (one row alone waits on
+//! the latency of its own additions). Every output sums its products in pattern order
 //! from `+0`, one product and one add each, in all three: the kernel's order, bit for bit.
 
 use super::{Bcrc, Csr};
@@ -23,6 +24,8 @@ pub const UNIT_ROWS: usize = 32;
 pub const CHUNK: usize = 128;
 /// Rows sharing each loaded line under load-redundancy elimination.
 const ROWS: usize = 4;
+// a shared task's runs are whole groups of `ROWS`
+const _: () = assert!(UNIT_ROWS.is_multiple_of(ROWS));
 
 /// `y = x · Wᵀ` through the BCRC weight, rows of a pattern together (LRE): `x: [m, K]`
 /// row-major → `y: [m, out]`, rows in the view's order.
@@ -68,13 +71,24 @@ pub fn spmm_csr(x: &[f32], m: usize, w: &Csr) -> Vec<f32> {
     )
 }
 
-/// A validated BCRC weight cut into tasks: runs of at most [`UNIT_ROWS`] consecutive rows of the
-/// reordered matrix (a run may span several patterns: many patterns have one or two rows), with
-/// the pattern of each run's first row.
+/// A validated BCRC weight cut into tasks of two kinds.
+///
+/// - **Shared** (load-redundancy elimination): runs of at most [`UNIT_ROWS`] consecutive rows of
+///   the reordered matrix, all of one pattern and a multiple of [`ROWS`] rows, four of them
+///   sharing every line they load.
+/// - **Apart**: every other row (a pattern's last one to three rows, or all of them without
+///   LRE, the common case for small blocks, whose rows rarely share a pattern), taken in the
+///   order of their output columns, [`UNIT_ROWS`] a task. Their outputs are then mostly
+///   consecutive columns, stored as whole lines rather than one scattered value per row of the
+///   panel (measured: `docs/bcr.md`).
 struct Units<'a> {
     w: &'a Bcrc,
-    units: Vec<(usize, usize, usize)>,
-    lre: bool,
+    /// `(pattern, first reordered row, end)` of every shared task.
+    shared: Vec<(usize, usize, usize)>,
+    /// `(reordered row, its pattern)` of every row computed apart, by output column.
+    apart: Vec<(u32, u32)>,
+    /// The output column of each entry of `apart` (ascending).
+    apart_columns: Vec<u32>,
 }
 
 impl<'a> Units<'a> {
@@ -82,11 +96,12 @@ impl<'a> Units<'a> {
         // what the tasks rely on beyond slicing (which checks the offsets as it goes): the
         // output permutation and the groups' rows (a full `validate` reads every weight, a cost
         // of the order of the product itself at 10×)
-        let mut seen = vec![false; w.out];
+        let mut row_of = vec![u32::MAX; w.out];
         assert!(
             w.reorder.len() == w.out
-                && w.reorder.iter().all(|&r| {
-                    (r as usize) < w.out && !std::mem::replace(&mut seen[r as usize], true)
+                && w.reorder.iter().enumerate().all(|(p, &r)| {
+                    (r as usize) < w.out
+                        && std::mem::replace(&mut row_of[r as usize], p as u32) == u32::MAX
                 }),
             "spmm: reorder is not a permutation of 0..{}",
             w.out
@@ -101,21 +116,37 @@ impl<'a> Units<'a> {
             "spmm: occurrence does not rise from 0 to {} rows",
             w.out
         );
-        let mut units = Vec::new();
-        let mut g = 0;
-        for p0 in (0..w.out).step_by(UNIT_ROWS) {
-            while w.occurrence[g + 1] as usize <= p0 {
-                g += 1;
+        let mut shared = Vec::new();
+        // the pattern of every row computed apart (`u32::MAX`: a shared row)
+        let mut pattern_of = vec![u32::MAX; w.out];
+        for (g, rows) in w.occurrence.windows(2).enumerate() {
+            let (a, b) = (rows[0] as usize, rows[1] as usize);
+            let together = if lre { (b - a) / ROWS * ROWS } else { 0 };
+            for p0 in (a..a + together).step_by(UNIT_ROWS) {
+                shared.push((g, p0, (p0 + UNIT_ROWS).min(a + together)));
             }
-            units.push((g, p0, (p0 + UNIT_ROWS).min(w.out)));
+            pattern_of[a + together..b].fill(g as u32);
         }
-        Self { w, units, lre }
+        let (apart, apart_columns): (Vec<(u32, u32)>, Vec<u32>) = row_of
+            .iter()
+            .enumerate()
+            .filter(|&(_, &p)| pattern_of[p as usize] != u32::MAX)
+            .map(|(c, &p)| ((p, pattern_of[p as usize]), c as u32))
+            .unzip();
+        Self {
+            w,
+            shared,
+            apart,
+            apart_columns,
+        }
     }
 }
 
-// SAFETY: a task returns the columns `reorder[p0..p1]` of its rows; the units' row ranges are
-// disjoint and `reorder` is a permutation of `0..out` (validated in `Units::new`, the only
-// constructor), so every column belongs to one task.
+// SAFETY: a shared task returns the columns `reorder[p0..p1]` of its rows, an apart task the
+// columns `reorder[p]` of its rows (`apart_columns`, built from the inverse of `reorder`); every
+// reordered row is in exactly one task (a shared run or the apart list, each row once) and
+// `reorder` is a permutation of `0..out` (validated in `Units::new`, the only constructor), so
+// every column belongs to one task.
 unsafe impl PanelWeight for Units<'_> {
     fn k(&self) -> usize {
         self.w.k
@@ -124,42 +155,37 @@ unsafe impl PanelWeight for Units<'_> {
         self.w.out
     }
     fn tasks(&self) -> usize {
-        self.units.len()
+        self.shared.len() + self.apart.len().div_ceil(UNIT_ROWS)
     }
     fn pairs(&self) -> usize {
         self.w.weights.len()
     }
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]) {
-        let (mut g, p0, p1) = self.units[t];
         let w = self.w;
-        let mut acc = vec![[0f32; L]; p1 - p0];
-        // rows of a pattern four at a time sharing their lines (LRE); the rest apart
-        let mut apart = Vec::with_capacity(p1 - p0);
-        let mut p = p0;
-        while p < p1 {
-            // the rows of pattern `g` within the run
-            let end = (w.occurrence[g + 1] as usize).min(p1);
+        if let Some(&(g, p0, p1)) = self.shared.get(t) {
+            // rows of one pattern four at a time sharing their lines (LRE)
+            let mut acc = vec![[0f32; L]; p1 - p0];
             let cols = w.pattern(g);
-            let shared = if self.lre { (end - p) / ROWS * ROWS } else { 0 };
-            for q in (p..p + shared).step_by(ROWS) {
+            for (q, sums) in (p0..p1).step_by(ROWS).zip(acc.chunks_exact_mut(ROWS)) {
                 let rows = std::array::from_fn(|i| w.row_weights(q + i));
-                let sums = (&mut acc[q - p0..q - p0 + ROWS])
-                    .try_into()
-                    .expect("ROWS sums");
-                shared_rows(lines, cols, rows, sums);
+                shared_rows(lines, cols, rows, sums.try_into().expect("ROWS sums"));
             }
-            for q in p + shared..end {
-                apart.push(Row {
-                    cols,
-                    weights: w.row_weights(q),
-                    at: q - p0,
-                });
-            }
-            p = end;
-            g += 1;
+            return (acc, &w.reorder[p0..p1]);
         }
-        rows_apart(lines, &apart, &mut acc);
-        (acc, &w.reorder[p0..p1])
+        let t = t - self.shared.len();
+        let (a, b) = (t * UNIT_ROWS, ((t + 1) * UNIT_ROWS).min(self.apart.len()));
+        let rows: Vec<Row> = self.apart[a..b]
+            .iter()
+            .enumerate()
+            .map(|(at, &(p, g))| Row {
+                cols: w.pattern(g as usize),
+                weights: w.row_weights(p as usize),
+                at,
+            })
+            .collect();
+        let mut acc = vec![[0f32; L]; b - a];
+        rows_apart(lines, &rows, &mut acc);
+        (acc, &self.apart_columns[a..b])
     }
 }
 
@@ -216,7 +242,12 @@ struct Row<'a> {
 /// lines and every row has as many weights as columns.
 fn check<const L: usize>(lines: &[Line<L>], cols: &[u32], weights: &[f32]) {
     assert!(
-        cols.len() == weights.len() && cols.iter().all(|&c| (c as usize) < lines.len()),
+        cols.len() == weights.len()
+            && cols
+                .iter()
+                .copied()
+                .max()
+                .is_none_or(|c| (c as usize) < lines.len()),
         "spmm: a column out of range or a row of the wrong length"
     );
 }
