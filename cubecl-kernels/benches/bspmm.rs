@@ -5,7 +5,8 @@
 //!
 //! Groups `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of the dense
 //! input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at that
-//! sparsity (the grid is cut where one product takes tens of seconds on a CPU, see below) (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
+//! sparsity in the tile the device gets (`Tile::for_device`), and at 50 and 90 % the other tile
+//! (`s50-narrow` on wgpu, `s50-wide` on CUDA) (the grid is cut where one product takes tens of seconds on a CPU, see below) (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
 //! each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
 //! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
 //!
@@ -18,7 +19,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{launch_block_norms, launch_compress};
-use cubecl_kernels::bsr::spmm::launch_weight_grad;
+use cubecl_kernels::bsr::spmm::{Tile, launch_weight_grad, launch_weight_grad_tiled};
 use cubecl_kernels::testing::{TestBackend, TestRuntime};
 use std::time::Duration;
 
@@ -54,26 +55,44 @@ fn bench_shape<R: TestRuntime>(
             })
         });
         let norms = launch_block_norms(&xp, b);
+        let plain = ApproxMultiply::Plain;
+        // the tile the device gets (rows `s…`), and at 50 and 90 % the other one (`s…-wide`,
+        // `s…-narrow`), to see the choice pay on this device
+        let sms = gp
+            .client
+            .properties()
+            .hardware
+            .num_streaming_multiprocessors;
+        let chosen = Tile::for_device(sms, b, plain.kind());
+        let other = [Tile::wide(b, plain.kind()), Tile::narrow(b)]
+            .into_iter()
+            .find(|t| *t != chosen);
         for &s in sparsities {
             let keep = keep_count(rows * d.div_ceil(b), s as f64 / 100.0);
             let pruned = launch_compress(&xp, &norms, b, keep);
+            let dims = [samples, rows, d];
             c.bench_with_input(
                 BenchmarkId::new(&group, format!("s{s}")),
                 &(),
                 |bench, _| {
                     bench.iter(|| {
-                        let dw = launch_weight_grad(
-                            &pruned,
-                            [samples, rows, d],
-                            b,
-                            &gp,
-                            &ApproxMultiply::Plain,
-                        );
+                        let dw = launch_weight_grad(&pruned, dims, b, &gp, &plain);
                         <TestBackend<R> as Backend>::sync(&device).unwrap();
                         dw
                     })
                 },
             );
+            let Some(tile) = other.filter(|_| s == 50 || s == 90) else {
+                continue;
+            };
+            let row = format!("s{s}-{}", tile.name(b, plain.kind()));
+            c.bench_with_input(BenchmarkId::new(&group, row), &(), |bench, _| {
+                bench.iter(|| {
+                    let dw = launch_weight_grad_tiled(&pruned, dims, b, &gp, &plain, tile);
+                    <TestBackend<R> as Backend>::sync(&device).unwrap();
+                    dw
+                })
+            });
         }
     }
 }

@@ -110,9 +110,9 @@ cubecl_kernels::runtime_test! {
 
 cubecl_kernels::runtime_test! {
     fn weight_gradient_equals_the_host_reference_under_every_multiply<R>() {
-        // (dims, b, s, out): tile edges along out (70 > 64 columns, the tile with a staged
-        // table; 150 > 128, the tile without) and rows (b = 20, 40, 48: one tile of 32 or 48
-        // rows, or two of 32 with a staged table), runs longer than the 16 staged blocks
+        // (dims, b, s, out): tile edges along out (70 > 64 columns: the narrow tile, the wide
+        // one with a staged table; 150 > 128, the wide tile without) and rows (b = 20, 40, 48:
+        // one wide tile of 32 or 48 rows, or two of 32), runs longer than the 16 staged blocks
         let shapes = [
             ([2, 5, 8], 2, 0.5, 5),
             ([3, 30, 20], 20, 0.4, 70),
@@ -129,18 +129,17 @@ cubecl_kernels::runtime_test! {
                 let bsr = host::prune(&x, dims, b, s);
                 let want = host::weight_grad(&bsr, &g, out, &mul);
                 let pruned = prune_on_device::<R>(&x, dims, b, s);
-                let dw = spmm::launch_weight_grad(
-                    &pruned,
-                    dims,
-                    b,
-                    &cube::<R, 2>(&g, [samples * rows, out]),
-                    &mul,
-                );
-                assert_matches_host::<R>(
-                    &floats::<R, 2>(dw),
-                    &want,
-                    &format!("{name} {dims:?} b={b} s={s} out={out}"),
-                );
+                let grad = cube::<R, 2>(&g, [samples * rows, out]);
+                // the tile the device gets, and both tilings by name
+                let kind = mul.kind();
+                let dw = spmm::launch_weight_grad(&pruned, dims, b, &grad, &mul);
+                let case = format!("{name} {dims:?} b={b} s={s} out={out}");
+                assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
+                for tile in [spmm::Tile::wide(b, kind), spmm::Tile::narrow(b)] {
+                    let dw = spmm::launch_weight_grad_tiled(&pruned, dims, b, &grad, &mul, tile);
+                    let case = format!("{case}, {} tile", tile.name(b, kind));
+                    assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
+                }
             }
         }
     }

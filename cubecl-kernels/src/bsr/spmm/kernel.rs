@@ -1,6 +1,6 @@
 //! The block-sparse weight-gradient kernel (BSpMM).
 
-use super::{DEPTH, UNITS, cols_per_unit, rows_per_unit};
+use super::{DEPTH, Tile, UNITS};
 use crate::approx::MulKind;
 use crate::approx::multiply::{decode_into, product, stage_lut};
 use crate::bsr::prune::Blocks;
@@ -18,18 +18,19 @@ pub(super) fn weight_grad_kernel(
     samples: u32,
     keep: u32,
     #[comptime] g: Blocks,
+    #[comptime] tile: Tile,
     #[comptime] kind: MulKind,
 ) {
     let ux = comptime!(UNITS as usize);
-    let py = comptime!(rows_per_unit(g.b, kind));
-    let px = comptime!(cols_per_unit(kind));
+    let py = comptime!(tile.rows);
+    let px = comptime!(tile.cols);
     let depth = comptime!(DEPTH);
-    let tile_m = comptime!(UNITS as usize * rows_per_unit(g.b, kind));
-    let tile_n = comptime!(UNITS as usize * cols_per_unit(kind));
+    let tile_m = comptime!(tile.rows_per_cube());
+    let tile_n = comptime!(tile.cols_per_cube());
     let units = comptime!((UNITS * UNITS) as usize);
     let (b, d, rows) = comptime!((g.b, g.d, g.rows));
     let nb = comptime!(g.columns());
-    let row_tiles = comptime!(g.b.div_ceil(UNITS as usize * rows_per_unit(g.b, kind)));
+    let row_tiles = comptime!(tile.row_tiles(g.b));
     let out = grad.shape(1);
     let c = CUBE_POS_Y as usize / row_tiles;
     let e0 = (CUBE_POS_Y as usize % row_tiles) * tile_m;

@@ -1,7 +1,7 @@
 //! Launch of the block-sparse weight-gradient kernel.
 
 use super::kernel::weight_grad_kernel;
-use super::{UNITS, cols_per_unit, rows_per_unit};
+use super::{Tile, UNITS};
 use crate::approx::ApproxMultiply;
 use crate::bsr::prune::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
@@ -11,16 +11,38 @@ use burn_std::{DType, Shape};
 use cubecl::prelude::*;
 
 /// Launches [`weight_grad_kernel`]: `dW: [d, out]` from a pruned input of `samples × rows × d`
-/// in blocks of `b` and `grad: [samples · rows, out]` (any strides).
+/// in blocks of `b` and `grad: [samples · rows, out]` (any strides), in the tile
+/// [`Tile::for_device`] picks for the gradient's device.
 ///
 /// # Panics
 /// If the shapes disagree or `grad` is not f32.
 pub fn launch_weight_grad<R: CubeRuntime>(
     x: &PrunedCube<R>,
+    dims: [usize; 3],
+    b: usize,
+    grad: &CubeTensor<R>,
+    mul: &ApproxMultiply,
+) -> CubeTensor<R> {
+    let sms = grad
+        .client
+        .properties()
+        .hardware
+        .num_streaming_multiprocessors;
+    let tile = Tile::for_device(sms, b, mul.kind());
+    launch_weight_grad_tiled(x, dims, b, grad, mul, tile)
+}
+
+/// [`launch_weight_grad`] in the given tile (the tests and the bench run both).
+///
+/// # Panics
+/// As [`launch_weight_grad`], and if the tile does not [fit](Tile::fits) the multiply.
+pub fn launch_weight_grad_tiled<R: CubeRuntime>(
+    x: &PrunedCube<R>,
     [samples, rows, d]: [usize; 3],
     b: usize,
     grad: &CubeTensor<R>,
     mul: &ApproxMultiply,
+    tile: Tile,
 ) -> CubeTensor<R> {
     let g = Blocks { rows, d, b };
     let [grad_rows, out] = grad.meta.shape().dims::<2>();
@@ -39,12 +61,15 @@ pub fn launch_weight_grad<R: CubeRuntime>(
         return dw;
     }
     let kind = mul.kind();
+    assert!(
+        tile.fits(kind),
+        "weight gradient: {tile:?} does not fit {kind:?}"
+    );
     let words = mul.lut_words();
     let lut = client.create_from_slice(words);
-    let row_tiles = b.div_ceil(UNITS as usize * rows_per_unit(b, kind));
     let count = CubeCount::Static(
-        out.div_ceil(UNITS as usize * cols_per_unit(kind)) as u32,
-        (g.columns() * row_tiles) as u32,
+        out.div_ceil(tile.cols_per_cube()) as u32,
+        (g.columns() * tile.row_tiles(b)) as u32,
         1,
     );
     weight_grad_kernel::launch::<R>(
@@ -60,6 +85,7 @@ pub fn launch_weight_grad<R: CubeRuntime>(
         samples as u32,
         keep as u32,
         g,
+        tile,
         kind,
     );
     dw
