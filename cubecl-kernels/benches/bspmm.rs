@@ -19,7 +19,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::bsr::keep_count;
 use cubecl_kernels::bsr::prune::{launch_block_norms, launch_compress};
-use cubecl_kernels::bsr::spmm::{Tile, launch_weight_grad, launch_weight_grad_tiled};
+use cubecl_kernels::bsr::spmm::{Tile, device_tile, launch_weight_grad, launch_weight_grad_tiled};
 use cubecl_kernels::testing::{TestBackend, TestRuntime};
 use std::time::Duration;
 
@@ -58,12 +58,7 @@ fn bench_shape<R: TestRuntime>(
         let plain = ApproxMultiply::Plain;
         // the tile the device gets (rows `s…`), and at 50 and 90 % the other one (`s…-wide`,
         // `s…-narrow`), to see the choice pay on this device
-        let sms = gp
-            .client
-            .properties()
-            .hardware
-            .num_streaming_multiprocessors;
-        let chosen = Tile::for_device(sms, b, plain.kind());
+        let chosen = device_tile(&gp, b, plain.kind());
         let other = [Tile::wide(b, plain.kind()), Tile::narrow(b)]
             .into_iter()
             .find(|t| *t != chosen);

@@ -2,7 +2,7 @@
 
 use super::kernel::weight_grad_kernel;
 use super::{Tile, UNITS};
-use crate::approx::ApproxMultiply;
+use crate::approx::{ApproxMultiply, MulKind};
 use crate::bsr::prune::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -23,13 +23,14 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     grad: &CubeTensor<R>,
     mul: &ApproxMultiply,
 ) -> CubeTensor<R> {
-    let sms = grad
-        .client
-        .properties()
-        .hardware
-        .num_streaming_multiprocessors;
-    let tile = Tile::for_device(sms, b, mul.kind());
+    let tile = device_tile(grad, b, mul.kind());
     launch_weight_grad_tiled(x, dims, b, grad, mul, tile)
+}
+
+/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`.
+pub fn device_tile<R: CubeRuntime>(grad: &CubeTensor<R>, b: usize, kind: MulKind) -> Tile {
+    let hardware = &grad.client.properties().hardware;
+    Tile::for_device(hardware.num_streaming_multiprocessors, b, kind)
 }
 
 /// [`launch_weight_grad`] in the given tile (the tests and the bench run both).

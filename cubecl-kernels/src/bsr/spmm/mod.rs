@@ -20,7 +20,7 @@ mod kernel;
 mod launch;
 pub mod reference;
 
-pub use launch::{launch_weight_grad, launch_weight_grad_tiled};
+pub use launch::{device_tile, launch_weight_grad, launch_weight_grad_tiled};
 
 use crate::approx::MulKind;
 use crate::approx::multiply::staged_words;
