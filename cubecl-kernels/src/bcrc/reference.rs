@@ -12,8 +12,10 @@
 //! ([`spmm_no_lre`]) and in CSR ([`spmm_csr`]): taken in the order of their output columns (so
 //! that a task's outputs are stored as runs of consecutive columns), four such rows are
 //! interleaved so that their sums are independent chains of additions (one row alone waits on
-//! the latency of its own additions). Every output sums its products in pattern order
-//! from `+0`, one product and one add each, in all three: the kernel's order, bit for bit.
+//! the latency of its own additions), all four to the end of the longest (a shorter row adds
+//! `0 · 0 = +0` past its end, which changes no sum). Every output sums its products in pattern
+//! order from `+0`, one product and one add each, in all three: the kernel's order, bit for
+//! bit.
 
 use super::{Bcrc, Csr};
 use crate::panel::{Line, PanelWeight, product};
@@ -59,6 +61,7 @@ pub fn spmm_csr(x: &[f32], m: usize, w: &Csr) -> Vec<f32> {
             && w.col_idx.len() == w.values.len(),
         "spmm_csr: the CSR arrays do not hold together"
     );
+    columns_in_range(&w.col_idx, w.k);
     let rows: Vec<u32> = (0..w.out as u32).collect();
     product(
         x,
@@ -116,6 +119,7 @@ impl<'a> Units<'a> {
             "spmm: occurrence does not rise from 0 to {} rows",
             w.out
         );
+        columns_in_range(&w.compact_column, w.k);
         let mut shared = Vec::new();
         // the pattern of every row computed apart (`u32::MAX`: a shared row)
         let mut pattern_of = vec![u32::MAX; w.out];
@@ -176,11 +180,9 @@ unsafe impl PanelWeight for Units<'_> {
         let (a, b) = (t * UNIT_ROWS, ((t + 1) * UNIT_ROWS).min(self.apart.len()));
         let rows: Vec<Row> = self.apart[a..b]
             .iter()
-            .enumerate()
-            .map(|(at, &(p, g))| Row {
+            .map(|&(p, g)| Row {
                 cols: w.pattern(g as usize),
                 weights: w.row_weights(p as usize),
-                at,
             })
             .collect();
         let mut acc = vec![[0f32; L]; b - a];
@@ -222,7 +224,6 @@ unsafe impl PanelWeight for CsrRows<'_> {
                 Row {
                     cols: &w.col_idx[a..b],
                     weights: &w.values[a..b],
-                    at: r - r0,
                 }
             })
             .collect();
@@ -231,24 +232,19 @@ unsafe impl PanelWeight for CsrRows<'_> {
     }
 }
 
-/// One output row's work: its columns, its weights (as many) and the place of its sums.
+/// One output row's work: its columns and its weights (as many).
 struct Row<'a> {
     cols: &'a [u32],
     weights: &'a [f32],
-    at: usize,
 }
 
-/// Asserts what the products' unchecked reads rely on: every column is one of the panel's
-/// lines and every row has as many weights as columns.
-fn check<const L: usize>(lines: &[Line<L>], cols: &[u32], weights: &[f32]) {
+/// Asserts, once a product, that every column of a weight's index array is below `k` (the
+/// panel's lines; the reads index them with bounds checks all the same, this names the fault).
+fn columns_in_range(columns: &[u32], k: usize) {
+    let top = columns.iter().fold(0, |m, &c| m.max(c));
     assert!(
-        cols.len() == weights.len()
-            && cols
-                .iter()
-                .copied()
-                .max()
-                .is_none_or(|c| (c as usize) < lines.len()),
-        "spmm: a column out of range or a row of the wrong length"
+        columns.is_empty() || (top as usize) < k,
+        "spmm: a column out of range ({top} of {k})"
     );
 }
 
@@ -261,9 +257,6 @@ fn shared_rows<const L: usize>(
     rows: [&[f32]; ROWS],
     acc: &mut [[f32; L]; ROWS],
 ) {
-    for row in rows {
-        check(lines, cols, row);
-    }
     for t0 in (0..cols.len()).step_by(CHUNK) {
         let t1 = (t0 + CHUNK).min(cols.len());
         accumulate::<L, ROWS, true>(lines, [&cols[t0..t1]; ROWS], rows.map(|r| &r[t0..t1]), acc);
@@ -272,61 +265,30 @@ fn shared_rows<const L: usize>(
 
 /// Every row's sums, each row loading its own lines, four rows interleaved (independent sums:
 /// one row alone would wait on its own additions), each row's products still in column order.
+/// `acc[i]`: the sums of `rows[i]`.
 fn rows_apart<const L: usize>(lines: &[Line<L>], rows: &[Row], acc: &mut [[f32; L]]) {
-    for row in rows {
-        check(lines, row.cols, row.weights);
-    }
-    for rows in rows.chunks(ROWS) {
-        // how far each row has come; while some rows have columns left, all of those advance
-        // together by the fewest columns any of them has left
-        let mut done = [0usize; ROWS];
-        loop {
-            let mut live = [0usize; ROWS];
-            let mut n_live = 0;
-            for (q, row) in rows.iter().enumerate() {
-                if done[q] < row.cols.len() {
-                    live[n_live] = q;
-                    n_live += 1;
-                }
-            }
-            let live = &live[..n_live];
-            let Some(n) = live.iter().map(|&q| rows[q].cols.len() - done[q]).min() else {
-                break;
-            };
-            match n_live {
-                4 => apart::<L, 4>(lines, rows, live, &done, n, acc),
-                3 => apart::<L, 3>(lines, rows, live, &done, n, acc),
-                2 => apart::<L, 2>(lines, rows, live, &done, n, acc),
-                _ => apart::<L, 1>(lines, rows, live, &done, n, acc),
-            }
-            for &q in live {
-                done[q] += n;
-            }
+    assert_eq!(rows.len(), acc.len(), "rows_apart: a sum for every row");
+    for (rows, acc) in rows.chunks(ROWS).zip(acc.chunks_mut(ROWS)) {
+        match rows.len() {
+            4 => together::<L, 4>(lines, rows, acc),
+            3 => together::<L, 3>(lines, rows, acc),
+            2 => together::<L, 2>(lines, rows, acc),
+            _ => together::<L, 1>(lines, rows, acc),
         }
     }
 }
 
-/// The next `n` columns of the `R` rows `live` (of `rows`, each `done` columns in).
-fn apart<const L: usize, const R: usize>(
-    lines: &[Line<L>],
-    rows: &[Row],
-    live: &[usize],
-    done: &[usize; ROWS],
-    n: usize,
-    acc: &mut [[f32; L]],
-) {
-    let row = |i: usize| &rows[live[i]];
-    let cols = std::array::from_fn(|i| &row(i).cols[done[live[i]]..][..n]);
-    let weights = std::array::from_fn(|i| &row(i).weights[done[live[i]]..][..n]);
-    let mut sums = std::array::from_fn(|i| acc[row(i).at]);
-    accumulate::<L, R, false>(lines, cols, weights, &mut sums);
-    for (i, sum) in sums.into_iter().enumerate() {
-        acc[row(i).at] = sum;
-    }
+/// The sums of `R` rows (into `acc`, as many), interleaved to the end of the longest.
+fn together<const L: usize, const R: usize>(lines: &[Line<L>], rows: &[Row], acc: &mut [[f32; L]]) {
+    let cols = std::array::from_fn(|q| rows[q].cols);
+    let weights = std::array::from_fn(|q| rows[q].weights);
+    let acc: &mut [[f32; L]; R] = acc.try_into().expect("R sums");
+    accumulate::<L, R, false>(lines, cols, weights, acc);
 }
 
 /// For every column `t` in order and every row `q`: `acc[q] += rows[q][t] · lines[cols[q][t]]`;
-/// `SHARED`: all rows have the same columns (`cols[0]`), each line loaded once for all.
+/// `SHARED`: all rows have the same columns (`cols[0]`), each line loaded once for all; else
+/// each row has its own columns, as many as its weights, and the rows may differ in length.
 fn accumulate<const L: usize, const R: usize, const SHARED: bool>(
     lines: &[Line<L>],
     cols: [&[u32]; R],
@@ -379,11 +341,19 @@ fn accumulate_plain<const L: usize, const R: usize, const SHARED: bool>(
     rows: [&[f32]; R],
     acc: &mut [[f32; L]; R],
 ) {
-    let n = rows[0].len();
+    let n = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     assert!(
-        rows.iter().all(|r| r.len() == n) && cols.iter().all(|c| c.len() == n),
+        if SHARED {
+            rows.iter().all(|r| r.len() == n) && cols[0].len() == n
+        } else {
+            rows.iter().zip(&cols).all(|(r, c)| r.len() == c.len())
+        },
         "accumulate: rows and columns of different lengths"
     );
+    // past its end a row adds `0 · 0 = +0`, which leaves every sum as it is (a sum that starts
+    // at `+0` is never `-0`, and `+0` changes no other value): the rows run together to the end
+    // of the longest, their sums in registers throughout
+    let zero = [0f32; L];
     let mut sum = *acc;
     for t in 0..n {
         if SHARED {
@@ -396,8 +366,10 @@ fn accumulate_plain<const L: usize, const R: usize, const SHARED: bool>(
             }
         } else {
             for ((sum, row), cols) in sum.iter_mut().zip(&rows).zip(&cols) {
-                let x = &lines[cols[t] as usize].0;
-                let v = row[t];
+                let (x, v) = match cols.get(t) {
+                    Some(&c) => (&lines[c as usize].0, row[t]),
+                    None => (&zero, 0.0),
+                };
                 for l in 0..L {
                     sum[l] += v * x[l];
                 }
@@ -462,6 +434,48 @@ mod tests {
             assert_eq!(spmm_no_lre(&x, m, &w), want, "{out}x{k} m={m}");
             assert_eq!(spmm_csr(&x, m, &Csr::of(&w)), want, "{out}x{k} m={m}");
         }
+    }
+
+    #[test]
+    fn rows_of_any_length_run_together_without_touching_each_others_sums() {
+        // four interleaved rows of 0, 1, 7 and 3 columns, a fifth alone; column 5 of the input
+        // is infinite and only the long row names it: the others, padded with `0 · 0` past
+        // their ends, keep finite sums, and every sum has the bits of the definition
+        let cols: [&[u32]; 5] = [&[], &[0], &[0, 1, 2, 3, 4, 5, 6], &[1, 3, 7], &[2, 8]];
+        let (k, m) = (9, 3);
+        let mut w = Csr {
+            out: cols.len(),
+            k,
+            row_ptr: vec![0],
+            col_idx: Vec::new(),
+            values: Vec::new(),
+        };
+        for row in cols {
+            w.col_idx.extend(row);
+            w.values.extend(row.iter().map(|&c| (c as f32 - 3.5) / 3.0));
+            w.row_ptr.push(w.col_idx.len() as u32);
+        }
+        let mut x = input(m, k);
+        for i in 0..m {
+            x[i * k + 5] = f32::INFINITY;
+        }
+        let mut want = vec![0f32; m * w.out];
+        for i in 0..m {
+            for r in 0..w.out {
+                let (a, b) = (w.row_ptr[r] as usize, w.row_ptr[r + 1] as usize);
+                want[i * w.out + r] = (a..b).fold(0f32, |s, e| {
+                    s + w.values[e] * x[i * k + w.col_idx[e] as usize]
+                });
+            }
+        }
+        let got = spmm_csr(&x, m, &w);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, y)| y.is_finite() == (i % w.out != 2))
+        );
     }
 
     #[test]
