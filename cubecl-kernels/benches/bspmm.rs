@@ -3,11 +3,12 @@
 //! selects (`cubecl_kernels::testing`): wgpu by default (lavapipe on machines without a GPU),
 //! `cuda` in a `--features cuda` build.
 //!
-//! Groups `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of the dense
-//! input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at that
-//! sparsity in the tile the device gets (`Tile::for_device`), and at 50 and 90 % the other tile
-//! (`s50-narrow` on wgpu, `s50-wide` on CUDA) (the grid is cut where one product takes tens of seconds on a CPU, see below) (pruning not timed: it happens in the forward pass). `cargo xtask bench` reports
-//! each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
+//! Groups `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of
+//! the dense input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at
+//! that sparsity in the tile the device gets (`Tile::for_device`), and at 50 and 90 % the other
+//! tile (`s50-narrow` on wgpu, `s50-wide` on CUDA). The grid is cut where one product takes tens
+//! of seconds on a CPU (see below); the pruning is not timed (it happens in the forward pass).
+//! `cargo xtask bench` reports each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
 //! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
 //!
 //! The host path's rows (ndarray, no device) come first: `bspmm_ndarray_…` and the pruning

@@ -495,6 +495,14 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "spmm: a column out of range (16 of 16)")]
+    fn a_column_beyond_the_input_is_named() {
+        let mut w = Csr::of(&random_bcrc(8, 16, (4, 16), (2, 4), 1));
+        *w.col_idx.last_mut().expect("kept entries") = 16;
+        spmm_csr(&input(2, 16), 2, &w);
+    }
+
+    #[test]
     #[should_panic(expected = "permutation")]
     fn a_weight_that_does_not_hold_together_is_refused() {
         let mut w = random_bcrc(8, 16, (4, 16), (2, 4), 1);

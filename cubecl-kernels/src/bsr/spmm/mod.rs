@@ -5,10 +5,10 @@
 //! `b`), `grad: [samples · rows, out]`, `dW: [d, out]`. A cube owns a [`Tile`] of `dW`: up to
 //! 64 rows of one block column `c` × 128 output columns where the runtime reports no
 //! multiprocessors (wgpu, lavapipe), up to 32 × 64 on a GPU that does (CUDA;
-//! [`Tile::for_device`]). It walks, sample by
-//! sample, the run of stored blocks of column `c` (`crow[s, c] .. crow[s, c + 1]`, only the
-//! kept blocks: pruned ones cost nothing), staging 16 blocks and the 16 gradient rows they select (gathered through
-//! `col`) in shared memory, decoded for the multiply, and accumulates in registers. Every
+//! [`Tile::for_device`]). It walks, sample by sample, the run of stored blocks of column `c`
+//! (`crow[s, c] .. crow[s, c + 1]`, only the kept blocks: pruned ones cost nothing), staging 16
+//! blocks and the 16 gradient rows they select (gathered through `col`) in shared memory,
+//! decoded for the multiply, and accumulates in registers. Every
 //! output sums its products samples ascending, rows ascending, from `+0`: the order of the host
 //! reference [`reference::weight_grad`], so the two agree bit for bit.
 //!
@@ -57,10 +57,19 @@ impl Tile {
     /// table in shared memory, whose 32 KiB (lavapipe's budget for a cube) the wider tile would
     /// overflow.
     pub fn wide(b: usize, kind: MulKind) -> Self {
-        let (most, cols) = if stages_table(kind) { (2, 4) } else { (4, 8) };
+        let most = Self::largest(kind);
         Self {
-            rows: b.div_ceil(UNITS as usize).clamp(1, most),
-            cols,
+            rows: b.div_ceil(UNITS as usize).clamp(1, most.rows),
+            cols: most.cols,
+        }
+    }
+
+    /// The most a unit accumulates under `kind`: 4 rows × 8 columns, 2 × 4 with a staged table.
+    fn largest(kind: MulKind) -> Self {
+        if stages_table(kind) {
+            Self { rows: 2, cols: 4 }
+        } else {
+            Self { rows: 4, cols: 8 }
         }
     }
 
@@ -113,8 +122,8 @@ impl Tile {
     /// Whether a unit's registers and the cube's shared memory can hold this tile under
     /// `kind`: at most 4 rows and 8 columns a unit, at most 2 × 4 with a staged table.
     pub fn fits(&self, kind: MulKind) -> bool {
-        let (most_rows, most_cols) = if stages_table(kind) { (2, 4) } else { (4, 8) };
-        (1..=most_rows).contains(&self.rows) && (1..=most_cols).contains(&self.cols)
+        let most = Self::largest(kind);
+        (1..=most.rows).contains(&self.rows) && (1..=most.cols).contains(&self.cols)
     }
 }
 
@@ -136,13 +145,14 @@ mod tests {
         assert_eq!(cubes(Tile::narrow(64)), 72);
         assert_eq!(Tile::for_device(Some(132), 64, plain), Tile::narrow(64));
         assert_eq!(Tile::for_device(None, 64, plain), Tile::wide(64, plain));
-        // both fit every multiply; the wide one is the narrow one where b ≤ 16 and the table
-        // is staged
+        // both fit every multiply, the wide one never smaller; with a staged table the two
+        // are the same tile
         for kind in [plain, MulKind::Lut(5, crate::approx::LutStaging::Shared)] {
             for b in [1, 4, 16, 17, 32, 40, 64, 100] {
                 assert!(Tile::wide(b, kind).fits(kind) && Tile::narrow(b).fits(kind));
                 let (w, n) = (Tile::wide(b, kind), Tile::narrow(b));
                 assert!(w.rows >= n.rows && w.cols >= n.cols);
+                assert_eq!(w == n, kind != plain, "b={b} {kind:?}");
             }
         }
         assert_eq!(Tile::narrow(64).name(64, plain), "narrow");
