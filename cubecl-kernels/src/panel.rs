@@ -108,7 +108,7 @@ impl Out {
 /// The product for `x`'s rows in panels of `L` (the last one possibly partial), written into
 /// `y` (those rows of the result).
 fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
-    let (k, out, tasks) = (w.k(), w.out(), w.tasks());
+    let (k, out) = (w.k(), w.out());
     let m = x.len() / k;
     if m == 0 {
         return;
@@ -117,18 +117,20 @@ fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
     // a small product runs on the calling thread: handing work to rayon's pool from outside it
     // costs tens of µs, more than such a product takes
     let serial = m.div_ceil(L) * w.pairs() < SERIAL_PAIRS;
-    let transpose = |x: &[f32]| {
-        let mut lines = vec![Line([0.0; L]); k];
-        // by blocks of 64 columns, so that the lines being filled stay in L1
-        for (b, block) in lines.chunks_mut(64).enumerate() {
-            for (l, x) in x.chunks_exact(k).enumerate() {
-                for (line, v) in block.iter_mut().zip(&x[b * 64..]) {
-                    line.0[l] = *v;
-                }
-            }
-        }
-        lines
-    };
+    if serial {
+        panels_on::<L, W>(x, w, y, true);
+    } else {
+        // both parallel passes (the transposes, then the tasks) started from inside the pool:
+        // one hand-over from this thread to the pool and back, not one a pass
+        rayon::scope(|_| panels_on::<L, W>(x, w, y, false));
+    }
+}
+
+/// [`panels`] on `x`'s rows (at least one), on the calling thread or on rayon's pool.
+fn panels_on<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32], serial: bool) {
+    let (k, out, tasks) = (w.k(), w.out(), w.tasks());
+    let m = x.len() / k;
+    let transpose = |x: &[f32]| transpose::<L>(x, k);
     let lines: Vec<Vec<Line<L>>> = if serial {
         x.chunks(L * k).map(transpose).collect()
     } else {
@@ -173,5 +175,216 @@ fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
         (0..lines.len() * tasks).for_each(run);
     } else {
         (0..lines.len() * tasks).into_par_iter().for_each(run);
+    }
+}
+
+/// The panel of `x`'s rows (at most `L`, each of `k` values, row-major): line `c` holds column
+/// `c` of every row, lanes past the last row zero.
+///
+/// A full panel (the common case) is written into fresh memory without zeroing it first (the
+/// zeroing cost as much as the transpose itself: a profile of VGG-16 conv128 at 10×,
+/// `docs/bcr.md`); a partial one is zeroed first and its rows written over.
+fn transpose<const L: usize>(x: &[f32], k: usize) -> Vec<Line<L>> {
+    let rows = x.len() / k;
+    assert!(
+        rows <= L && x.len() == rows * k,
+        "transpose: x is not [≤{L}, {k}]"
+    );
+    let mut lines = if rows == L {
+        Vec::with_capacity(k)
+    } else {
+        vec![Line([0.0; L]); k]
+    };
+    let dst = Lanes::of(&mut lines, k);
+    // SAFETY: `dst` is the room of `k` lines of `L` lanes (the vector's capacity, at least
+    // `k`), which nothing else reads or writes meanwhile.
+    unsafe {
+        let done = tiles(x, k, dst);
+        transpose_plain(x, k, done, dst);
+    }
+    // SAFETY: every lane of the `k` lines is initialised: those of a partial panel were zeroed,
+    // and the two passes above write every (column, row) of `x` (the tiles the whole tiles,
+    // `transpose_plain` the rest), which for a full panel is every lane.
+    unsafe { lines.set_len(k) };
+    lines
+}
+
+/// The lanes of `k` lines of `l` lanes each, `stride` values apart (a line's lanes and its
+/// alignment's padding: `Line<8>` is 64 bytes), to write (possibly uninitialised memory).
+#[derive(Clone, Copy)]
+struct Lanes {
+    at: *mut f32,
+    k: usize,
+    l: usize,
+    stride: usize,
+}
+
+impl Lanes {
+    /// The room of `lines`' capacity (at least `k` lines of `L` lanes).
+    fn of<const L: usize>(lines: &mut Vec<Line<L>>, k: usize) -> Self {
+        assert!(lines.capacity() >= k, "transpose: room for {k} lines");
+        Lanes {
+            at: lines.as_mut_ptr().cast(),
+            k,
+            l: L,
+            stride: std::mem::size_of::<Line<L>>() / std::mem::size_of::<f32>(),
+        }
+    }
+}
+
+impl Lanes {
+    /// The place of lane `row` of line `column`.
+    ///
+    /// # Safety
+    /// `at` is the room of `k` lines of `l` lanes.
+    unsafe fn place(self, column: usize, row: usize) -> *mut f32 {
+        assert!(
+            column < self.k && row < self.l,
+            "transpose: lane out of range"
+        );
+        // SAFETY: in bounds of the `k` lines (asserted just above).
+        unsafe { self.at.add(column * self.stride + row) }
+    }
+}
+
+/// The whole 8 × 8 tiles of the transpose, where the CPU turns them in registers: returns
+/// `(rows, columns)` done (`(0, 0)` where it does not).
+///
+/// # Safety
+/// `dst` is the room of `k` lines of `L` lanes, written by nothing else meanwhile.
+unsafe fn tiles(x: &[f32], k: usize, dst: Lanes) -> (usize, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has AVX (checked just above); `dst` as the caller guarantees.
+        return unsafe { transpose_avx(x, k, dst) };
+    }
+    let _ = (x, k, dst);
+    (0, 0)
+}
+
+/// The part of the transpose that [`tiles`] leaves: every value of the rows from `done.0` on,
+/// and the columns from `done.1` on of the rows before.
+///
+/// # Safety
+/// As [`tiles`].
+unsafe fn transpose_plain(x: &[f32], k: usize, done: (usize, usize), dst: Lanes) {
+    for (l, x) in x.chunks_exact(k).enumerate() {
+        let from = if l < done.0 { done.1 } else { 0 };
+        for (c, &v) in x.iter().enumerate().skip(from) {
+            // SAFETY: `c < k` and `l` is a row of a panel (below `L`), as the caller guarantees.
+            unsafe { dst.place(c, l).write(v) };
+        }
+    }
+}
+
+/// The transpose in tiles of 8 rows × 8 columns, each turned in registers ([`turn`]) in blocks
+/// of 64 columns,
+/// so that the lines being filled stay in L1. Returns `(rows, columns)` done: the whole tiles.
+///
+/// # Safety
+/// As [`tiles`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn transpose_avx(x: &[f32], k: usize, dst: Lanes) -> (usize, usize) {
+    use std::arch::x86_64::*;
+    let (rows, cols) = (x.len() / k / 8 * 8, k / 8 * 8);
+    for block in (0..cols).step_by(64) {
+        for r in (0..rows).step_by(8) {
+            for c in (block..cols.min(block + 64)).step_by(8) {
+                let row = |i: usize| {
+                    let src: &[f32; 8] = x[(r + i) * k + c..][..8].try_into().expect("8 values");
+                    // SAFETY: `src` is 8 readable values.
+                    unsafe { _mm256_loadu_ps(src.as_ptr()) }
+                };
+                let columns = turn(std::array::from_fn(row));
+                for (j, column) in columns.into_iter().enumerate() {
+                    // SAFETY: lanes `r..r + 8` of line `c + j` (`r + 8 ≤` the panel's rows
+                    // `≤ L`, checked for the first by `place`, and `c + j < k`), in the room
+                    // the caller guarantees.
+                    unsafe {
+                        let at = dst.place(c + j, r + 7).sub(7);
+                        _mm256_storeu_ps(at, column);
+                    }
+                }
+            }
+        }
+    }
+    (rows, cols)
+}
+
+/// An 8 × 8 tile turned in registers: `turn(r)[j][i] = r[i][j]` (pairs of rows interleaved,
+/// then quadruples, then the two halves exchanged: 24 shuffles).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+fn turn(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
+    let (t0, t1) = (
+        _mm256_unpacklo_ps(r[0], r[1]),
+        _mm256_unpackhi_ps(r[0], r[1]),
+    );
+    let (t2, t3) = (
+        _mm256_unpacklo_ps(r[2], r[3]),
+        _mm256_unpackhi_ps(r[2], r[3]),
+    );
+    let (t4, t5) = (
+        _mm256_unpacklo_ps(r[4], r[5]),
+        _mm256_unpackhi_ps(r[4], r[5]),
+    );
+    let (t6, t7) = (
+        _mm256_unpacklo_ps(r[6], r[7]),
+        _mm256_unpackhi_ps(r[6], r[7]),
+    );
+    let q0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+    let q1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+    let q2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+    let q3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    let q4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+    let q5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+    let q6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+    let q7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    [
+        _mm256_permute2f128_ps::<0x20>(q0, q4),
+        _mm256_permute2f128_ps::<0x20>(q1, q5),
+        _mm256_permute2f128_ps::<0x20>(q2, q6),
+        _mm256_permute2f128_ps::<0x20>(q3, q7),
+        _mm256_permute2f128_ps::<0x31>(q0, q4),
+        _mm256_permute2f128_ps::<0x31>(q1, q5),
+        _mm256_permute2f128_ps::<0x31>(q2, q6),
+        _mm256_permute2f128_ps::<0x31>(q3, q7),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every panel width, row count and column count around the tiles' edges, in tiles and
+    /// plainly: each line is its column, lanes past the rows zero.
+    #[test]
+    fn a_panel_is_the_transpose_with_zero_lanes_past_the_rows() {
+        fn check<const L: usize>() {
+            for k in [1, 7, 8, 9, 64, 71, 130] {
+                for rows in 0..=L {
+                    let x: Vec<f32> = (0..rows * k).map(|i| i as f32 + 0.5).collect();
+                    let lines = transpose::<L>(&x, k);
+                    let mut plain = vec![Line([0.0; L]); k];
+                    let dst = Lanes::of(&mut plain, k);
+                    // SAFETY: `dst` is `plain`'s `k` lines, borrowed by nothing else.
+                    unsafe { transpose_plain(&x, k, (0, 0), dst) };
+                    assert_eq!(lines.len(), k);
+                    for (c, line) in lines.iter().chain(&plain).enumerate() {
+                        let c = c % k;
+                        for (l, &v) in line.0.iter().enumerate() {
+                            let want = if l < rows { x[l * k + c] } else { 0.0 };
+                            assert_eq!(v.to_bits(), want.to_bits(), "L {L} k {k} rows {rows}");
+                        }
+                    }
+                }
+            }
+        }
+        check::<WIDE>();
+        check::<NARROW>();
+        check::<SLIM>();
     }
 }
