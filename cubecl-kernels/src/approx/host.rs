@@ -60,6 +60,47 @@ pub fn mbm_significand(ka: u32, kb: u32) -> f32 {
     f32::from_bits(((127 + c) << 23) | mant)
 }
 
+/// The exponent bias of a significand in `[1, 2)`: `1.0f32.to_bits()`. The vector loops add it
+/// to the lhs key once per broadcast, so that a key sum is already a float's bits.
+pub(crate) const BIAS: u32 = 0x3f80_0000;
+
+/// The constants of [`mbm_bits`], in the biased domain `sb = BIAS + ka + kb`.
+pub(crate) mod mbm {
+    use super::{BIAS, MBM_CORRECTION as C};
+    const TOP: u32 = 1 << 23;
+    /// From here on the mantissa sum carried (`ka + kb ≥ 2^23`).
+    pub(crate) const CARRY: u32 = BIAS + TOP;
+    /// From here on, without a carry, the correction overflows the mantissa.
+    pub(crate) const OVER: u32 = BIAS + TOP - C;
+    /// Below this, with a carry, the half correction still fits the mantissa.
+    pub(crate) const FITS: u32 = BIAS + 2 * TOP - C / 2;
+    /// The correction without a carry.
+    pub(crate) const CORRECTION: u32 = C;
+    /// The correction with a carry.
+    pub(crate) const HALF: u32 = C / 2;
+    /// Added before the halving of an overflowed sum: `(sb + RENORM) >> 1 = BIAS + (s + C + 2^23) / 2`.
+    pub(crate) const RENORM: u32 = C + TOP + BIAS;
+}
+
+/// [`mbm_significand`]`(ka, kb).to_bits()` from the biased sum `sb = BIAS + ka + kb` alone, in
+/// the form the vector loops compute (three comparisons against constants, three adds, a shift
+/// and two selects, none of them on the carry's value):
+/// - no carry (`ka + kb < 2^23`): `sb + C`, or `(sb + C + 2^23 + BIAS) / 2` where that passes
+///   `2^23` (the significand renormalised: `BIAS + (s + C + 2^23) / 2`, `2·BIAS` being even);
+/// - a carry: `sb + C/2` where that stays below `2^24` in the mantissa sum, else `sb`.
+///
+/// Written here for its test, against [`mbm_significand`] for every mantissa sum.
+#[cfg(test)]
+pub(crate) fn mbm_bits(sb: u32) -> u32 {
+    let no_carry = if sb >= mbm::OVER {
+        (sb + mbm::RENORM) >> 1
+    } else {
+        sb + mbm::CORRECTION
+    };
+    let carry = if sb < mbm::FITS { sb + mbm::HALF } else { sb };
+    if sb >= mbm::CARRY { carry } else { no_carry }
+}
+
 /// One approximate product of decoded operands.
 #[inline]
 pub fn product(a: Decoded, b: Decoded, mul: &ApproxMultiply, table: &[f32]) -> f32 {
@@ -118,6 +159,20 @@ pub fn mitchell_table(m: u32) -> ApproxMultiply {
 mod tests {
     use super::*;
     use crate::approx::LutTable;
+
+    /// The vector loops' form of MBM gives the definition's bits for every mantissa sum
+    /// `0 ..= 2·(2^23 − 1)` (the significand depends on the sum alone).
+    #[test]
+    fn mbm_bits_are_the_significand_for_every_mantissa_sum() {
+        for s in 0..=2 * MANT_MASK {
+            let (ka, kb) = (s.min(MANT_MASK), s - s.min(MANT_MASK));
+            assert_eq!(
+                mbm_bits(BIAS + s),
+                mbm_significand(ka, kb).to_bits(),
+                "mantissa sum {s:#x}"
+            );
+        }
+    }
 
     #[test]
     fn decoded_lut_product_applies_scales_and_signs() {

@@ -329,7 +329,7 @@ fn avx2_available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{ApproxMultiply, LANES};
-    use crate::approx::{MANT_MASK, MBM_CORRECTION};
+    use crate::approx::host::{BIAS, mbm};
     use std::arch::x86_64::*;
 
     /// `acc[0..8] = Σ_k a[k] · panel[k][0..8]` in k order.
@@ -342,8 +342,10 @@ mod avx2 {
         acc: &mut [f32],
         mul: &ApproxMultiply,
     ) {
+        // `bias` is added to every lhs key as it is broadcast: Mitchell's and MBM's key sums
+        // are then already in the exponent of a significand in [1, 2) (`host::mbm_bits`)
         macro_rules! run {
-            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+            ($bias:expr, |$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
                 let mut s = _mm256_setzero_ps();
                 for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
                     // SAFETY: kk < k and the panels hold k·8 entries.
@@ -353,44 +355,39 @@ mod avx2 {
                             _mm256_loadu_ps(b_scales.as_ptr().add(kk * LANES)),
                         )
                     };
-                    let ($ka, $sa) = (_mm256_set1_epi32(ka as i32), _mm256_set1_ps(sa));
+                    let $ka = _mm256_set1_epi32(ka.wrapping_add($bias) as i32);
+                    let $sa = _mm256_set1_ps(sa);
                     s = _mm256_add_ps(s, $product);
                 }
                 // SAFETY: acc has 8 entries.
                 unsafe { _mm256_storeu_ps(acc.as_mut_ptr(), s) };
             }};
         }
+        // every biased key sum is below 2^31 (`BIAS + 2^24`): signed comparisons order them
+        let c = |v: u32| _mm256_set1_epi32(v as i32);
         match mul {
-            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm256_mul_ps(sa, sb)),
+            ApproxMultiply::Plain => run!(0, |_ka, sa, _kb, sb| _mm256_mul_ps(sa, sb)),
             // Table gathers were slower than the portable 4-row loop (`lut_rows`) on the CPU
             // measured; LUT multiplies never reach this function.
             ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
-            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
+            ApproxMultiply::Mitchell => run!(BIAS, |ka, sa, kb, sb| {
                 // (127 + carry) << 23 | mant == (ka + kb) + (127 << 23)
-                let bits =
-                    _mm256_add_epi32(_mm256_add_epi32(kb, ka), _mm256_set1_epi32(0x3f80_0000));
+                let bits = _mm256_add_epi32(kb, ka);
                 _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), sa), sb)
             }),
-            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
+            ApproxMultiply::Mbm => run!(BIAS, |ka, sa, kb, sb| {
+                // `host::mbm_bits`, operation for operation
                 let sum = _mm256_add_epi32(kb, ka);
-                let carry = _mm256_srli_epi32::<23>(sum);
-                let mask = _mm256_set1_epi32(MANT_MASK as i32);
-                let low = _mm256_and_si256(sum, mask);
-                let corr = _mm256_srlv_epi32(_mm256_set1_epi32(MBM_CORRECTION as i32), carry);
-                let frac = _mm256_add_epi32(low, corr);
-                let over = _mm256_cmpgt_epi32(frac, mask);
-                let is_carry = _mm256_cmpeq_epi32(carry, _mm256_set1_epi32(1));
-                let normalised = _mm256_and_si256(
-                    _mm256_srli_epi32::<1>(_mm256_add_epi32(frac, _mm256_set1_epi32(1 << 23))),
-                    mask,
+                let carry = _mm256_cmpgt_epi32(sum, c(mbm::CARRY - 1));
+                let over = _mm256_cmpgt_epi32(sum, c(mbm::OVER - 1));
+                let fits = _mm256_cmpgt_epi32(c(mbm::FITS), sum);
+                let no_carry = _mm256_blendv_epi8(
+                    _mm256_add_epi32(sum, c(mbm::CORRECTION)),
+                    _mm256_srli_epi32::<1>(_mm256_add_epi32(sum, c(mbm::RENORM))),
+                    over,
                 );
-                let mant =
-                    _mm256_blendv_epi8(frac, _mm256_blendv_epi8(normalised, low, is_carry), over);
-                let c = _mm256_blendv_epi8(carry, _mm256_set1_epi32(1), over);
-                let bits = _mm256_or_si256(
-                    _mm256_slli_epi32::<23>(_mm256_add_epi32(c, _mm256_set1_epi32(127))),
-                    mant,
-                );
+                let with_carry = _mm256_add_epi32(sum, _mm256_and_si256(fits, c(mbm::HALF)));
+                let bits = _mm256_blendv_epi8(no_carry, with_carry, carry);
                 _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), sa), sb)
             }),
         }
@@ -402,7 +399,7 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{ApproxMultiply, LANES};
-    use crate::approx::{MANT_MASK, MBM_CORRECTION};
+    use crate::approx::host::{BIAS, mbm};
     use std::arch::x86_64::*;
 
     /// `acc[0..16] = Σ_k a[k] · [panel 0 | panel 1][k][0..16]` in k order.
@@ -414,7 +411,7 @@ mod avx512 {
         mul: &ApproxMultiply,
     ) {
         macro_rules! run {
-            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+            ($bias:expr, |$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
                 let mut s = _mm512_setzero_ps();
                 for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
                     let at = kk * LANES;
@@ -432,44 +429,35 @@ mod avx512 {
                         );
                         (keys, scales)
                     };
-                    let ($ka, $sa) = (_mm512_set1_epi32(ka as i32), _mm512_set1_ps(sa));
+                    let $ka = _mm512_set1_epi32(ka.wrapping_add($bias) as i32);
+                    let $sa = _mm512_set1_ps(sa);
                     s = _mm512_add_ps(s, $product);
                 }
                 // SAFETY: acc has 16 entries.
                 unsafe { _mm512_storeu_ps(acc[..16].as_mut_ptr(), s) };
             }};
         }
+        let c = |v: u32| _mm512_set1_epi32(v as i32);
         match mul {
-            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm512_mul_ps(sa, sb)),
+            ApproxMultiply::Plain => run!(0, |_ka, sa, _kb, sb| _mm512_mul_ps(sa, sb)),
             ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
-            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
-                let bits =
-                    _mm512_add_epi32(_mm512_add_epi32(kb, ka), _mm512_set1_epi32(0x3f80_0000));
+            ApproxMultiply::Mitchell => run!(BIAS, |ka, sa, kb, sb| {
+                let bits = _mm512_add_epi32(kb, ka);
                 _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), sa), sb)
             }),
-            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
-                let mask = _mm512_set1_epi32(MANT_MASK as i32);
+            ApproxMultiply::Mbm => run!(BIAS, |ka, sa, kb, sb| {
+                // `host::mbm_bits`, operation for operation
                 let sum = _mm512_add_epi32(kb, ka);
-                let carry = _mm512_srli_epi32::<23>(sum);
-                let low = _mm512_and_si512(sum, mask);
-                let corr = _mm512_srlv_epi32(_mm512_set1_epi32(MBM_CORRECTION as i32), carry);
-                let frac = _mm512_add_epi32(low, corr);
-                let over = _mm512_cmpgt_epu32_mask(frac, mask);
-                let is_carry = _mm512_cmpeq_epi32_mask(carry, _mm512_set1_epi32(1));
-                let normalised = _mm512_and_si512(
-                    _mm512_srli_epi32::<1>(_mm512_add_epi32(frac, _mm512_set1_epi32(1 << 23))),
-                    mask,
-                );
-                let mant = _mm512_mask_blend_epi32(
+                let carry = _mm512_cmpge_epu32_mask(sum, c(mbm::CARRY));
+                let over = _mm512_cmpge_epu32_mask(sum, c(mbm::OVER));
+                let fits = _mm512_cmplt_epu32_mask(sum, c(mbm::FITS));
+                let no_carry = _mm512_mask_blend_epi32(
                     over,
-                    frac,
-                    _mm512_mask_blend_epi32(is_carry, normalised, low),
+                    _mm512_add_epi32(sum, c(mbm::CORRECTION)),
+                    _mm512_srli_epi32::<1>(_mm512_add_epi32(sum, c(mbm::RENORM))),
                 );
-                let c = _mm512_mask_blend_epi32(over, carry, _mm512_set1_epi32(1));
-                let bits = _mm512_or_si512(
-                    _mm512_slli_epi32::<23>(_mm512_add_epi32(c, _mm512_set1_epi32(127))),
-                    mant,
-                );
+                let with_carry = _mm512_mask_add_epi32(sum, fits, sum, c(mbm::HALF));
+                let bits = _mm512_mask_blend_epi32(carry, no_carry, with_carry);
                 _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), sa), sb)
             }),
         }
@@ -517,6 +505,50 @@ mod tests {
                 true
             )
         );
+    }
+
+    /// Mantissa sums at and around every edge of MBM's cases (`host::mbm`: the carry, the
+    /// correction's overflow without one, the half correction's fit with one), one product an
+    /// output (`k = 1`), on every vector path (AVX-512 pairs, an AVX2 panel, the scalar tail):
+    /// the definition's bits. Random operands reach an edge's exact value only by chance.
+    #[test]
+    fn mbm_vector_loops_keep_the_edges_of_its_cases() {
+        use crate::approx::{MANT_MASK, MBM_CORRECTION as C};
+        let one = |key: u32| f32::from_bits(0x3f80_0000 | key);
+        let edges = [1 << 23, (1 << 23) - C, (1 << 24) - C / 2];
+        let a_keys = [0, 1, C / 2, C, 1 << 22, MANT_MASK - 1, MANT_MASK];
+        let mut b_keys: Vec<u32> = a_keys
+            .iter()
+            .flat_map(|&ka| {
+                edges
+                    .iter()
+                    .flat_map(move |&e| (e - 2..=e + 2).filter_map(move |s| s.checked_sub(ka)))
+            })
+            .filter(|&kb| kb <= MANT_MASK)
+            .collect();
+        b_keys.sort_unstable();
+        b_keys.dedup();
+        // three AVX-512 pairs' worth and an odd panel and a tail at least
+        while b_keys.len() % 8 != 3 || b_keys.len() < 59 {
+            b_keys.push(b_keys.len() as u32 * 77_777 % MANT_MASK);
+        }
+        let lhs: Vec<f32> = a_keys.iter().map(|&k| one(k)).collect();
+        let rhs: Vec<f32> = b_keys.iter().map(|&k| -one(k) * 4.0).collect();
+        let (m, n) = (lhs.len(), rhs.len());
+        let got = gemm_impl(
+            &lhs,
+            &rhs,
+            [1, m, 1, n],
+            &ApproxMultiply::Mbm,
+            avx2_available(),
+            false,
+        );
+        for (i, &a) in lhs.iter().enumerate() {
+            for (j, &b) in rhs.iter().enumerate() {
+                let want = multiply(a, b, &ApproxMultiply::Mbm);
+                assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "{a} · {b}");
+            }
+        }
     }
 
     #[test]
