@@ -3,7 +3,7 @@
 //! accumulation order (k ascending, FP32, no fused multiply-add) as the kernel.
 
 use super::expand;
-use crate::approx::host::{Decoded, decode, product};
+use crate::approx::host::{BIAS, Decoded, decode, product};
 use crate::approx::{ApproxMultiply, split_k};
 use rayon::prelude::*;
 
@@ -36,25 +36,57 @@ fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
 /// so the inner loop reads memory in order (a row-major walk down k strides by `n` floats and,
 /// for power-of-two `n`, keeps hitting the same few L1 sets). One pass, no decoded copy of the
 /// whole rhs (its allocation's page faults cost a 16-row conv GEMM more than its products).
-/// The columns past the last whole panel are left out.
-fn pack(rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3]) -> Soa {
+/// The columns past the last whole panel are left out. Keys carry [`key_bias`].
+///
+/// `pairs` (the AVX-512 loop's layout): two adjacent panels are stored together as `[k][16]`
+/// (one 16-lane load a `k`, no two half loads joined), a batch entry's panels taking an even
+/// number of places (an odd last panel stays `[k][8]`, its pair's second half unused).
+/// Panel `p` of entry `bt` starts at `(bt · places(panels) + p) · k · 8` either way.
+fn pack(rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: bool) -> Soa {
     let panels = n / LANES;
-    let mut keys = vec![0u32; batch * panels * k * LANES];
-    let mut scales = vec![0f32; batch * panels * k * LANES];
-    keys.par_chunks_mut(k * LANES)
-        .zip(scales.par_chunks_mut(k * LANES))
+    let places = places(panels, pairs);
+    let bias = key_bias(mul);
+    let mut keys = vec![0u32; batch * places * k * LANES];
+    let mut scales = vec![0f32; batch * places * k * LANES];
+    // a unit: one panel, or a pair of them
+    let unit = if pairs { 2 } else { 1 };
+    let units = places / unit;
+    keys.par_chunks_mut(unit * k * LANES)
+        .zip(scales.par_chunks_mut(unit * k * LANES))
         .enumerate()
-        .for_each(|(bp, (pk, ps))| {
-            let (bt, p) = (bp / panels.max(1), bp % panels.max(1));
+        .for_each(|(bu, (pk, ps))| {
+            let (bt, u) = (bu / units.max(1), bu % units.max(1));
+            let first = u * unit;
+            // lanes of the unit's rows: 16 for a whole pair, else 8
+            let width = (panels - first).min(unit) * LANES;
             for kk in 0..k {
-                let src = (bt * k + kk) * n + p * LANES;
-                for l in 0..LANES {
+                let src = (bt * k + kk) * n + first * LANES;
+                for l in 0..width {
                     let d = decode(rhs[src + l], mul, false);
-                    (pk[kk * LANES + l], ps[kk * LANES + l]) = (d.key, d.scale);
+                    (pk[kk * width + l], ps[kk * width + l]) = (d.key + bias, d.scale);
                 }
             }
         });
     Soa { keys, scales }
+}
+
+/// What [`pack`] adds to every key: Mitchell's and MBM's key sums are then already the bits of
+/// a significand in [1, 2) (`host::mbm_bits`), one vector add a product fewer; LUT keys are
+/// table indices, left as they are.
+fn key_bias(mul: &ApproxMultiply) -> u32 {
+    match mul {
+        ApproxMultiply::Mitchell | ApproxMultiply::Mbm => BIAS,
+        ApproxMultiply::Plain | ApproxMultiply::Lut(_) => 0,
+    }
+}
+
+/// Places of a batch entry's panels in [`pack`]'s layout.
+fn places(panels: usize, pairs: bool) -> usize {
+    if pairs {
+        panels.next_multiple_of(2)
+    } else {
+        panels
+    }
 }
 
 /// Batched GEMM `out[b] = lhs[b] · rhs[b]` with contiguous row-major `lhs: [batch, m, k]`,
@@ -134,7 +166,10 @@ fn gemm_impl(
     // LUT products use the portable 4-row kernel below; the others AVX2 where present.
     let lut = matches!(mul, ApproxMultiply::Lut(_));
     let panels = if lut || simd { n / LANES } else { 0 };
-    let packed = pack(rhs, mul, [batch, k, if panels > 0 { n } else { 0 }]);
+    // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
+    let wide = !lut && simd && avx512_available();
+    let packed = pack(rhs, mul, [batch, k, if panels > 0 { n } else { 0 }], wide);
+    let places = places(panels, wide);
     // the columns past the panels (all of them without AVX2), decoded `[batch, k, rest]`
     let first_rest = panels * LANES;
     let rest = n - first_rest;
@@ -148,20 +183,18 @@ fn gemm_impl(
     // was one task): at least two tasks a thread, at least four rows a task (the LUT kernel's)
     let tasks = 2 * rayon::current_num_threads();
     let group = (batch * m).div_ceil(tasks).clamp(4, ROW_GROUP).min(m);
-    // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
-    let wide = !lut && simd && avx512_available();
     out.par_chunks_mut(n * group)
         .enumerate()
         .for_each(|(chunk, rows)| {
             let first = chunk * group;
             let count = rows.len() / n;
-            let panel = |bt: usize, p: usize| {
-                let base = (bt * panels + p) * k * LANES;
-                (
-                    &packed.keys[base..base + k * LANES],
-                    &packed.scales[base..base + k * LANES],
-                )
+            // panel `p` of entry `bt`, and `count` panels from it (a pair: `[k][16]`)
+            let panels_at = |bt: usize, p: usize, count: usize| {
+                let base = (bt * places + p) * k * LANES;
+                let end = base + count * k * LANES;
+                (&packed.keys[base..end], &packed.scales[base..end])
             };
+            let panel = |bt: usize, p: usize| panels_at(bt, p, 1);
             // Panels: all rows of the group against one panel while it is in cache.
             for p in 0..panels {
                 let mut r = 0;
@@ -200,8 +233,8 @@ fn gemm_impl(
                             continue;
                         }
                         if p + 1 < panels {
-                            let (pair, at) = ([panel(bt, p), panel(bt, p + 1)], r * n + p * LANES);
-                            // SAFETY: AVX-512F and DQ were detected (`wide`); each panel holds k·8
+                            let (pair, at) = (panels_at(bt, p, 2), r * n + p * LANES);
+                            // SAFETY: AVX-512F was detected (`wide`); a pair holds k·16
                             // entries.
                             unsafe {
                                 avx512::panel_pair(
@@ -307,7 +340,6 @@ fn avx512_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -329,7 +361,7 @@ fn avx2_available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{ApproxMultiply, LANES};
-    use crate::approx::host::{BIAS, mbm};
+    use crate::approx::host::mbm;
     use std::arch::x86_64::*;
 
     /// `acc[0..8] = Σ_k a[k] · panel[k][0..8]` in k order.
@@ -342,10 +374,10 @@ mod avx2 {
         acc: &mut [f32],
         mul: &ApproxMultiply,
     ) {
-        // `bias` is added to every lhs key as it is broadcast: Mitchell's and MBM's key sums
-        // are then already in the exponent of a significand in [1, 2) (`host::mbm_bits`)
+        // the panels' keys carry `key_bias`: Mitchell's and MBM's key sums are then already the
+        // bits of a significand in [1, 2) (`host::mbm_bits`)
         macro_rules! run {
-            ($bias:expr, |$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
                 let mut s = _mm256_setzero_ps();
                 for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
                     // SAFETY: kk < k and the panels hold k·8 entries.
@@ -355,7 +387,7 @@ mod avx2 {
                             _mm256_loadu_ps(b_scales.as_ptr().add(kk * LANES)),
                         )
                     };
-                    let $ka = _mm256_set1_epi32(ka.wrapping_add($bias) as i32);
+                    let $ka = _mm256_set1_epi32(ka as i32);
                     let $sa = _mm256_set1_ps(sa);
                     s = _mm256_add_ps(s, $product);
                 }
@@ -366,16 +398,16 @@ mod avx2 {
         // every biased key sum is below 2^31 (`BIAS + 2^24`): signed comparisons order them
         let c = |v: u32| _mm256_set1_epi32(v as i32);
         match mul {
-            ApproxMultiply::Plain => run!(0, |_ka, sa, _kb, sb| _mm256_mul_ps(sa, sb)),
+            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm256_mul_ps(sa, sb)),
             // Table gathers were slower than the portable 4-row loop (`lut_rows`) on the CPU
             // measured; LUT multiplies never reach this function.
             ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
-            ApproxMultiply::Mitchell => run!(BIAS, |ka, sa, kb, sb| {
+            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
                 // (127 + carry) << 23 | mant == (ka + kb) + (127 << 23)
                 let bits = _mm256_add_epi32(kb, ka);
                 _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), sa), sb)
             }),
-            ApproxMultiply::Mbm => run!(BIAS, |ka, sa, kb, sb| {
+            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
                 // `host::mbm_bits`, operation for operation
                 let sum = _mm256_add_epi32(kb, ka);
                 let carry = _mm256_cmpgt_epi32(sum, c(mbm::CARRY - 1));
@@ -399,37 +431,33 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{ApproxMultiply, LANES};
-    use crate::approx::host::{BIAS, mbm};
+    use crate::approx::host::mbm;
     use std::arch::x86_64::*;
 
-    /// `acc[0..16] = Σ_k a[k] · [panel 0 | panel 1][k][0..16]` in k order.
-    #[target_feature(enable = "avx512f,avx512dq")]
+    /// `acc[0..16] = Σ_k a[k] · pair[k][0..16]` in k order (`pair`: two panels packed
+    /// together, `[k][16]`).
+    #[target_feature(enable = "avx512f")]
     pub(super) fn panel_pair(
         (a_keys, a_scales): (&[u32], &[f32]),
-        [(k0, s0), (k1, s1)]: [(&[u32], &[f32]); 2],
+        (b_keys, b_scales): (&[u32], &[f32]),
         acc: &mut [f32],
         mul: &ApproxMultiply,
     ) {
         macro_rules! run {
-            ($bias:expr, |$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
+            (|$ka:ident, $sa:ident, $kb:ident, $sb:ident| $product:expr) => {{
                 let mut s = _mm512_setzero_ps();
-                for (kk, (&ka, &sa)) in a_keys.iter().zip(a_scales).enumerate() {
-                    let at = kk * LANES;
-                    // SAFETY: kk < k and each panel holds k·8 entries.
+                let rows = b_keys
+                    .chunks_exact(2 * LANES)
+                    .zip(b_scales.chunks_exact(2 * LANES));
+                for ((&ka, &sa), (keys, scales)) in a_keys.iter().zip(a_scales).zip(rows) {
+                    // SAFETY: each chunk holds 16 entries.
                     let ($kb, $sb) = unsafe {
-                        let (lo, hi) = (k0.as_ptr().add(at).cast(), k1.as_ptr().add(at).cast());
-                        let keys = _mm512_inserti64x4::<1>(
-                            _mm512_castsi256_si512(_mm256_loadu_si256(lo)),
-                            _mm256_loadu_si256(hi),
-                        );
-                        let (lo, hi) = (s0.as_ptr().add(at), s1.as_ptr().add(at));
-                        let scales = _mm512_insertf32x8::<1>(
-                            _mm512_castps256_ps512(_mm256_loadu_ps(lo)),
-                            _mm256_loadu_ps(hi),
-                        );
-                        (keys, scales)
+                        (
+                            _mm512_loadu_si512(keys.as_ptr().cast()),
+                            _mm512_loadu_ps(scales.as_ptr()),
+                        )
                     };
-                    let $ka = _mm512_set1_epi32(ka.wrapping_add($bias) as i32);
+                    let $ka = _mm512_set1_epi32(ka as i32);
                     let $sa = _mm512_set1_ps(sa);
                     s = _mm512_add_ps(s, $product);
                 }
@@ -439,13 +467,13 @@ mod avx512 {
         }
         let c = |v: u32| _mm512_set1_epi32(v as i32);
         match mul {
-            ApproxMultiply::Plain => run!(0, |_ka, sa, _kb, sb| _mm512_mul_ps(sa, sb)),
+            ApproxMultiply::Plain => run!(|_ka, sa, _kb, sb| _mm512_mul_ps(sa, sb)),
             ApproxMultiply::Lut(_) => unreachable!("LUT panels use lut_rows"),
-            ApproxMultiply::Mitchell => run!(BIAS, |ka, sa, kb, sb| {
+            ApproxMultiply::Mitchell => run!(|ka, sa, kb, sb| {
                 let bits = _mm512_add_epi32(kb, ka);
                 _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), sa), sb)
             }),
-            ApproxMultiply::Mbm => run!(BIAS, |ka, sa, kb, sb| {
+            ApproxMultiply::Mbm => run!(|ka, sa, kb, sb| {
                 // `host::mbm_bits`, operation for operation
                 let sum = _mm512_add_epi32(kb, ka);
                 let carry = _mm512_cmpge_epu32_mask(sum, c(mbm::CARRY));
