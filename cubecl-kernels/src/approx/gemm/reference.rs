@@ -13,9 +13,21 @@ const ROW_GROUP: usize = 16;
 const LANES: usize = 8;
 
 /// Operands decoded into separate key and scale arrays.
+#[derive(Default)]
 struct Soa {
     keys: Vec<u32>,
     scales: Vec<f32>,
+}
+
+/// Bytes of a packed rhs kept for the next product at most (a larger one is freed).
+const KEEP_PACKED: usize = 64 << 20;
+
+thread_local! {
+    /// This thread's last packed rhs, whose buffers the next [`pack`] fills again: a fresh
+    /// allocation of a packed rhs is fresh pages, and their faults cost a 16-row conv GEMM
+    /// (LeNet-5 conv2, 150 × 6400) as much as its products (`docs/approx-mul.md`). Holds the
+    /// largest rhs this thread packed (8 bytes a value) up to [`KEEP_PACKED`].
+    static PACKED: std::cell::RefCell<Soa> = std::cell::RefCell::default();
 }
 
 fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
@@ -42,12 +54,20 @@ fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
 /// (one 16-lane load a `k`, no two half loads joined), a batch entry's panels taking an even
 /// number of places (an odd last panel stays `[k][8]`, its pair's second half unused).
 /// Panel `p` of entry `bt` starts at `(bt · places(panels) + p) · k · 8` either way.
-fn pack(rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: bool) -> Soa {
+///
+/// Fills `into`'s buffers, grown where they are short (the places that no panel fills, the
+/// second half of an odd last panel's pair, may keep a former product's values: nothing reads
+/// them).
+fn pack(into: &mut Soa, rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: bool) {
     let panels = n / LANES;
     let places = places(panels, pairs);
     let bias = key_bias(mul);
-    let mut keys = vec![0u32; batch * places * k * LANES];
-    let mut scales = vec![0f32; batch * places * k * LANES];
+    let Soa { keys, scales } = into;
+    let len = batch * places * k * LANES;
+    keys.truncate(len);
+    keys.resize(len, 0);
+    scales.truncate(len);
+    scales.resize(len, 0.0);
     // a unit: one panel, or a pair of them
     let unit = if pairs { 2 } else { 1 };
     let units = places / unit;
@@ -67,7 +87,6 @@ fn pack(rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: boo
                 }
             }
         });
-    Soa { keys, scales }
 }
 
 /// What [`pack`] adds to every key: Mitchell's and MBM's key sums are then already the bits of
@@ -168,7 +187,14 @@ fn gemm_impl(
     let panels = if lut || simd { n / LANES } else { 0 };
     // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
     let wide = !lut && simd && avx512_available();
-    let packed = pack(rhs, mul, [batch, k, if panels > 0 { n } else { 0 }], wide);
+    let mut packed = PACKED.take();
+    pack(
+        &mut packed,
+        rhs,
+        mul,
+        [batch, k, if panels > 0 { n } else { 0 }],
+        wide,
+    );
     let places = places(panels, wide);
     // the columns past the panels (all of them without AVX2), decoded `[batch, k, rest]`
     let first_rest = panels * LANES;
@@ -294,6 +320,9 @@ fn gemm_impl(
                 }
             }
         });
+    if packed.keys.capacity() * 8 <= KEEP_PACKED {
+        PACKED.set(packed);
+    }
     out
 }
 
