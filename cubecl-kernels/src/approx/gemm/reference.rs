@@ -19,19 +19,32 @@ struct Soa {
     scales: Vec<f32>,
 }
 
-/// Bytes of a packed rhs kept for the next product at most (a larger one is freed).
-const KEEP_PACKED: usize = 64 << 20;
-
-thread_local! {
-    /// This thread's last packed rhs, whose buffers the next [`pack`] fills again: a fresh
-    /// allocation of a packed rhs is fresh pages, and their faults cost a 16-row conv GEMM
-    /// (LeNet-5 conv2, 150 × 6400) as much as its products (`docs/approx-mul.md`). Holds the
-    /// largest rhs this thread packed (8 bytes a value) up to [`KEEP_PACKED`].
-    static PACKED: std::cell::RefCell<Soa> = std::cell::RefCell::default();
+impl Soa {
+    /// `len` entries, reusing the buffers (grown where short, else cut: no values written
+    /// but those of a growth).
+    fn resize(&mut self, len: usize) {
+        self.keys.truncate(len);
+        self.keys.resize(len, 0);
+        self.scales.truncate(len);
+        self.scales.resize(len, 0.0);
+    }
 }
 
-fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
-    let (mut keys, mut scales) = (vec![0u32; x.len()], vec![0f32; x.len()]);
+/// Bytes of decoded operands kept for the next product at most (larger ones are freed).
+const KEEP: usize = 64 << 20;
+
+thread_local! {
+    /// This thread's last packed rhs and decoded lhs, whose buffers the next product fills
+    /// again: a fresh allocation of an operand is fresh pages, and their faults cost a 16-row
+    /// conv GEMM (LeNet-5 conv2, 150 × 6400) as much as its products (`docs/approx-mul.md`).
+    /// Hold the largest operands this thread decoded (8 bytes a value) up to [`KEEP`] each.
+    static OPERANDS: std::cell::RefCell<[Soa; 2]> = std::cell::RefCell::default();
+}
+
+/// Decodes `x` into `into` (resized to it).
+fn decode_all(into: &mut Soa, x: &[f32], mul: &ApproxMultiply, lhs: bool) {
+    into.resize(x.len());
+    let Soa { keys, scales } = into;
     keys.par_chunks_mut(4096)
         .zip(scales.par_chunks_mut(4096))
         .zip(x.par_chunks(4096))
@@ -41,7 +54,6 @@ fn decode_all(x: &[f32], mul: &ApproxMultiply, lhs: bool) -> Soa {
                 (*key, *scale) = (d.key, d.scale);
             }
         });
-    Soa { keys, scales }
 }
 
 /// The rhs `[batch, k, n]` decoded and packed as panels of 8 columns, each `[k][8]` contiguous,
@@ -62,12 +74,8 @@ fn pack(into: &mut Soa, rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize
     let panels = n / LANES;
     let places = places(panels, pairs);
     let bias = key_bias(mul);
+    into.resize(batch * places * k * LANES);
     let Soa { keys, scales } = into;
-    let len = batch * places * k * LANES;
-    keys.truncate(len);
-    keys.resize(len, 0);
-    scales.truncate(len);
-    scales.resize(len, 0.0);
     // a unit: one panel, or a pair of them
     let unit = if pairs { 2 } else { 1 };
     let units = places / unit;
@@ -180,14 +188,14 @@ fn gemm_impl(
     {
         return out;
     }
-    let a = decode_all(lhs, mul, true);
+    let [mut a, mut packed] = OPERANDS.take();
+    decode_all(&mut a, lhs, mul, true);
     let table = mul.table();
     // LUT products use the portable 4-row kernel below; the others AVX2 where present.
     let lut = matches!(mul, ApproxMultiply::Lut(_));
     let panels = if lut || simd { n / LANES } else { 0 };
     // the FP32-width models with AVX-512: 16 lanes a vector (two packed panels)
     let wide = !lut && simd && avx512_available();
-    let mut packed = PACKED.take();
     pack(
         &mut packed,
         rhs,
@@ -204,7 +212,8 @@ fn gemm_impl(
         .flat_map(|row| &row[first_rest..])
         .copied()
         .collect();
-    let b = decode_all(&rest_values, mul, false);
+    let mut b = Soa::default();
+    decode_all(&mut b, &rest_values, mul, false);
     // groups of up to 16 rows, smaller where that leaves a thread idle (a 16-row conv GEMM
     // was one task): at least two tasks a thread, at least four rows a task (the LUT kernel's)
     let tasks = 2 * rayon::current_num_threads();
@@ -320,9 +329,13 @@ fn gemm_impl(
                 }
             }
         });
-    if packed.keys.capacity() * 8 <= KEEP_PACKED {
-        PACKED.set(packed);
-    }
+    OPERANDS.set([a, packed].map(|o| {
+        if o.keys.capacity() * 8 <= KEEP {
+            o
+        } else {
+            Soa::default()
+        }
+    }));
     out
 }
 
