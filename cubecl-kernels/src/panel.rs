@@ -319,40 +319,24 @@ unsafe fn transpose_avx(x: &[f32], k: usize, dst: Lanes) -> (usize, usize) {
 #[inline]
 fn turn(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
     use std::arch::x86_64::*;
-    let (t0, t1) = (
-        _mm256_unpacklo_ps(r[0], r[1]),
-        _mm256_unpackhi_ps(r[0], r[1]),
-    );
-    let (t2, t3) = (
-        _mm256_unpacklo_ps(r[2], r[3]),
-        _mm256_unpackhi_ps(r[2], r[3]),
-    );
-    let (t4, t5) = (
-        _mm256_unpacklo_ps(r[4], r[5]),
-        _mm256_unpackhi_ps(r[4], r[5]),
-    );
-    let (t6, t7) = (
-        _mm256_unpacklo_ps(r[6], r[7]),
-        _mm256_unpackhi_ps(r[6], r[7]),
-    );
-    let q0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let q1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-    let q2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let q3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-    let q4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let q5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-    let q6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let q7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-    [
-        _mm256_permute2f128_ps::<0x20>(q0, q4),
-        _mm256_permute2f128_ps::<0x20>(q1, q5),
-        _mm256_permute2f128_ps::<0x20>(q2, q6),
-        _mm256_permute2f128_ps::<0x20>(q3, q7),
-        _mm256_permute2f128_ps::<0x31>(q0, q4),
-        _mm256_permute2f128_ps::<0x31>(q1, q5),
-        _mm256_permute2f128_ps::<0x31>(q2, q6),
-        _mm256_permute2f128_ps::<0x31>(q3, q7),
-    ]
+    let mut t = [_mm256_setzero_ps(); 8];
+    for i in (0..8).step_by(2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    let mut q = [_mm256_setzero_ps(); 8];
+    for h in [0, 4] {
+        for j in 0..2 {
+            q[h + 2 * j] = _mm256_shuffle_ps::<0x44>(t[h + j], t[h + j + 2]);
+            q[h + 2 * j + 1] = _mm256_shuffle_ps::<0xEE>(t[h + j], t[h + j + 2]);
+        }
+    }
+    let mut out = [_mm256_setzero_ps(); 8];
+    for i in 0..4 {
+        out[i] = _mm256_permute2f128_ps::<0x20>(q[i], q[i + 4]);
+        out[i + 4] = _mm256_permute2f128_ps::<0x31>(q[i], q[i + 4]);
+    }
+    out
 }
 
 #[cfg(test)]
