@@ -20,13 +20,15 @@ struct Soa {
 }
 
 impl Soa {
-    /// `len` entries, reusing the buffers (grown where short, else cut: no values written
-    /// but those of a growth).
-    fn resize(&mut self, len: usize) {
-        self.keys.truncate(len);
-        self.keys.resize(len, 0);
-        self.scales.truncate(len);
-        self.scales.resize(len, 0.0);
+    /// The first `len` entries, to fill: the buffers are grown where short and otherwise kept
+    /// as they are (no values written but a growth's; a shorter product leaves the longer
+    /// buffers' tail alone, so that a long product after it writes nothing twice).
+    fn first(&mut self, len: usize) -> (&mut [u32], &mut [f32]) {
+        if self.keys.len() < len {
+            self.keys.resize(len, 0);
+            self.scales.resize(len, 0.0);
+        }
+        (&mut self.keys[..len], &mut self.scales[..len])
     }
 }
 
@@ -41,10 +43,9 @@ thread_local! {
     static OPERANDS: std::cell::RefCell<[Soa; 2]> = std::cell::RefCell::default();
 }
 
-/// Decodes `x` into `into` (resized to it).
+/// Decodes `x` into the first `x.len()` entries of `into`.
 fn decode_all(into: &mut Soa, x: &[f32], mul: &ApproxMultiply, lhs: bool) {
-    into.resize(x.len());
-    let Soa { keys, scales } = into;
+    let (keys, scales) = into.first(x.len());
     keys.par_chunks_mut(4096)
         .zip(scales.par_chunks_mut(4096))
         .zip(x.par_chunks(4096))
@@ -67,15 +68,14 @@ fn decode_all(into: &mut Soa, x: &[f32], mul: &ApproxMultiply, lhs: bool) {
 /// number of places (an odd last panel stays `[k][8]`, its pair's second half unused).
 /// Panel `p` of entry `bt` starts at `(bt · places(panels) + p) · k · 8` either way.
 ///
-/// Fills `into`'s buffers, grown where they are short (the places that no panel fills, the
-/// second half of an odd last panel's pair, may keep a former product's values: nothing reads
-/// them).
+/// Fills the first entries of `into`'s buffers, grown where they are short (the places that no
+/// panel fills, the second half of an odd last panel's pair, may keep a former product's
+/// values: nothing reads them).
 fn pack(into: &mut Soa, rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: bool) {
     let panels = n / LANES;
     let places = places(panels, pairs);
     let bias = key_bias(mul);
-    into.resize(batch * places * k * LANES);
-    let Soa { keys, scales } = into;
+    let (keys, scales) = into.first(batch * places * k * LANES);
     // a unit: one panel, or a pair of them
     let unit = if pairs { 2 } else { 1 };
     let units = places / unit;
