@@ -230,9 +230,7 @@ impl Lanes {
             stride: std::mem::size_of::<Line<L>>() / std::mem::size_of::<f32>(),
         }
     }
-}
 
-impl Lanes {
     /// The place of lane `row` of line `column`.
     ///
     /// # Safety
@@ -278,8 +276,7 @@ unsafe fn transpose_plain(x: &[f32], k: usize, done: (usize, usize), dst: Lanes)
 }
 
 /// The transpose in tiles of 8 rows × 8 columns, each turned in registers ([`turn`]) in blocks
-/// of 64 columns,
-/// so that the lines being filled stay in L1. Returns `(rows, columns)` done: the whole tiles.
+/// of 64 columns, so that the lines being filled stay in L1. Returns `(rows, columns)` done: the whole tiles.
 ///
 /// # Safety
 /// As [`tiles`].

@@ -74,8 +74,6 @@ pub(crate) mod mbm {
     pub(crate) const OVER: u32 = BIAS + TOP - C;
     /// Below this, with a carry, the half correction still fits the mantissa.
     pub(crate) const FITS: u32 = BIAS + 2 * TOP - C / 2;
-    /// The correction without a carry.
-    pub(crate) const CORRECTION: u32 = C;
     /// The correction with a carry.
     pub(crate) const HALF: u32 = C / 2;
     /// Added before the halving of an overflowed sum: `(sb + RENORM) >> 1 = BIAS + (s + C + 2^23) / 2`.
@@ -95,7 +93,7 @@ pub(crate) fn mbm_bits(sb: u32) -> u32 {
     let no_carry = if sb >= mbm::OVER {
         (sb + mbm::RENORM) >> 1
     } else {
-        sb + mbm::CORRECTION
+        sb + MBM_CORRECTION
     };
     let carry = if sb < mbm::FITS { sb + mbm::HALF } else { sb };
     if sb >= mbm::CARRY { carry } else { no_carry }

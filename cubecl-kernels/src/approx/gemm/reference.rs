@@ -403,6 +403,7 @@ fn avx2_available() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{ApproxMultiply, LANES};
+    use crate::approx::MBM_CORRECTION;
     use crate::approx::host::mbm;
     use std::arch::x86_64::*;
 
@@ -456,7 +457,7 @@ mod avx2 {
                 let over = _mm256_cmpgt_epi32(sum, c(mbm::OVER - 1));
                 let fits = _mm256_cmpgt_epi32(c(mbm::FITS), sum);
                 let no_carry = _mm256_blendv_epi8(
-                    _mm256_add_epi32(sum, c(mbm::CORRECTION)),
+                    _mm256_add_epi32(sum, c(MBM_CORRECTION)),
                     _mm256_srli_epi32::<1>(_mm256_add_epi32(sum, c(mbm::RENORM))),
                     over,
                 );
@@ -473,6 +474,7 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{ApproxMultiply, LANES};
+    use crate::approx::MBM_CORRECTION;
     use crate::approx::host::mbm;
     use std::arch::x86_64::*;
 
@@ -523,7 +525,7 @@ mod avx512 {
                 let fits = _mm512_cmplt_epu32_mask(sum, c(mbm::FITS));
                 let no_carry = _mm512_mask_blend_epi32(
                     over,
-                    _mm512_add_epi32(sum, c(mbm::CORRECTION)),
+                    _mm512_add_epi32(sum, c(MBM_CORRECTION)),
                     _mm512_srli_epi32::<1>(_mm512_add_epi32(sum, c(mbm::RENORM))),
                 );
                 let with_carry = _mm512_mask_add_epi32(sum, fits, sum, c(mbm::HALF));
