@@ -6,7 +6,7 @@
 //! Groups `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`: row `0-dense` is Burn's matmul of
 //! the dense input (Burn's autotune off), rows `s10` … `s90` the kernel on the input pruned at
 //! that sparsity in the tile the device gets (`Tile::for_device`), and at 50 and 90 % the other
-//! tile (`s50-narrow` on wgpu, `s50-wide` on CUDA). The grid is cut where one product takes tens
+//! tile (`s50-staged` on wgpu, `s50-direct` on CUDA). The grid is cut where one product takes tens
 //! of seconds on a CPU (see below); the pruning is not timed (it happens in the forward pass).
 //! `cargo xtask bench` reports each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
 //! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
@@ -57,10 +57,10 @@ fn bench_shape<R: TestRuntime>(
         });
         let norms = launch_block_norms(&xp, b);
         let plain = ApproxMultiply::Plain;
-        // the tile the device gets (rows `s…`), and at 50 and 90 % the other one (`s…-wide`,
-        // `s…-narrow`), to see the choice pay on this device
+        // the tile the device gets (rows `s…`), and at 50 and 90 % the other one (`s…-staged`,
+        // `s…-direct`), to see the choice pay on this device
         let chosen = device_tile(&gp, b, plain.kind());
-        let other = [Tile::wide(b, plain.kind()), Tile::narrow(b)]
+        let other = [Tile::staged(b), Tile::direct(b, plain.kind())]
             .into_iter()
             .find(|t| *t != chosen);
         for &s in sparsities {
@@ -81,7 +81,7 @@ fn bench_shape<R: TestRuntime>(
             let Some(tile) = other.filter(|_| s == 50 || s == 90) else {
                 continue;
             };
-            let row = format!("s{s}-{}", tile.name(b, plain.kind()));
+            let row = format!("s{s}-{}", tile.name());
             c.bench_with_input(BenchmarkId::new(&group, row), &(), |bench, _| {
                 bench.iter(|| {
                     let dw = launch_weight_grad_tiled(&pruned, dims, b, &gp, &plain, tile);

@@ -50,13 +50,17 @@ pub fn decode_into(
     #[comptime] kind: MulKind,
     #[comptime] lhs: bool,
 ) {
+    keys[pos] = decode_key(x, kind, lhs);
+    scales[pos] = decode_scale(x, kind);
+}
+
+/// The key of `x` as a left (`lhs`) or right operand: LUT keys keep the top m mantissa bits
+/// (shifted up by m for the lhs), the FP32-width models all 23; `0` for the plain product.
+#[cube]
+pub fn decode_key(x: f32, #[comptime] kind: MulKind, #[comptime] lhs: bool) -> u32 {
     match kind {
-        MulKind::Plain => {
-            keys[pos] = 0u32;
-            scales[pos] = x;
-        }
+        MulKind::Plain => 0u32,
         _ => {
-            // LUT keys keep the top m bits (shifted up by m for the lhs); FP32-width models all 23.
             let down = comptime!(match kind {
                 MulKind::Lut(m, _) => 23 - m,
                 _ => 0u32,
@@ -65,10 +69,20 @@ pub fn decode_into(
                 MulKind::Lut(m, _) if lhs => m,
                 _ => 0u32,
             });
+            ((u32::reinterpret(x) & MANT_MASK) >> down) << up
+        }
+    }
+}
+
+/// The scale of `x`: its sign and exponent (NaN kept whole); `x` itself for the plain product.
+#[cube]
+pub fn decode_scale(x: f32, #[comptime] kind: MulKind) -> f32 {
+    match kind {
+        MulKind::Plain => x,
+        _ => {
             let bits = u32::reinterpret(x);
             let nan = (bits & 0x7fff_ffffu32) > 0x7f80_0000u32;
-            scales[pos] = f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32));
-            keys[pos] = ((bits & MANT_MASK) >> down) << up;
+            f32::reinterpret(select(nan, bits, bits & 0xff80_0000u32))
         }
     }
 }

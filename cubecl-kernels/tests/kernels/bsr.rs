@@ -110,9 +110,9 @@ cubecl_kernels::runtime_test! {
 
 cubecl_kernels::runtime_test! {
     fn weight_gradient_equals_the_host_reference_under_every_multiply<R>() {
-        // (dims, b, s, out): tile edges along out (70 > 64 columns: the narrow tile, the wide
-        // one with a staged table; 150 > 128, the wide tile without) and rows (b = 20, 40, 48:
-        // one wide tile of 32 or 48 rows, or two of 32), runs longer than the 16 staged blocks
+        // (dims, b, s, out): tile edges along out (70 > 64 columns: the staged tile; 150 > 128,
+        // the direct one) and rows (b = 20, 40, 48: one staged tile of 32 rows or two; b = 72:
+        // two direct tiles, the second of 8 rows), runs longer than the 16 staged blocks
         let shapes = [
             ([2, 5, 8], 2, 0.5, 5),
             ([3, 30, 20], 20, 0.4, 70),
@@ -120,6 +120,7 @@ cubecl_kernels::runtime_test! {
             ([2, 7, 40], 48, 0.0, 9),
             ([4, 12, 64], 64, 0.8, 64),
             ([2, 9, 80], 40, 0.3, 150),
+            ([2, 6, 150], 72, 0.3, 20),
         ];
         for (name, mul) in multipliers() {
             for (dims, b, s, out) in shapes {
@@ -130,19 +131,18 @@ cubecl_kernels::runtime_test! {
                 let want = host::weight_grad(&bsr, &g, out, &mul);
                 let pruned = prune_on_device::<R>(&x, dims, b, s);
                 let grad = cube::<R, 2>(&g, [samples * rows, out]);
-                // the tile the device gets, then the other one where there is another (with a
-                // staged table the wide tile is the narrow one)
-                let kind = mul.kind();
+                // the tile the device gets, then the other one
                 let dw = spmm::launch_weight_grad(&pruned, dims, b, &grad, &mul);
                 let case = format!("{name} {dims:?} b={b} s={s} out={out}");
                 assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
+                let kind = mul.kind();
                 let chosen = spmm::device_tile(&grad, b, kind);
-                for tile in [spmm::Tile::wide(b, kind), spmm::Tile::narrow(b)] {
+                for tile in [spmm::Tile::staged(b), spmm::Tile::direct(b, kind)] {
                     if tile == chosen {
                         continue;
                     }
                     let dw = spmm::launch_weight_grad_tiled(&pruned, dims, b, &grad, &mul, tile);
-                    let case = format!("{case}, {} tile", tile.name(b, kind));
+                    let case = format!("{case}, {} tile", tile.name());
                     assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
                 }
             }

@@ -1,14 +1,16 @@
-//! The block-sparse weight-gradient kernel (BSpMM).
+//! The block-sparse weight-gradient kernels (BSpMM): staged and direct ([`super::Tile`]).
 
-use super::{DEPTH, Tile, UNITS};
+use super::{DEPTH, DIRECT_UNITS, UNITS};
 use crate::approx::MulKind;
-use crate::approx::multiply::{decode_into, product, stage_lut};
+use crate::approx::multiply::{
+    decode_into, decode_key, decode_scale, product, stage_lut, staged_words,
+};
 use crate::bsr::prune::Blocks;
 use cubecl::prelude::*;
 
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn weight_grad_kernel(
+pub(super) fn weight_grad_staged_kernel(
     values: &Array<f32>,
     col: &Array<u32>,
     crow: &Array<u32>,
@@ -18,19 +20,18 @@ pub(super) fn weight_grad_kernel(
     samples: u32,
     keep: u32,
     #[comptime] g: Blocks,
-    #[comptime] tile: Tile,
+    #[comptime] py: usize,
+    #[comptime] px: usize,
     #[comptime] kind: MulKind,
 ) {
     let ux = comptime!(UNITS as usize);
-    let py = comptime!(tile.rows);
-    let px = comptime!(tile.cols);
     let depth = comptime!(DEPTH);
-    let tile_m = comptime!(tile.rows_per_cube());
-    let tile_n = comptime!(tile.cols_per_cube());
+    let tile_m = comptime!(UNITS as usize * py);
+    let tile_n = comptime!(UNITS as usize * px);
     let units = comptime!((UNITS * UNITS) as usize);
     let (b, d, rows) = comptime!((g.b, g.d, g.rows));
     let nb = comptime!(g.columns());
-    let row_tiles = comptime!(tile.row_tiles(g.b));
+    let row_tiles = comptime!(g.b.div_ceil(UNITS as usize * py));
     let out = grad.shape(1);
     let c = CUBE_POS_Y as usize / row_tiles;
     let e0 = (CUBE_POS_Y as usize % row_tiles) * tile_m;
@@ -113,6 +114,96 @@ pub(super) fn weight_grad_kernel(
             let o = o0 + tx + jj * ux;
             if e < b && c * b + e < d && o < out {
                 dw[(c * b + e) * out + o] = acc[i * px + jj];
+            }
+        }
+    }
+}
+
+/// The weight gradient in the direct tile: a cube owns `rows` rows of block column `c` ×
+/// `DIRECT_UNITS · cols` output columns, and each unit `rows × cols` outputs. Every operand is
+/// read where it lies: the kept block's values through addresses every unit of the cube shares
+/// (one load and a broadcast on a CPU running the kernel), the gradient row's values through
+/// the unit's own columns. No shared memory and no barrier, but the one after staging a table.
+#[cube(launch)]
+// `if comptime!(whole)` and its runtime `else if` read the same value: the first skips the
+// bounds test where `rows` divides `b`
+#[allow(clippy::too_many_arguments, clippy::if_same_then_else)]
+pub(super) fn weight_grad_direct_kernel(
+    values: &Array<f32>,
+    col: &Array<u32>,
+    crow: &Array<u32>,
+    grad: &Tensor<f32>,
+    lut: &Array<u32>,
+    dw: &mut Array<f32>,
+    samples: u32,
+    keep: u32,
+    #[comptime] g: Blocks,
+    #[comptime] rows: usize,
+    #[comptime] cols: usize,
+    #[comptime] kind: MulKind,
+) {
+    let units = comptime!(DIRECT_UNITS);
+    let (b, d, per_sample) = comptime!((g.b, g.d, g.rows));
+    let nb = comptime!(g.columns());
+    let chunks = comptime!(g.b.div_ceil(rows));
+    let whole = comptime!(g.b.is_multiple_of(rows));
+    let out = grad.shape(1);
+    let c = CUBE_POS_Y as usize / chunks;
+    let e0 = (CUBE_POS_Y as usize % chunks) * rows;
+    let unit = UNIT_POS_X as usize;
+    let o0 = CUBE_POS_X as usize * comptime!(units * cols) + unit;
+    let staged = stage_lut(lut, unit, units, kind);
+    if comptime!(staged_words(kind) > 1) {
+        sync_cube();
+    }
+    let mut acc = Array::<f32>::new(comptime!(rows * cols));
+    #[unroll]
+    for i in 0..rows * cols {
+        acc[i] = 0.0f32;
+    }
+    let mut kb = Array::<u32>::new(cols);
+    let mut sb = Array::<f32>::new(cols);
+    let keep = keep as usize;
+    let (gs0, gs1) = (grad.stride(0), grad.stride(1));
+    for s in 0..samples as usize {
+        let start = crow[s * (nb + 1) + c] as usize;
+        let end = crow[s * (nb + 1) + c + 1] as usize;
+        for j in start..end {
+            let r = s * per_sample + col[s * keep + j] as usize;
+            #[unroll]
+            for q in 0..cols {
+                let o = o0 + q * units;
+                let mut v = 0.0f32;
+                if o < out {
+                    v = grad[r * gs0 + o * gs1];
+                }
+                kb[q] = decode_key(v, kind, false);
+                sb[q] = decode_scale(v, kind);
+            }
+            let base = (s * keep + j) * b + e0;
+            #[unroll]
+            for e in 0..rows {
+                let mut v = 0.0f32;
+                if comptime!(whole) {
+                    v = values[base + e];
+                } else if e0 + e < b {
+                    v = values[base + e];
+                }
+                let (ka, sa) = (decode_key(v, kind, true), decode_scale(v, kind));
+                #[unroll]
+                for q in 0..cols {
+                    acc[e * cols + q] += product(ka, sa, kb[q], sb[q], lut, &staged, kind);
+                }
+            }
+        }
+    }
+    #[unroll]
+    for e in 0..rows {
+        #[unroll]
+        for q in 0..cols {
+            let o = o0 + q * units;
+            if e0 + e < b && c * b + e0 + e < d && o < out {
+                dw[(c * b + e0 + e) * out + o] = acc[e * cols + q];
             }
         }
     }

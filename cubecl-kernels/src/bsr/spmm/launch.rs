@@ -1,16 +1,17 @@
-//! Launch of the block-sparse weight-gradient kernel.
+//! Launch of the block-sparse weight-gradient kernels.
 
-use super::kernel::weight_grad_kernel;
-use super::{Tile, UNITS};
+use super::kernel::{weight_grad_direct_kernel, weight_grad_staged_kernel};
+use super::{DIRECT_UNITS, Tile, UNITS};
 use crate::approx::{ApproxMultiply, MulKind};
 use crate::bsr::prune::{Blocks, PrunedCube};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
+use cubecl::features::Plane;
 use cubecl::prelude::*;
 
-/// Launches [`weight_grad_kernel`]: `dW: [d, out]` from a pruned input of `samples × rows × d`
+/// Launches the weight gradient `dW: [d, out]` from a pruned input of `samples × rows × d`
 /// in blocks of `b` and `grad: [samples · rows, out]` (any strides), in the tile
 /// [`Tile::for_device`] picks for the gradient's device.
 ///
@@ -27,10 +28,15 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     launch_weight_grad_tiled(x, dims, b, grad, mul, tile)
 }
 
-/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`.
+/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`. The device is
+/// a GPU where it reports multiprocessors (CUDA) or plane operations: wgpu reports no
+/// multiprocessors for any adapter, and enables plane operations for every adapter with
+/// subgroups but a CPU (lavapipe).
 pub fn device_tile<R: CubeRuntime>(grad: &CubeTensor<R>, b: usize, kind: MulKind) -> Tile {
-    let hardware = &grad.client.properties().hardware;
-    Tile::for_device(hardware.num_streaming_multiprocessors, b, kind)
+    let props = grad.client.properties();
+    let gpu = props.hardware.num_streaming_multiprocessors.is_some()
+        || props.features.plane.contains(Plane::Ops);
+    Tile::for_device(gpu, b, kind)
 }
 
 /// [`launch_weight_grad`] in the given tile (the tests and the bench run both).
@@ -73,21 +79,41 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
         (g.columns() * tile.row_tiles(b)) as u32,
         1,
     );
-    weight_grad_kernel::launch::<R>(
-        &client,
-        count,
-        CubeDim::new_2d(UNITS, UNITS),
-        x.values.clone().into_array_arg(),
-        x.col.clone().into_array_arg(),
-        x.crow.clone().into_array_arg(),
-        grad.clone().into_tensor_arg(),
-        unsafe { ArrayArg::from_raw_parts(lut, words.len() / 4) },
-        dw.clone().into_array_arg(),
-        samples as u32,
-        keep as u32,
-        g,
-        tile,
-        kind,
-    );
+    // the two kernels take the same arguments
+    macro_rules! launch {
+        ($kernel:ident, $dim:expr, $rows:expr, $cols:expr) => {
+            $kernel::launch::<R>(
+                &client,
+                count,
+                $dim,
+                x.values.clone().into_array_arg(),
+                x.col.clone().into_array_arg(),
+                x.crow.clone().into_array_arg(),
+                grad.clone().into_tensor_arg(),
+                unsafe { ArrayArg::from_raw_parts(lut, words.len() / 4) },
+                dw.clone().into_array_arg(),
+                samples as u32,
+                keep as u32,
+                g,
+                $rows,
+                $cols,
+                kind,
+            )
+        };
+    }
+    match tile {
+        Tile::Staged { rows, cols } => launch!(
+            weight_grad_staged_kernel,
+            CubeDim::new_2d(UNITS, UNITS),
+            rows,
+            cols
+        ),
+        Tile::Direct { rows, cols } => launch!(
+            weight_grad_direct_kernel,
+            CubeDim::new_1d(DIRECT_UNITS as u32),
+            rows,
+            cols
+        ),
+    }
     dw
 }

@@ -2,18 +2,22 @@
 //! (BSpMM), with the comptime multiply of [`crate::approx`].
 //!
 //! `x` is a [`PrunedCube`](super::prune::PrunedCube) (`[samples, rows, d]` cut into blocks of
-//! `b`), `grad: [samples · rows, out]`, `dW: [d, out]`. A cube owns a [`Tile`] of `dW`: up to
-//! 64 rows of one block column `c` × 128 output columns where the runtime reports no
-//! multiprocessors (wgpu, lavapipe), up to 32 × 64 on a GPU that does (CUDA;
-//! [`Tile::for_device`]). It walks, sample by sample, the run of stored blocks of column `c`
-//! (`crow[s, c] .. crow[s, c + 1]`, only the kept blocks: pruned ones cost nothing), staging 16
-//! blocks and the 16 gradient rows they select (gathered through `col`) in shared memory,
-//! decoded for the multiply, and accumulates in registers. Every
-//! output sums its products samples ascending, rows ascending, from `+0`: the order of the host
-//! reference [`reference::weight_grad`], so the two agree bit for bit.
+//! `b`), `grad: [samples · rows, out]`, `dW: [d, out]`. A cube owns a part of one block column
+//! `c` of `dW` × a range of output columns. It walks, sample by sample, the run of stored blocks
+//! of column `c` (`crow[s, c] .. crow[s, c + 1]`, only the kept blocks: pruned ones cost
+//! nothing) and the gradient rows they select (gathered through `col`), and accumulates in
+//! registers, in one of two [`Tile`]s chosen for the device ([`Tile::for_device`]):
+//! - **staged** (GPUs): 16 blocks and their gradient rows at a time in shared memory, decoded
+//!   for the multiply, 16 × 16 units reading them from there;
+//! - **direct** (a CPU running the kernel, lavapipe): no shared memory, 8 units with a large
+//!   register tile each, the block's values read at addresses the whole cube shares.
 //!
-//! `kernel.rs` holds the kernel, `launch.rs` [`launch_weight_grad`] (the tile chosen for the
-//! device) and [`launch_weight_grad_tiled`], `reference.rs` the host reference
+//! Every output sums its products samples ascending, rows ascending, from `+0`: the order of the
+//! host reference [`reference::weight_grad`], so the kernel agrees with it bit for bit in either
+//! tile.
+//!
+//! `kernel.rs` holds the two kernels, `launch.rs` [`launch_weight_grad`] (the tile chosen for
+//! the device) and [`launch_weight_grad_tiled`], `reference.rs` the host reference
 //! [`reference::weight_grad`].
 
 mod kernel;
@@ -25,82 +29,104 @@ pub use launch::{device_tile, launch_weight_grad, launch_weight_grad_tiled};
 use crate::approx::MulKind;
 use crate::approx::multiply::staged_words;
 
-/// Units per cube along the output columns and along the block's rows.
+/// Units per cube of the staged kernel, along the output columns and along the block's rows.
 pub(crate) const UNITS: u32 = 16;
-/// Stored blocks staged per step.
+/// Stored blocks the staged kernel stages per step.
 pub(crate) const DEPTH: usize = 16;
+/// Units per cube of the direct kernel, all along the output columns: one SIMD vector of a
+/// CPU running the kernel (8 lanes of f32 on lavapipe).
+pub(crate) const DIRECT_UNITS: usize = 8;
 
-/// The tile of `dW` one cube accumulates: `16 · rows` rows of one block column × `16 · cols`
-/// output columns, each of its 16 × 16 units summing `rows × cols` outputs in registers.
-///
-/// Two tilings, chosen per launch by [`Tile::for_device`]:
-/// - [`Tile::wide`]: a whole block of up to 64 rows × 128 output columns, so each kept gradient
-///   row is staged once per block column. Fewest cubes and least staging: the fastest on a CPU
-///   running the kernel (lavapipe), where a handful of cubes already fills every core.
-/// - [`Tile::narrow`]: up to 32 rows × 64 columns, up to four times the cubes and fewer
-///   registers a unit. On a GPU the wide tiles leave multiprocessors idle (ResMLP-S12's
-///   `(64, 196, 384) → 384` at `b = 64`: 18 cubes on an H200's 132 SMs, 72 narrow ones), and
-///   the narrow tiles run faster there (`docs/sparse-act.md`).
-///
-/// Both sum every output in the same order, so they agree bit for bit.
+/// How a cube computes its part of `dW`, chosen per launch by [`Tile::for_device`]. Both kinds
+/// sum every output in the same order, so they agree bit for bit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Tile {
-    /// Rows of the block each unit accumulates.
-    pub rows: usize,
-    /// Output columns each unit accumulates.
-    pub cols: usize,
+pub enum Tile {
+    /// For GPUs: 16 × 16 units stage 16 kept blocks and the gradient rows they select in shared
+    /// memory, then each unit sums `rows × cols` outputs from there: a cube covers `16 · rows`
+    /// rows of one block column × `16 · cols` output columns. Up to 32 rows × 64 columns
+    /// ([`Tile::staged`]): on an H200, ResMLP-S12's `(64, 196, 384) → 384` at `b = 64` gives
+    /// 72 cubes for 132 multiprocessors, and larger tiles ran up to 1.9× slower
+    /// (`docs/sparse-act.md`).
+    Staged {
+        /// Rows of the block each unit accumulates.
+        rows: usize,
+        /// Output columns each unit accumulates.
+        cols: usize,
+    },
+    /// For a CPU running the kernel (lavapipe): [`DIRECT_UNITS`] units, each summing `rows`
+    /// rows of the block × `cols` output columns, with no shared memory and no barrier. The
+    /// kept block's values are read at addresses the whole cube shares (one load and a
+    /// broadcast to the SIMD lanes), the gradient row once per cube for all `rows` rows; the
+    /// large register tile ([`Tile::direct`]: up to 64 × 16 a unit) is what a CPU's caches hold
+    /// and a GPU's registers do not.
+    Direct {
+        /// Rows of the block each unit (and the cube) accumulates.
+        rows: usize,
+        /// Output columns each unit accumulates.
+        cols: usize,
+    },
 }
 
 impl Tile {
-    /// The wide tile for blocks of `b` under `kind`: `⌈b / 16⌉` rows a unit up to 4 and 8
-    /// columns (64 × 128); up to 2 rows and 4 columns (32 × 64) where the multiply stages its
-    /// table in shared memory, whose 32 KiB (lavapipe's budget for a cube) the wider tile would
-    /// overflow.
-    pub fn wide(b: usize, kind: MulKind) -> Self {
-        let most = Self::largest(kind);
-        Self {
-            rows: b.div_ceil(UNITS as usize).clamp(1, most.rows),
-            cols: most.cols,
-        }
-    }
-
-    /// The most a unit accumulates under `kind`: 4 rows × 8 columns, 2 × 4 with a staged table.
-    fn largest(kind: MulKind) -> Self {
-        if stages_table(kind) {
-            Self { rows: 2, cols: 4 }
-        } else {
-            Self { rows: 4, cols: 8 }
-        }
-    }
-
-    /// The narrow tile for blocks of `b`: 16 rows (`b ≤ 16`) or 32, × 64 output columns.
-    pub fn narrow(b: usize) -> Self {
-        Self {
+    /// The staged tile for blocks of `b`: 16 rows (`b ≤ 16`) or 32, × 64 output columns.
+    pub fn staged(b: usize) -> Self {
+        Self::Staged {
             rows: if b <= UNITS as usize { 1 } else { 2 },
             cols: 4,
         }
     }
 
-    /// The tile for a device that reports `sms` multiprocessors: the narrow one on a GPU that
-    /// reports them (CUDA), the wide one where none are reported (wgpu reports none for any
-    /// adapter; on lavapipe the wide tile is 1.3–2× faster). On an H200 the narrow tile was as
-    /// fast or faster in all 16 pairs measured, by up to 1.9× (`docs/sparse-act.md`), also
-    /// where the wide tiles alone already outnumber the multiprocessors (`b = 4`: 288 cubes).
-    pub fn for_device(sms: Option<u32>, b: usize, kind: MulKind) -> Self {
-        match sms {
-            Some(_) => Self::narrow(b),
-            None => Self::wide(b, kind),
+    /// The direct tile for blocks of `b` under `kind`: for the plain product up to 64 rows (the
+    /// whole block up to `b = 64`) × 16 columns a unit, 128 output columns a cube; for the
+    /// approximate multiplies, whose products cost more than their loads, up to 16 × 4 (a
+    /// kernel unrolls a unit's tile: 1024 of their products would take the shader compilers
+    /// minutes).
+    pub fn direct(b: usize, kind: MulKind) -> Self {
+        if kind == MulKind::Plain {
+            Self::Direct {
+                rows: b.clamp(1, 64),
+                cols: 16,
+            }
+        } else {
+            Self::Direct {
+                rows: b.clamp(1, 16),
+                cols: 4,
+            }
+        }
+    }
+
+    /// The tile for a GPU (`gpu`: staged) or a CPU running the kernel (direct; on lavapipe the
+    /// direct tile is 3–18× faster than the staged one, `docs/sparse-act.md`).
+    pub fn for_device(gpu: bool, b: usize, kind: MulKind) -> Self {
+        if gpu {
+            Self::staged(b)
+        } else {
+            Self::direct(b, kind)
+        }
+    }
+
+    /// Units of a cube.
+    pub fn units(&self) -> usize {
+        match self {
+            Self::Staged { .. } => (UNITS * UNITS) as usize,
+            Self::Direct { .. } => DIRECT_UNITS,
         }
     }
 
     /// Rows of `dW` a cube covers.
     pub fn rows_per_cube(&self) -> usize {
-        UNITS as usize * self.rows
+        match *self {
+            Self::Staged { rows, .. } => UNITS as usize * rows,
+            Self::Direct { rows, .. } => rows,
+        }
     }
 
     /// Output columns a cube covers.
     pub fn cols_per_cube(&self) -> usize {
-        UNITS as usize * self.cols
+        match *self {
+            Self::Staged { cols, .. } => UNITS as usize * cols,
+            Self::Direct { cols, .. } => DIRECT_UNITS * cols,
+        }
     }
 
     /// The cubes along the block's rows: `⌈b / rows_per_cube⌉`.
@@ -108,22 +134,25 @@ impl Tile {
         b.div_ceil(self.rows_per_cube())
     }
 
-    /// `"wide"` or `"narrow"` (the bench rows' suffix), or the sizes of any other tile.
-    pub fn name(&self, b: usize, kind: MulKind) -> String {
-        if *self == Self::wide(b, kind) {
-            "wide".into()
-        } else if *self == Self::narrow(b) {
-            "narrow".into()
-        } else {
-            format!("{}x{}", self.rows_per_cube(), self.cols_per_cube())
+    /// `"staged"` or `"direct"` (the bench rows' suffix).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Staged { .. } => "staged",
+            Self::Direct { .. } => "direct",
         }
     }
 
-    /// Whether a unit's registers and the cube's shared memory can hold this tile under
-    /// `kind`: at most 4 rows and 8 columns a unit, at most 2 × 4 with a staged table.
+    /// Whether the tile can run under `kind`: a staged unit sums at most 4 rows × 8 columns,
+    /// 2 × 4 where the multiply stages its table in shared memory too (lavapipe gives a cube
+    /// 32 KiB); a direct unit at most 64 × 16 (16 × 4 under an approximate multiply).
     pub fn fits(&self, kind: MulKind) -> bool {
-        let most = Self::largest(kind);
-        (1..=most.rows).contains(&self.rows) && (1..=most.cols).contains(&self.cols)
+        let (rows, cols, most) = match *self {
+            Self::Staged { rows, cols } if stages_table(kind) => (rows, cols, (2, 4)),
+            Self::Staged { rows, cols } => (rows, cols, (4, 8)),
+            Self::Direct { rows, cols } if kind == MulKind::Plain => (rows, cols, (64, 16)),
+            Self::Direct { rows, cols } => (rows, cols, (16, 4)),
+        };
+        (1..=most.0).contains(&rows) && (1..=most.1).contains(&cols)
     }
 }
 
@@ -137,28 +166,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_narrow_tile_runs_where_the_device_reports_multiprocessors() {
+    fn the_staged_tile_runs_on_a_gpu_and_the_direct_one_on_a_cpu() {
         let plain = MulKind::Plain;
-        // ResMLP-S12 at b = 64: 3 × 6 wide cubes, 6 × 6 × 2 narrow ones
+        let staged_table = MulKind::Lut(5, crate::approx::LutStaging::Shared);
+        // ResMLP-S12 at b = 64: 6 × 6 × 2 staged cubes, 3 × 6 direct ones
         let cubes = |t: Tile| 384usize.div_ceil(t.cols_per_cube()) * 6 * t.row_tiles(64);
-        assert_eq!(cubes(Tile::wide(64, plain)), 18);
-        assert_eq!(cubes(Tile::narrow(64)), 72);
-        assert_eq!(Tile::for_device(Some(132), 64, plain), Tile::narrow(64));
-        assert_eq!(Tile::for_device(None, 64, plain), Tile::wide(64, plain));
-        // both fit every multiply, the wide one never smaller; with a staged table the two
-        // are the same tile
-        for kind in [plain, MulKind::Lut(5, crate::approx::LutStaging::Shared)] {
-            for b in [1, 4, 16, 17, 32, 40, 64, 100] {
-                assert!(Tile::wide(b, kind).fits(kind) && Tile::narrow(b).fits(kind));
-                let (w, n) = (Tile::wide(b, kind), Tile::narrow(b));
-                assert!(w.rows >= n.rows && w.cols >= n.cols);
-                assert_eq!(w == n, kind != plain, "b={b} {kind:?}");
+        assert_eq!(cubes(Tile::staged(64)), 72);
+        assert_eq!(cubes(Tile::direct(64, plain)), 18);
+        assert_eq!(Tile::for_device(true, 64, plain), Tile::staged(64));
+        assert_eq!(Tile::for_device(false, 64, plain), Tile::direct(64, plain));
+        for kind in [plain, staged_table] {
+            let most = if kind == plain { 64 } else { 16 };
+            for b in [1, 4, 16, 17, 32, 40, 64, 65, 100] {
+                assert!(Tile::staged(b).fits(kind) && Tile::direct(b, kind).fits(kind));
+                let rows = Tile::direct(b, kind).row_tiles(b);
+                assert_eq!(rows, b.div_ceil(most), "b={b} {kind:?}");
             }
         }
-        assert_eq!(Tile::narrow(64).name(64, plain), "narrow");
-        assert_eq!(Tile::wide(64, plain).name(64, plain), "wide");
-        assert!(
-            !Tile { rows: 4, cols: 8 }.fits(MulKind::Lut(5, crate::approx::LutStaging::Shared))
-        );
+        assert_eq!(Tile::staged(64).name(), "staged");
+        assert_eq!(Tile::direct(64, plain).name(), "direct");
+        assert_eq!(Tile::direct(64, plain).units(), DIRECT_UNITS);
+        assert!(!Tile::Staged { rows: 4, cols: 8 }.fits(staged_table));
+        assert!(Tile::Staged { rows: 4, cols: 8 }.fits(plain));
+        assert!(!Tile::Direct { rows: 65, cols: 16 }.fits(plain));
+        assert!(!Tile::Direct { rows: 32, cols: 16 }.fits(staged_table));
+        assert!(!Tile::Direct { rows: 8, cols: 0 }.fits(plain));
     }
 }
