@@ -8,8 +8,9 @@
 //! that sparsity in the tile the device gets (`Tile::for_device`), and at 50 and 90 % the other
 //! tile (`s50-staged` on wgpu, `s50-direct` on CUDA). The grid is cut where one product takes tens
 //! of seconds on a CPU (see below); the pruning is not timed (it happens in the forward pass).
-//! `cargo xtask bench` reports each row's ratio to `0-dense`. Shapes: the paper's input (64, 196, 384) and the small
-//! ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512 and 512 → 128).
+//! `cargo xtask bench` reports each row's ratio to `0-dense`. Shapes: the paper's input
+//! (64, 196, 384) and the small ResMLP's channel-MLP inputs at batch 32 (64 patches; d 128 → 512
+//! and 512 → 128).
 //!
 //! The host path's rows (ndarray, no device) come first: `bspmm_ndarray_…` and the pruning
 //! apart, `bsr_prune_ndarray_…` ([`host_shape`]).

@@ -8,6 +8,9 @@ use crate::approx::multiply::{
 use crate::bsr::prune::Blocks;
 use cubecl::prelude::*;
 
+/// The weight gradient in a staged tile: 16 × 16 units, each summing `py` block rows × `px`
+/// output columns, read from 16 kept blocks and their gradient rows staged (decoded) in shared
+/// memory at a time.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn weight_grad_staged_kernel(

@@ -28,9 +28,9 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     launch_weight_grad_tiled(x, dims, b, grad, mul, tile)
 }
 
-/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`. The device is
-/// a GPU where it reports multiprocessors (CUDA) or plane operations: wgpu reports no
-/// multiprocessors for any adapter, and enables plane operations for every adapter with
+/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`.
+/// The device is a GPU where it reports multiprocessors (CUDA) or plane operations: wgpu reports
+/// no multiprocessors for any adapter, and enables plane operations for every adapter with
 /// subgroups but a CPU (lavapipe).
 pub fn device_tile<R: CubeRuntime>(grad: &CubeTensor<R>, b: usize, kind: MulKind) -> Tile {
     let props = grad.client.properties();
