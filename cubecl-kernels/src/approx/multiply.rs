@@ -105,11 +105,7 @@ pub fn significand(
             match staging {
                 LutStaging::Global => f32::reinterpret(lut[i as usize]),
                 LutStaging::Shared => f32::reinterpret(staged[i as usize]),
-                LutStaging::Packed => {
-                    let word = staged[(i >> 2u32) as usize];
-                    let byte = (word >> ((i & 3u32) << 3u32)) & 0xffu32;
-                    f32::reinterpret(0x3f80_0000u32 + (byte << comptime!(23 - m)))
-                }
+                LutStaging::Packed => unpack(staged[(i >> 2u32) as usize], i, m),
             }
         }
         MulKind::Mitchell => {
@@ -126,6 +122,59 @@ pub fn significand(
             let c = select(over, 1u32, carry);
             f32::reinterpret(((127u32 + c) << 23) | mant)
         }
+    }
+}
+
+/// The significand of table entry `i` from `word`, the packed word that holds it (four bytes,
+/// [`LutStaging::Packed`]): f32 bits `0x3f80_0000 + (byte << (23 - m))`.
+#[cube]
+fn unpack(word: u32, i: u32, #[comptime] m: u32) -> f32 {
+    let byte = (word >> ((i & 3u32) << 3u32)) & 0xffu32;
+    f32::reinterpret(0x3f80_0000u32 + (byte << comptime!(23 - m)))
+}
+
+/// The table copied into the unit's private memory for the kinds a kernel would stage in shared
+/// memory ([`staged_words`]; a one-word array, never read, for the others). On a CPU running
+/// the kernel (lavapipe) a read of a private array at an index of each unit's own is a gather
+/// of the SIMD lanes without the per-lane branches of a shared- or global-memory read: the
+/// direct GEMM runs 2–2.7× faster with it than with the shared table (`docs/approx-mul.md`).
+/// Readers must pass a `sync_cube` first: without one after the copy, lavapipe (Mesa 22.3)
+/// compiled the kernel for minutes.
+#[cube]
+pub fn private_lut(lut: &Array<u32>, #[comptime] kind: MulKind) -> Array<u32> {
+    let len = comptime!(staged_words(kind));
+    let mut table = Array::<u32>::new(len);
+    if comptime!(len > 1) {
+        for i in 0..len {
+            table[i] = lut[i];
+        }
+    }
+    table
+}
+
+/// [`product`] with a staged kind's table read from the unit's [`private_lut`] (`table`) instead
+/// of shared memory; the other kinds as [`product`], which never read `staged` for them.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+pub fn product_private(
+    ka: u32,
+    sa: f32,
+    kb: u32,
+    sb: f32,
+    lut: &Array<u32>,
+    table: &Array<u32>,
+    staged: &SharedMemory<u32>,
+    #[comptime] kind: MulKind,
+) -> f32 {
+    match kind {
+        MulKind::Lut(_, LutStaging::Shared) => {
+            (f32::reinterpret(table[(ka | kb) as usize]) * sa) * sb
+        }
+        MulKind::Lut(m, LutStaging::Packed) => {
+            let i = ka | kb;
+            (unpack(table[(i >> 2u32) as usize], i, m) * sa) * sb
+        }
+        _ => product(ka, sa, kb, sb, lut, staged, kind),
     }
 }
 

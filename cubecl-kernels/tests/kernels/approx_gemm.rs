@@ -1,8 +1,10 @@
-//! The LUT GEMM kernel against its host reference on the runtime `EMBER_TEST_RUNTIME` selects (wgpu
-//! by default, lavapipe where there is no GPU): every multiply kind, shapes that are not multiples
-//! of the tile, batches, strided inputs, and IEEE special values.
+//! The LUT GEMM kernels against their host reference on the runtime `EMBER_TEST_RUNTIME` selects
+//! (wgpu by default, lavapipe where there is no GPU): both tiles (staged and direct) under every
+//! multiply kind, shapes that are not multiples of the tile, batches, strided inputs, and IEEE
+//! special values.
 
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use cubecl_kernels::approx::gemm::{Tile, Tiling};
 use cubecl_kernels::approx::host;
 use cubecl_kernels::approx::{ApproxMultiply, LutStaging, MulKind, gemm};
 use cubecl_kernels::testing::{
@@ -14,15 +16,22 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     binades(n, seed, 8)
 }
 
+/// Both tiles for an `m × n` output: the staged one a GPU gets, the direct one a CPU gets.
+fn tiles(m: usize, n: usize) -> [Tile; 2] {
+    [Tile::Staged(Tiling::choose(m, n)), Tile::DIRECT]
+}
+
 fn run<R: TestRuntime>(
     lhs: Tensor<TestBackend<R>, 3>,
     rhs: Tensor<TestBackend<R>, 3>,
     mul: &ApproxMultiply,
+    tile: Tile,
 ) -> Vec<f32> {
-    let out = gemm::launch(
+    let out = gemm::launch_tiled(
         lhs.into_primitive().tensor(),
         rhs.into_primitive().tensor(),
         mul,
+        tile,
     );
     Tensor::<TestBackend<R>, 3>::from_primitive(TensorPrimitive::Float(out))
         .into_data()
@@ -70,8 +79,10 @@ cubecl_kernels::runtime_test! {
             );
             for (name, mul) in multipliers() {
                 let want = host::gemm(&a, &b, [batch, m, k, n], &mul);
-                let got = run(lhs.clone(), rhs.clone(), &mul);
-                assert_close::<R>(&got, &want, &format!("{name} {batch}x{m}x{k}x{n}"));
+                for tile in tiles(m, n) {
+                    let got = run(lhs.clone(), rhs.clone(), &mul, tile);
+                    assert_close::<R>(&got, &want, &format!("{name} {tile:?} {batch}x{m}x{k}x{n}"));
+                }
             }
         }
     }
@@ -92,7 +103,10 @@ cubecl_kernels::runtime_test! {
         let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
         for (name, mul) in multipliers() {
             let want = host::gemm(&a, &b_kn, [1, m, k, n], &mul);
-            assert_close::<R>(&run(lhs.clone(), rhs.clone(), &mul), &want, name);
+            for tile in tiles(m, n) {
+                let got = run(lhs.clone(), rhs.clone(), &mul, tile);
+                assert_close::<R>(&got, &want, &format!("{name} {tile:?}"));
+            }
         }
     }
 }
@@ -122,15 +136,18 @@ cubecl_kernels::runtime_test! {
             &device,
         );
         for (name, mul) in multipliers() {
-            let got = run(lhs.clone(), rhs.clone(), &mul);
-            for i in 0..a.len() {
-                let want = 0.0 + host::multiply(a[i], b[i], &mul);
-                let same = got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
-                assert!(
-                    same,
-                    "{name}: {} × {}: kernel {} vs host {want}",
-                    a[i], b[i], got[i]
-                );
+            for tile in tiles(1, 1) {
+                let got = run(lhs.clone(), rhs.clone(), &mul, tile);
+                for i in 0..a.len() {
+                    let want = 0.0 + host::multiply(a[i], b[i], &mul);
+                    let same =
+                        got[i].to_bits() == want.to_bits() || (got[i].is_nan() && want.is_nan());
+                    assert!(
+                        same,
+                        "{name} {tile:?}: {} × {}: kernel {} vs host {want}",
+                        a[i], b[i], got[i]
+                    );
+                }
             }
         }
     }

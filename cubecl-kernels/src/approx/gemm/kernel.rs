@@ -1,8 +1,13 @@
-//! The tiled batched GEMM kernel and the kernel that adds split-K partial sums.
+//! The batched GEMM kernels (staged and direct, [`super::Tile`]) and the kernel that adds
+//! split-K partial sums.
 
 use super::Tiling;
 use crate::approx::MulKind;
-use crate::approx::multiply::{decode_into, product, stage_lut};
+use crate::approx::multiply::{
+    decode_into, decode_key, decode_scale, private_lut, product, product_private, stage_lut,
+    staged_words,
+};
+use crate::runtime::SIMD_UNITS;
 use cubecl::prelude::*;
 
 /// The batched GEMM kernel: `out[s·batch + b] = lhs[b] · rhs[b]` over the `s`-th chunk of
@@ -132,6 +137,89 @@ pub(super) fn approx_gemm_kernel(
             let (r, c) = (row0 + ty + i * uy, col0 + tx + j * ux);
             if r < rows && c < cols {
                 out[out_base + r * out.stride(1) + c * out.stride(2)] = acc[i * px + j];
+            }
+        }
+    }
+}
+
+/// The direct GEMM kernel, for a CPU running it: a cube of [`SIMD_UNITS`] units computes `rows`
+/// output rows × `SIMD_UNITS · cols` columns of `out[z]`, each unit `rows × cols` outputs in
+/// registers (columns `unit + SIMD_UNITS · q`). Per step along `k`, a unit reads its `cols` rhs
+/// values once for all `rows` rows, and each lhs value at an address the whole cube shares (one
+/// load and a broadcast on a CPU); a staged table is the unit's private copy
+/// ([`private_lut`]). No shared memory, no barrier, no branch around a load (loads are clamped
+/// into the matrices and their values selected away); each output is summed in `k` order from
+/// `+0`, as in [`approx_gemm_kernel`].
+#[cube(launch)]
+pub(super) fn approx_gemm_direct_kernel(
+    lhs: &Tensor<f32>,
+    rhs: &Tensor<f32>,
+    lut: &Array<u32>,
+    out: &mut Tensor<f32>,
+    chunk: u32,
+    #[comptime] kind: MulKind,
+    #[comptime] rows: usize,
+    #[comptime] cols: usize,
+) {
+    let units = comptime!(SIMD_UNITS);
+    let (m, inner, n) = (lhs.shape(1), lhs.shape(2), rhs.shape(2));
+    let z = CUBE_POS_Z as usize;
+    let batch = z % lhs.shape(0);
+    let k_begin = (z / lhs.shape(0)) * chunk as usize;
+    let k_end = select(
+        inner - k_begin < chunk as usize,
+        inner,
+        k_begin + chunk as usize,
+    );
+    let row0 = CUBE_POS_Y as usize * rows;
+    let c0 = CUBE_POS_X as usize * comptime!(units * cols) + UNIT_POS_X as usize;
+    let table = private_lut(lut, kind);
+    if comptime!(staged_words(kind) > 1) {
+        // not for other units' writes: see `private_lut`
+        sync_cube();
+    }
+    let staged = SharedMemory::<u32>::new(1usize);
+    let mut acc = Array::<f32>::new(comptime!(rows * cols));
+    #[unroll]
+    for i in 0..rows * cols {
+        acc[i] = 0.0f32;
+    }
+    let mut kb = Array::<u32>::new(cols);
+    let mut sb = Array::<f32>::new(cols);
+    let (ls1, ls2, rs1, rs2) = (lhs.stride(1), lhs.stride(2), rhs.stride(1), rhs.stride(2));
+    let lhs_base = batch * lhs.stride(0);
+    let rhs_base = batch * rhs.stride(0);
+    for k in k_begin..k_end {
+        #[unroll]
+        for q in 0..cols {
+            let c = c0 + q * units;
+            let inside = c < n;
+            let at = rhs_base + k * rs1 + select(inside, c, 0usize) * rs2;
+            let y = select(inside, rhs[at], 0.0f32);
+            kb[q] = decode_key(y, kind, false);
+            sb[q] = decode_scale(y, kind);
+        }
+        #[unroll]
+        for e in 0..rows {
+            let inside = row0 + e < m;
+            let at = lhs_base + select(inside, row0 + e, 0usize) * ls1 + k * ls2;
+            let x = select(inside, lhs[at], 0.0f32);
+            let (ka, sa) = (decode_key(x, kind, true), decode_scale(x, kind));
+            #[unroll]
+            for q in 0..cols {
+                acc[e * cols + q] +=
+                    product_private(ka, sa, kb[q], sb[q], lut, &table, &staged, kind);
+            }
+        }
+    }
+    let out_base = z * out.stride(0);
+    #[unroll]
+    for e in 0..rows {
+        #[unroll]
+        for q in 0..cols {
+            let c = c0 + q * units;
+            if row0 + e < m && c < n {
+                out[out_base + (row0 + e) * out.stride(1) + c * out.stride(2)] = acc[e * cols + q];
             }
         }
     }

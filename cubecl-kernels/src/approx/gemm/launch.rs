@@ -1,16 +1,17 @@
-//! Launch of the GEMM: tiling, split-K, the table words uploaded.
+//! Launch of the GEMM: the tile, split-K, the table words uploaded.
 
-use super::Tiling;
-use super::kernel::{approx_gemm_kernel, sum_chunks_kernel};
+use super::Tile;
+use super::kernel::{approx_gemm_direct_kernel, approx_gemm_kernel, sum_chunks_kernel};
 use crate::approx::{ApproxMultiply, split_k};
+use crate::runtime::SIMD_UNITS;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
 
-/// Launches [`approx_gemm_kernel`]: `lhs: [batch, m, k]`, `rhs: [batch, k, n]` (f32, any
-/// strides) → a new contiguous `[batch, m, n]`.
+/// Launches the GEMM `lhs: [batch, m, k]` · `rhs: [batch, k, n]` (f32, any strides) → a new
+/// contiguous `[batch, m, n]`, in the tile [`device_tile`] picks for `lhs`'s device.
 ///
 /// # Panics
 /// If ranks, batch sizes, inner sizes or dtypes disagree (callers reshape and check first).
@@ -18,6 +19,27 @@ pub fn launch<R: CubeRuntime>(
     lhs: CubeTensor<R>,
     rhs: CubeTensor<R>,
     mul: &ApproxMultiply,
+) -> CubeTensor<R> {
+    let tile = device_tile(&lhs, rhs.meta.shape().dims::<3>()[2]);
+    launch_tiled(lhs, rhs, mul, tile)
+}
+
+/// The tile [`Tile::for_device`] picks for `lhs · rhs` with `n` output columns on `lhs`'s
+/// device (a GPU or not: [`is_gpu`](crate::runtime::is_gpu)).
+pub fn device_tile<R: CubeRuntime>(lhs: &CubeTensor<R>, n: usize) -> Tile {
+    let m = lhs.meta.shape().dims::<3>()[1];
+    Tile::for_device(crate::runtime::is_gpu(&lhs.client), m, n)
+}
+
+/// [`launch`] in the given tile (the tests and the bench run both kinds).
+///
+/// # Panics
+/// As [`launch`].
+pub fn launch_tiled<R: CubeRuntime>(
+    lhs: CubeTensor<R>,
+    rhs: CubeTensor<R>,
+    mul: &ApproxMultiply,
+    tile: Tile,
 ) -> CubeTensor<R> {
     let [batch, m, k] = lhs.meta.shape().dims();
     let [batch_r, k_r, n] = rhs.meta.shape().dims();
@@ -48,26 +70,48 @@ pub fn launch<R: CubeRuntime>(
     }
     let kind = mul.kind();
     let words = mul.lut_words();
-    let lut = client.create_from_slice(words);
-    let tiling = Tiling::choose(m, n);
-    let [ux, uy, ..] = tiling.dims();
+    let lut = unsafe { ArrayArg::from_raw_parts(client.create_from_slice(words), words.len() / 4) };
+    let [tile_m, tile_n] = tile.cube_outputs();
     let count = CubeCount::Static(
-        n.div_ceil(tiling.cols()) as u32,
-        m.div_ceil(tiling.rows()) as u32,
+        n.div_ceil(tile_n) as u32,
+        m.div_ceil(tile_m) as u32,
         (splits * batch) as u32,
     );
-    approx_gemm_kernel::launch::<R>(
-        &client,
-        count,
-        CubeDim::new_2d(ux, uy),
+    let (lhs, rhs, out) = (
         lhs.into_tensor_arg(),
         rhs.into_tensor_arg(),
-        unsafe { ArrayArg::from_raw_parts(lut, words.len() / 4) },
         parts.clone().into_tensor_arg(),
-        chunk as u32,
-        kind,
-        tiling,
     );
+    match tile {
+        Tile::Staged(tiling) => {
+            let [ux, uy, ..] = tiling.dims();
+            approx_gemm_kernel::launch::<R>(
+                &client,
+                count,
+                CubeDim::new_2d(ux, uy),
+                lhs,
+                rhs,
+                lut,
+                out,
+                chunk as u32,
+                kind,
+                tiling,
+            )
+        }
+        Tile::Direct { rows, cols } => approx_gemm_direct_kernel::launch::<R>(
+            &client,
+            count,
+            CubeDim::new_1d(SIMD_UNITS as u32),
+            lhs,
+            rhs,
+            lut,
+            out,
+            chunk as u32,
+            kind,
+            rows,
+            cols,
+        ),
+    }
     if splits == 1 {
         return parts;
     }

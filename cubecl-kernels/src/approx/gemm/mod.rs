@@ -1,28 +1,37 @@
-//! Tiled, batched GEMM whose every product goes through a comptime [`MulKind`].
+//! Batched GEMM whose every product goes through a comptime [`MulKind`], in one of two kernel
+//! tiles ([`Tile`]) that sum every output in the same order, so they agree bit for bit.
 //!
-//! A cube computes one output tile of a [`Tiling`] chosen from the output's shape (64 × 64 for
-//! large products, 16 × 128 / 128 × 16 when one side is short, 16 × 32 when both are); each unit
-//! owns a small block of accumulators in registers (rows `ty + uy·i`, columns `tx + ux·j`), so
-//! every shared-memory read of a decoded operand serves several products. Per step along `k`,
-//! the units decode the lhs and rhs tiles into shared memory (key + scale, see the module docs of
-//! [`crate::approx`]); tables are staged in shared memory once per cube as f32 (`m ≤ 6`) or
-//! packed bytes (`m = 7`), wider ones are read from global memory. Long `k` with few tiles is
-//! split into chunks ([`split_k`]) whose partial sums a second kernel adds in chunk order. Any
-//! shape works: loads outside the matrices decode zeros and stores outside are skipped. Inputs
-//! may be strided (transposed views need no copy).
-
+//! **Staged (GPUs).** A cube computes one output tile of a [`Tiling`] chosen from the output's
+//! shape (64 × 64 for large products, 16 × 128 / 128 × 16 when one side is short, 16 × 32 when
+//! both are); each unit owns a small block of accumulators in registers (rows `ty + uy·i`,
+//! columns `tx + ux·j`), so every shared-memory read of a decoded operand serves several
+//! products. Per step along `k`, the units decode the lhs and rhs tiles into shared memory (key
+//! + scale, see the module docs of [`crate::approx`]); tables are staged in shared memory once
+//! per cube as f32 (`m ≤ 6`) or packed bytes (`m = 7`), wider ones are read from global memory.
 //!
-//! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`]; `reference.rs`: the host
-//!   reference [`gemm`] (multi-threaded, AVX2 where available), the test oracle and the path on
-//!   backends without CubeCL; `expand.rs`: its LUT path by table expansion (no lookup per
-//!   product, the same bits).
+//! **Direct (a CPU running the kernel, lavapipe).** A cube is one SIMD vector of units along the
+//! output's columns; each unit sums 16 × 16 outputs in registers, reads the lhs at
+//! addresses the whole cube shares and a staged table from its private copy: no shared memory
+//! and no per-lane branch around a load, which is what a CPU's SIMD lanes pay for
+//! (`docs/approx-mul.md`: 6–9× faster than the staged tile on lavapipe).
+//!
+//! Both: long `k` with few tiles is split into chunks ([`split_k`]) whose partial sums a second
+//! kernel adds in chunk order. Any shape works: loads outside the matrices decode zeros and
+//! stores outside are skipped. Inputs may be strided (transposed views need no copy).
+//!
+//! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`], [`launch_tiled`];
+//!   `reference.rs`: the host reference [`gemm`] (multi-threaded, AVX2 where available), the
+//!   test oracle and the path on backends without CubeCL; `expand.rs`: its LUT path by table
+//!   expansion (no lookup per product, the same bits).
+//!
+//! [`split_k`]: crate::approx::split_k
 
 mod expand;
 mod kernel;
 mod launch;
 mod reference;
 
-pub use launch::launch;
+pub use launch::{device_tile, launch, launch_tiled};
 pub use reference::{gemm, gemm_in_order};
 pub use tiling::Tiling;
 
@@ -43,6 +52,48 @@ mod tiling {
         Tall,
         /// 16 × 32 outputs (short `m` and `n`), 2 × 1 per unit, depth 16.
         Small,
+    }
+}
+
+/// How a launch computes its output, picked per device by [`Tile::for_device`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tile {
+    /// For GPUs: 256 units stage decoded operand tiles in shared memory, in the [`Tiling`]
+    /// [`Tiling::choose`] picks for the output's shape.
+    Staged(Tiling),
+    /// For a CPU running the kernel: [`SIMD_UNITS`](crate::runtime::SIMD_UNITS) units, each
+    /// summing `rows` output rows × `cols` columns in registers ([`Tile::DIRECT`]).
+    Direct {
+        /// Output rows of a unit (and of its cube).
+        rows: usize,
+        /// Output columns of a unit.
+        cols: usize,
+    },
+}
+
+impl Tile {
+    /// The direct tile: 16 output rows × 16 columns a unit, 16 × 128 a cube, whatever the
+    /// shape (at 512³ on lavapipe, 16 × 4 ran 1.8× slower and 32 × 16 1.2×). One tile keeps
+    /// the kernels to compile to one per multiply: lavapipe takes 13 s (plain) to 50 s (a
+    /// private m = 7 table) for one, once per machine (Mesa keeps compiled shaders in its disk
+    /// cache), where a staged kernel takes under a second.
+    pub const DIRECT: Self = Self::Direct { rows: 16, cols: 16 };
+
+    /// The tile for a GPU (`gpu`: staged) or a CPU running the kernel (direct).
+    pub fn for_device(gpu: bool, m: usize, n: usize) -> Self {
+        if gpu {
+            Self::Staged(Tiling::choose(m, n))
+        } else {
+            Self::DIRECT
+        }
+    }
+
+    /// Output rows and columns of a cube.
+    pub fn cube_outputs(&self) -> [usize; 2] {
+        match *self {
+            Self::Staged(t) => [t.rows(), t.cols()],
+            Self::Direct { rows, cols } => [rows, crate::runtime::SIMD_UNITS * cols],
+        }
     }
 }
 
@@ -102,6 +153,17 @@ mod tests {
             assert!(t.operand_bytes() + 16 * 1024 <= 32 * 1024, "{t:?}");
             assert_eq!(t.units(), 256, "{t:?}");
         }
+    }
+
+    #[test]
+    fn gpus_get_the_staged_tile() {
+        assert_eq!(
+            Tile::for_device(true, 512, 512),
+            Tile::Staged(Tiling::Square)
+        );
+        assert_eq!(Tile::for_device(false, 512, 512), Tile::DIRECT);
+        assert_eq!(Tile::for_device(false, 6, 25), Tile::DIRECT);
+        assert_eq!(Tile::DIRECT.cube_outputs(), [16, 128]);
     }
 
     #[test]

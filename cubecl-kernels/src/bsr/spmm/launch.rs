@@ -8,7 +8,6 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
-use cubecl::features::Plane;
 use cubecl::prelude::*;
 
 /// Launches the weight gradient `dW: [d, out]` from a pruned input of `samples × rows × d`
@@ -28,15 +27,10 @@ pub fn launch_weight_grad<R: CubeRuntime>(
     launch_weight_grad_tiled(x, dims, b, grad, mul, tile)
 }
 
-/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`.
-/// The device is a GPU where it reports multiprocessors (CUDA) or plane operations: wgpu reports
-/// no multiprocessors for any adapter, and enables plane operations for every adapter with
-/// subgroups but a CPU (lavapipe).
+/// The tile [`Tile::for_device`] picks for blocks of `b` under `kind` on the device of `grad`
+/// (a GPU or not: [`is_gpu`](crate::runtime::is_gpu)).
 pub fn device_tile<R: CubeRuntime>(grad: &CubeTensor<R>, b: usize, kind: MulKind) -> Tile {
-    let props = grad.client.properties();
-    let gpu = props.hardware.num_streaming_multiprocessors.is_some()
-        || props.features.plane.contains(Plane::Ops);
-    Tile::for_device(gpu, b, kind)
+    Tile::for_device(crate::runtime::is_gpu(&grad.client), b, kind)
 }
 
 /// [`launch_weight_grad`] in the given tile (the tests and the bench run both).

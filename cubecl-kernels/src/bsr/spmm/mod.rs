@@ -33,9 +33,8 @@ use crate::approx::multiply::staged_words;
 pub(crate) const UNITS: u32 = 16;
 /// Stored blocks the staged kernel stages per step.
 pub(crate) const DEPTH: usize = 16;
-/// Units per cube of the direct kernel, all along the output columns: one SIMD vector of a
-/// CPU running the kernel (8 lanes of f32 on lavapipe).
-pub(crate) const DIRECT_UNITS: usize = 8;
+/// Units per cube of the direct kernel, all along the output columns.
+pub(crate) use crate::runtime::SIMD_UNITS as DIRECT_UNITS;
 
 /// How a cube computes its part of `dW`, chosen per launch by [`Tile::for_device`]. Both kinds
 /// sum every output in the same order, so they agree bit for bit.
