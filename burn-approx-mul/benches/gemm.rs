@@ -5,7 +5,9 @@
 //! Rows of a group: `1-native` (the inner backend's matmul, reached through the decorator with
 //! `Multiplier::native`), `2-fp32` (Ember's kernel with a plain `*`), then the approximate
 //! multipliers: `3-mbm5` (LUT in shared memory), `4-mbm7` (AFM16, LUT in shared memory as packed bytes),
-//! `5-mbm23` (AFM32, evaluated in the kernel). On ndarray the Ember rows are the host path.
+//! `5-mbm23` (AFM32, evaluated in the kernel). On ndarray the Ember rows are the host path. On
+//! the CubeCL runtime, `6-mbm5-<tile>` and `7-mbm7-<tile>` run the GEMM kernel in the tile the
+//! device does not get (`staged` on a CPU running the kernels, `direct` on a GPU).
 //!
 //! Groups `gemm_<shape>/<backend>`: `ndarray`, then the CubeCL runtime `EMBER_TEST_RUNTIME`
 //! selects (`cubecl_kernels::testing`): `wgpu` by default, `cuda` in a `--features cuda` build.
@@ -61,6 +63,48 @@ struct Rows<'a>(&'a mut Criterion);
 impl RuntimeTest for Rows<'_> {
     fn run<R: TestRuntime>(self) {
         gemm::<TestBackend<R>>(self.0, R::NAME);
+        other_tile::<R>(self.0);
+    }
+}
+
+/// The table rows in the kernel tile the runtime's device does not get (the staged tile on a
+/// CPU running the kernels, the direct one on a GPU), launched below the decorator: the
+/// before/after of the tile choice in one run.
+fn other_tile<R: TestRuntime>(c: &mut Criterion) {
+    use burn::tensor::TensorPrimitive;
+    use cubecl_kernels::approx::gemm::{self, Tile};
+    type T<R> = Tensor<TestBackend<R>, 3>;
+    let device = Default::default();
+    for (shape_name, [m, k, n]) in SHAPES {
+        let a = T::<R>::random([1, m, k], burn::tensor::Distribution::Default, &device);
+        let b = T::<R>::random([1, k, n], burn::tensor::Distribution::Default, &device);
+        let primitive = |t: &T<R>| t.clone().into_primitive().tensor();
+        let tile = match gemm::device_tile(&primitive(&a), n) {
+            Tile::Direct { .. } => Tile::Staged(gemm::Tiling::choose(m, n)),
+            Tile::Staged(_) => Tile::DIRECT,
+        };
+        let name = match tile {
+            Tile::Direct { .. } => "direct",
+            Tile::Staged(_) => "staged",
+        };
+        for (variant, spec) in [("6-mbm5", "mbm5"), ("7-mbm7", "mbm7")] {
+            let mul = Multiplier::parse(spec).unwrap().approx().unwrap().clone();
+            c.bench_with_input(
+                BenchmarkId::new(
+                    format!("gemm_{shape_name}/{}", R::NAME),
+                    format!("{variant}-{name}"),
+                ),
+                &(),
+                |bench, _| {
+                    bench.iter(|| {
+                        let y = gemm::launch_tiled(primitive(&a), primitive(&b), &mul, tile);
+                        let y = T::<R>::from_primitive(TensorPrimitive::Float(y));
+                        TestBackend::<R>::sync(&device).unwrap();
+                        y
+                    })
+                },
+            );
+        }
     }
 }
 
