@@ -79,6 +79,21 @@ fn devices_of(types: &[wgpu::DeviceType]) -> Vec<cubecl::wgpu::WgpuDevice> {
     devices
 }
 
+/// Units of a cube in the kernel tiles written for a CPU running the kernels (the GEMM's and the
+/// BSpMM's direct tiles): one SIMD vector of f32 on lavapipe, which runs a cube's units as the
+/// lanes of one CPU thread.
+pub const SIMD_UNITS: usize = 8;
+
+/// Whether the device behind `client` is a GPU: it reports multiprocessors (CUDA) or plane
+/// operations (wgpu reports no multiprocessors for any adapter, and enables plane operations for
+/// every adapter with subgroups but a CPU). A CPU running the kernels (lavapipe) gets the direct
+/// tiles of the GEMM and the BSpMM, a GPU the staged ones.
+pub fn is_gpu<R: burn_cubecl::CubeRuntime>(client: &cubecl::client::ComputeClient<R>) -> bool {
+    let props = client.properties();
+    props.hardware.num_streaming_multiprocessors.is_some()
+        || props.features.plane.contains(cubecl::features::Plane::Ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,19 +120,4 @@ mod tests {
         );
         assert!(devices_of(&[DeviceType::Other]).is_empty());
     }
-}
-
-/// Units of a cube in the kernel tiles written for a CPU running the kernels (the GEMM's and the
-/// BSpMM's direct tiles): one SIMD vector of f32 on lavapipe, which runs a cube's units as the
-/// lanes of one CPU thread.
-pub const SIMD_UNITS: usize = 8;
-
-/// Whether the device behind `client` is a GPU: it reports multiprocessors (CUDA) or plane
-/// operations (wgpu reports no multiprocessors for any adapter, and enables plane operations for
-/// every adapter with subgroups but a CPU). A CPU running the kernels (lavapipe) gets the direct
-/// tiles of the GEMM and the BSpMM, a GPU the staged ones.
-pub fn is_gpu<R: burn_cubecl::CubeRuntime>(client: &cubecl::client::ComputeClient<R>) -> bool {
-    let props = client.properties();
-    props.hardware.num_streaming_multiprocessors.is_some()
-        || props.features.plane.contains(cubecl::features::Plane::Ops)
 }

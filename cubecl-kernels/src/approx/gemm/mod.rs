@@ -5,9 +5,10 @@
 //! shape (64 × 64 for large products, 16 × 128 / 128 × 16 when one side is short, 16 × 32 when
 //! both are); each unit owns a small block of accumulators in registers (rows `ty + uy·i`,
 //! columns `tx + ux·j`), so every shared-memory read of a decoded operand serves several
-//! products. Per step along `k`, the units decode the lhs and rhs tiles into shared memory (key
-//! + scale, see the module docs of [`crate::approx`]); tables are staged in shared memory once
-//! per cube as f32 (`m ≤ 6`) or packed bytes (`m = 7`), wider ones are read from global memory.
+//! products. Per step along `k`, the units decode the lhs and rhs tiles into shared memory (a
+//! key and a scale each, see the module docs of [`crate::approx`]); tables are staged in shared
+//! memory once per cube as f32 (`m ≤ 6`) or packed bytes (`m = 7`), wider ones are read from
+//! global memory.
 //!
 //! **Direct (a CPU running the kernel, lavapipe).** A cube is one SIMD vector of units along the
 //! output's columns; each unit sums 16 × 16 outputs in registers, reads the lhs at
@@ -73,7 +74,7 @@ pub enum Tile {
 
 impl Tile {
     /// The direct tile: 16 output rows × 16 columns a unit, 16 × 128 a cube, whatever the
-    /// shape (at 512³ on lavapipe, 16 × 4 ran 1.8× slower and 32 × 16 1.2×). One tile keeps
+    /// shape (at 512³ on lavapipe, 16 × 4 ran 1.8× slower and 32 × 16 1.1×). One tile keeps
     /// the kernels to compile to one per multiply: lavapipe takes 13 s (plain) to 50 s (a
     /// private m = 7 table) for one, once per machine (Mesa keeps compiled shaders in its disk
     /// cache), where a staged kernel takes under a second.
