@@ -77,39 +77,33 @@ pub fn launch_tiled<R: CubeRuntime>(
         m.div_ceil(tile_m) as u32,
         (splits * batch) as u32,
     );
-    let (lhs, rhs, out) = (
-        lhs.into_tensor_arg(),
-        rhs.into_tensor_arg(),
-        parts.clone().into_tensor_arg(),
-    );
+    // Both kernels take the same arguments but their tile's comptime ones.
+    macro_rules! launch {
+        ($kernel:ident, $dim:expr, $($tile:expr),+) => {
+            $kernel::launch::<R>(
+                &client,
+                count,
+                $dim,
+                lhs.into_tensor_arg(),
+                rhs.into_tensor_arg(),
+                lut,
+                parts.clone().into_tensor_arg(),
+                chunk as u32,
+                kind,
+                $($tile),+
+            )
+        };
+    }
     match tile {
         Tile::Staged(tiling) => {
             let [ux, uy, ..] = tiling.dims();
-            approx_gemm_kernel::launch::<R>(
-                &client,
-                count,
-                CubeDim::new_2d(ux, uy),
-                lhs,
-                rhs,
-                lut,
-                out,
-                chunk as u32,
-                kind,
-                tiling,
-            )
+            launch!(approx_gemm_kernel, CubeDim::new_2d(ux, uy), tiling)
         }
-        Tile::Direct { rows, cols } => approx_gemm_direct_kernel::launch::<R>(
-            &client,
-            count,
+        Tile::Direct { rows, cols } => launch!(
+            approx_gemm_direct_kernel,
             CubeDim::new_1d(SIMD_UNITS as u32),
-            lhs,
-            rhs,
-            lut,
-            out,
-            chunk as u32,
-            kind,
             rows,
-            cols,
+            cols
         ),
     }
     if splits == 1 {
