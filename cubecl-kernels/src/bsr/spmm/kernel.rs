@@ -1,11 +1,12 @@
 //! The block-sparse weight-gradient kernels (BSpMM): staged and direct ([`super::Tile`]).
 
-use super::{DEPTH, DIRECT_UNITS, UNITS};
+use super::{DEPTH, UNITS};
 use crate::approx::MulKind;
 use crate::approx::multiply::{
     decode_into, decode_key, decode_scale, product, stage_lut, staged_words,
 };
 use crate::bsr::prune::Blocks;
+use crate::runtime::SIMD_UNITS;
 use cubecl::prelude::*;
 
 /// The weight gradient in a staged tile: 16 × 16 units, each summing `py` block rows × `px`
@@ -123,7 +124,7 @@ pub(super) fn weight_grad_staged_kernel(
 }
 
 /// The weight gradient in the direct tile: a cube owns `rows` rows of block column `c` ×
-/// `DIRECT_UNITS · cols` output columns, and each unit `rows × cols` outputs. Every operand is
+/// `SIMD_UNITS · cols` output columns, and each unit `rows × cols` outputs. Every operand is
 /// read where it lies: the kept block's values through addresses every unit of the cube shares
 /// (one load and a broadcast on a CPU running the kernel), the gradient row's values through
 /// the unit's own columns. No shared memory and no barrier, but the one after staging a table.
@@ -145,7 +146,7 @@ pub(super) fn weight_grad_direct_kernel(
     #[comptime] cols: usize,
     #[comptime] kind: MulKind,
 ) {
-    let units = comptime!(DIRECT_UNITS);
+    let units = comptime!(SIMD_UNITS);
     let (b, d, per_sample) = comptime!((g.b, g.d, g.rows));
     let nb = comptime!(g.columns());
     let chunks = comptime!(g.b.div_ceil(rows));

@@ -1,9 +1,10 @@
 //! Launch of the block-sparse weight-gradient kernels.
 
 use super::kernel::{weight_grad_direct_kernel, weight_grad_staged_kernel};
-use super::{DIRECT_UNITS, Tile, UNITS};
+use super::{Tile, UNITS};
 use crate::approx::{ApproxMultiply, MulKind};
 use crate::bsr::prune::{Blocks, PrunedCube};
+use crate::runtime::SIMD_UNITS;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -104,7 +105,7 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
         ),
         Tile::Direct { rows, cols } => launch!(
             weight_grad_direct_kernel,
-            CubeDim::new_1d(DIRECT_UNITS as u32),
+            CubeDim::new_1d(SIMD_UNITS as u32),
             rows,
             cols
         ),

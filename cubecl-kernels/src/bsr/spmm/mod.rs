@@ -33,8 +33,7 @@ use crate::approx::multiply::staged_words;
 pub(crate) const UNITS: u32 = 16;
 /// Stored blocks the staged kernel stages per step.
 pub(crate) const DEPTH: usize = 16;
-/// Units per cube of the direct kernel, all along the output columns.
-pub(crate) use crate::runtime::SIMD_UNITS as DIRECT_UNITS;
+use crate::runtime::SIMD_UNITS;
 
 /// How a cube computes its part of `dW`, chosen per launch by [`Tile::for_device`]. Both kinds
 /// sum every output in the same order, so they agree bit for bit.
@@ -52,7 +51,7 @@ pub enum Tile {
         /// Output columns each unit accumulates.
         cols: usize,
     },
-    /// For a CPU running the kernel (lavapipe): [`DIRECT_UNITS`] units, each summing `rows`
+    /// For a CPU running the kernel (lavapipe): [`SIMD_UNITS`] units, each summing `rows`
     /// rows of the block × `cols` output columns, with no shared memory and no barrier. The
     /// kept block's values are read at addresses the whole cube shares (one load and a
     /// broadcast to the SIMD lanes), the gradient row once per cube for all `rows` rows; the
@@ -108,7 +107,7 @@ impl Tile {
     pub fn units(&self) -> usize {
         match self {
             Self::Staged { .. } => (UNITS * UNITS) as usize,
-            Self::Direct { .. } => DIRECT_UNITS,
+            Self::Direct { .. } => SIMD_UNITS,
         }
     }
 
@@ -124,7 +123,7 @@ impl Tile {
     pub fn cols_per_cube(&self) -> usize {
         match *self {
             Self::Staged { cols, .. } => UNITS as usize * cols,
-            Self::Direct { cols, .. } => DIRECT_UNITS * cols,
+            Self::Direct { cols, .. } => SIMD_UNITS * cols,
         }
     }
 
@@ -184,7 +183,7 @@ mod tests {
         }
         assert_eq!(Tile::staged(64).name(), "staged");
         assert_eq!(Tile::direct(64, plain).name(), "direct");
-        assert_eq!(Tile::direct(64, plain).units(), DIRECT_UNITS);
+        assert_eq!(Tile::direct(64, plain).units(), SIMD_UNITS);
         assert!(!Tile::Staged { rows: 4, cols: 8 }.fits(staged_table));
         assert!(Tile::Staged { rows: 4, cols: 8 }.fits(plain));
         assert!(!Tile::Direct { rows: 65, cols: 16 }.fits(plain));
