@@ -107,7 +107,7 @@ struct Assignment<T: Solve> {
     n: usize,
     order: Vec<usize>,
     col_min: Vec<f64>,
-    reduced: Vec<f64>,
+    row_min: Vec<f64>,
     solved: lapjv::Matrix<T>,
 }
 
@@ -117,7 +117,7 @@ impl<T: Solve> Assignment<T> {
             n,
             order: scattered(n),
             col_min: vec![0.0; n],
-            reduced: vec![0.0; n * n],
+            row_min: vec![0.0; n],
             solved: lapjv::Matrix::zeros((n, n)),
         }
     }
@@ -130,49 +130,66 @@ impl<T: Solve> Assignment<T> {
                 cost.len()
             )));
         }
-        // lapjv does not check: NaN or ±inf must not reach it
-        if cost.iter().any(|c| !c.is_finite()) {
-            return Err(HinmError::NonFinite("a cost of the assignment".into()));
-        }
+        // lapjv does not check: NaN or ±inf must not reach it (checked in the first pass below)
+        let non_finite = || HinmError::NonFinite("a cost of the assignment".into());
         let out = if n < 2 {
+            if cost.iter().any(|c| !c.is_finite()) {
+                return Err(non_finite());
+            }
             (0..n).collect()
         } else {
-            let reduced = &mut self.reduced;
+            // first pass: each row's minimum (rows in the scattered order), and the column
+            // minima of the rows less theirs
             self.col_min.fill(f64::INFINITY);
-            for (dst, &i) in reduced.chunks_mut(n).zip(&self.order) {
+            for (lo, &i) in self.row_min.iter_mut().zip(&self.order) {
                 let row = &cost[i * n..(i + 1) * n];
-                let lo = row
+                let finite;
+                (*lo, finite) = row_min(row);
+                if !finite {
+                    return Err(non_finite());
+                }
+                for (&x, m) in row.iter().zip(self.col_min.iter_mut()) {
+                    let d = x - *lo;
+                    *m = if d < *m { d } else { *m };
+                }
+            }
+            // second pass: each row less its minimum and the column minima, rounded once to the
+            // solver's type
+            let reduced = |a: usize, i: usize| {
+                let lo = self.row_min[a];
+                cost[i * n..(i + 1) * n]
                     .iter()
-                    .fold(f64::INFINITY, |m, &x| if x < m { x } else { m });
-                for ((d, &x), m) in dst.iter_mut().zip(row).zip(self.col_min.iter_mut()) {
-                    *d = x - lo;
-                    *m = if *d < *m { *d } else { *m };
-                }
-            }
-            for dst in reduced.chunks_mut(n) {
-                for (d, m) in dst.iter_mut().zip(&self.col_min) {
-                    *d -= m;
-                }
-            }
-            if reduced.iter().any(|d| !d.is_finite()) {
-                // costs far apart enough to overflow the differences: solve them as they are
-                for (dst, &i) in reduced.chunks_mut(n).zip(&self.order) {
-                    dst.copy_from_slice(&cost[i * n..(i + 1) * n]);
-                }
-            }
+                    .zip(&self.col_min)
+                    .map(move |(&x, &m)| (x - lo) - m)
+            };
             let solved = self.solved.as_slice_mut().expect("a standard layout");
-            for (s, &d) in solved.iter_mut().zip(reduced.iter()) {
-                *s = T::narrow(d);
+            let (mut wide_ok, mut narrow_ok) = (true, true);
+            for (a, (dst, &i)) in solved.chunks_mut(n).zip(&self.order).enumerate() {
+                for (s, w) in dst.iter_mut().zip(reduced(a, i)) {
+                    *s = T::narrow(w);
+                    wide_ok &= w.is_finite();
+                    narrow_ok &= s.is_finite();
+                }
             }
             let failed = |e: lapjv::LapJVError| {
                 HinmError::NonFinite(format!("linear assignment failed: {e}"))
             };
-            let (cols, _) = if solved.iter().all(|s| s.is_finite()) {
+            let (cols, _) = if wide_ok && narrow_ok {
                 lapjv::lapjv(&self.solved).map_err(failed)?
             } else {
-                // too large for the narrow type: solve in f64
-                let wide =
-                    lapjv::Matrix::from_shape_vec((n, n), reduced.clone()).expect("n × n values");
+                let wide: Vec<f64> = if wide_ok {
+                    // too large for the narrow type: the same reduced costs, solved in f64
+                    (self.order.iter().enumerate())
+                        .flat_map(|(a, &i)| reduced(a, i))
+                        .collect()
+                } else {
+                    // costs far apart enough to overflow the differences: solve them as they are
+                    self.order
+                        .iter()
+                        .flat_map(|&i| cost[i * n..(i + 1) * n].iter().copied())
+                        .collect()
+                };
+                let wide = lapjv::Matrix::from_shape_vec((n, n), wide).expect("n × n values");
                 lapjv::lapjv(&wide).map_err(failed)?
             };
             let mut out = vec![0; n];
@@ -184,6 +201,28 @@ impl<T: Solve> Assignment<T> {
         let total = out.iter().enumerate().map(|(r, &c)| cost[r * n + c]).sum();
         Ok((out, total))
     }
+}
+
+/// The minimum of `row`, and whether every entry of it is finite. Computed in lanes so that it
+/// vectorises (without NaN, the minimum does not depend on the order).
+fn row_min(row: &[f64]) -> (f64, bool) {
+    const LANES: usize = 8;
+    let (mut m, mut finite) = ([f64::INFINITY; LANES], [true; LANES]);
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for ((m, f), &x) in m.iter_mut().zip(&mut finite).zip(c) {
+            *m = if x < *m { x } else { *m };
+            *f &= x.is_finite();
+        }
+    }
+    m.iter()
+        .zip(&finite)
+        .map(|(&m, &f)| (m, f))
+        .chain(rest.iter().map(|&x| (x, x.is_finite())))
+        .fold((f64::INFINITY, true), |(lo, all), (x, f)| {
+            (if x < lo { x } else { lo }, all & f)
+        })
 }
 
 /// `0..n` in the order `i · stride mod n`, the stride coprime to `n` near `0.618 n`.
@@ -341,7 +380,7 @@ const BRACKET_TRIES: usize = 4;
 
 /// Over `y = r + c`: the sum and the number of values `< lo`, and the number `≤ hi`; `marks[i]`
 /// is 1 where `lo ≤ y[i] ≤ hi`, else 0. Not inlined: inlined into its caller the loop is no
-/// longer vectorised (measured: three times slower).
+/// longer vectorised (measured: three times slower; compiled for AVX2, 15 % slower again).
 #[inline(never)]
 fn bracket_pass(r: &[f64], c: &[f64], lo: f64, hi: f64, marks: &mut [u8]) -> (f64, usize, usize) {
     let mut sum = [0.0f64; LANES];
@@ -613,62 +652,98 @@ fn pruned(g: [f64; 4]) -> f64 {
     g[0] + g[1]
 }
 
-/// Rows and columns of the input cost matrix computed together: a block of entries that stays
-/// in registers over the tile's rows (one load of `x`, one of `b` per row serve all of them).
-const ROW_BLOCK: usize = 4;
-const COL_BLOCK: usize = 8;
+/// The input cost matrix's operands, packed in panels: [`PANEL_ROWS`] groups (the `b` values)
+/// or [`PANEL_COLS`] taken-out columns (the `x` values) side by side for each tile row `r`, one
+/// panel after the other. A block of entries then reads its operands from consecutive memory,
+/// one tile row after the next. The padding (up to whole panels) is zero, computed and dropped.
+struct Panels {
+    v: usize,
+    n: usize,
+    b: Vec<f64>,
+    x: Vec<f64>,
+}
+
+/// Groups and taken-out columns a panel of [`Panels`] holds side by side.
+const PANEL_ROWS: usize = 8;
+const PANEL_COLS: usize = 16;
+
+impl Panels {
+    fn new(v: usize, n: usize) -> Self {
+        Self {
+            v,
+            n,
+            b: vec![0.0; v * n.div_ceil(PANEL_ROWS) * PANEL_ROWS],
+            x: vec![0.0; v * n.div_ceil(PANEL_COLS) * PANEL_COLS],
+        }
+    }
+
+    /// Where group `i`'s value of tile row 0 is in `b` (row `r` is `r · PANEL_ROWS` further).
+    fn b_at(&self, i: usize) -> usize {
+        (i / PANEL_ROWS) * self.v * PANEL_ROWS + i % PANEL_ROWS
+    }
+
+    /// Where taken-out column `j`'s value of tile row 0 is in `x` (row `r` is
+    /// `r · PANEL_COLS` further).
+    fn x_at(&self, j: usize) -> usize {
+        (j / PANEL_COLS) * self.v * PANEL_COLS + j % PANEL_COLS
+    }
+}
 
 /// The input search's cost matrix, `n × n` row-major into `cost`:
 /// `cost[i][j] = base[i] + Σ_r min(b[r][i], x[r][j])` over the `v` tile rows `r`. Each entry is
 /// summed in row order `r` exactly as a sequential sum (the vector lanes run over `i` and `j`,
-/// no addition is reordered, so the result equals the plain loop's to the bit, with or without
-/// AVX2). `bt` is `v × wi`, `xt` is `v × wj`, both row-major, with `wi ≥ n` a multiple of
-/// [`ROW_BLOCK`] and `wj ≥ n` one of [`COL_BLOCK`]; the padding is computed and dropped.
-fn min_plus(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
+/// no addition is reordered, so the result equals the plain loop's to the bit, whatever the
+/// instruction set). A block of `R × C` entries stays in registers over the tile's rows (one
+/// load of `x`, one of `b` per row serve all of them): 4 × 16 with AVX-512, 4 × 8 otherwise.
+fn min_plus(p: &Panels, base: &[f64], cost: &mut [f64]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { min_plus_avx512(bt, xt, v, n, base, cost) };
+            return unsafe { min_plus_avx512(p, base, cost) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { min_plus_avx2(bt, xt, v, n, base, cost) };
+            return unsafe { min_plus_avx2(p, base, cost) };
         }
     }
-    min_plus_blocks(bt, xt, v, n, base, cost);
+    min_plus_blocks::<4, 8>(p, base, cost);
 }
 
-/// [`min_plus_blocks`] compiled for AVX-512 (the same operations in the same order).
+/// [`min_plus_blocks`] compiled for AVX-512 (4 × 16 entries in 8 vector registers).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn min_plus_avx512(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
-    min_plus_blocks(bt, xt, v, n, base, cost);
+fn min_plus_avx512(p: &Panels, base: &[f64], cost: &mut [f64]) {
+    min_plus_blocks::<4, 16>(p, base, cost);
 }
 
-/// [`min_plus_blocks`] compiled for AVX2 (the same operations in the same order, wider
-/// vectors: about twice as fast).
+/// [`min_plus_blocks`] compiled for AVX2 (4 × 8 entries in 8 vector registers).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn min_plus_avx2(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
-    min_plus_blocks(bt, xt, v, n, base, cost);
+fn min_plus_avx2(p: &Panels, base: &[f64], cost: &mut [f64]) {
+    min_plus_blocks::<4, 8>(p, base, cost);
 }
 
+/// [`min_plus`] in blocks of `R` groups × `C` columns (`R` divides [`PANEL_ROWS`], `C` divides
+/// [`PANEL_COLS`]).
 #[inline(always)]
-fn min_plus_blocks(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cost: &mut [f64]) {
-    let (wi, wj) = (bt.len() / v, xt.len() / v);
-    for ib in (0..n).step_by(ROW_BLOCK) {
-        for jb in (0..n).step_by(COL_BLOCK) {
-            let mut acc = [[0.0f64; COL_BLOCK]; ROW_BLOCK];
-            for r in 0..v {
-                let x: &[f64; COL_BLOCK] = xt[r * wj + jb..][..COL_BLOCK]
-                    .try_into()
-                    .expect("a whole block");
-                let b: &[f64; ROW_BLOCK] = bt[r * wi + ib..][..ROW_BLOCK]
-                    .try_into()
-                    .expect("a whole block");
-                for (acc, &b) in acc.iter_mut().zip(b) {
-                    for (a, &x) in acc.iter_mut().zip(x) {
+fn min_plus_blocks<const R: usize, const C: usize>(p: &Panels, base: &[f64], cost: &mut [f64]) {
+    let (v, n) = (p.v, p.n);
+    for ib in (0..n).step_by(R) {
+        let (b_at, b_off) = (p.b_at(ib) - ib % PANEL_ROWS, ib % PANEL_ROWS);
+        let b_panel = &p.b[b_at..b_at + v * PANEL_ROWS];
+        for jb in (0..n).step_by(C) {
+            let (x_at, x_off) = (p.x_at(jb) - jb % PANEL_COLS, jb % PANEL_COLS);
+            let x_panel = &p.x[x_at..x_at + v * PANEL_COLS];
+            let mut acc = [[0.0f64; C]; R];
+            for (xs, bs) in x_panel
+                .chunks_exact(PANEL_COLS)
+                .zip(b_panel.chunks_exact(PANEL_ROWS))
+            {
+                let x: [f64; C] = std::array::from_fn(|k| xs[x_off + k]);
+                let b: [f64; R] = std::array::from_fn(|k| bs[b_off + k]);
+                for (acc, b) in acc.iter_mut().zip(b) {
+                    for (a, x) in acc.iter_mut().zip(x) {
                         // min(b, x) as a compare-select (the values are never NaN)
                         *a += if x < b { x } else { b };
                     }
@@ -676,7 +751,7 @@ fn min_plus_blocks(bt: &[f64], xt: &[f64], v: usize, n: usize, base: &[f64], cos
             }
             for (q, acc) in acc.iter().enumerate().take(n - ib) {
                 let i = ib + q;
-                let row = &mut cost[i * n + jb..i * n + (jb + COL_BLOCK).min(n)];
+                let row = &mut cost[i * n + jb..i * n + (jb + C).min(n)];
                 for (c, &a) in row.iter_mut().zip(acc) {
                     *c = base[i] + a;
                 }
@@ -716,13 +791,9 @@ pub fn input_permutation(
     };
     let mut total: f64 = (0..groups).map(|g| group_cost(&vals, g)).sum();
     let mut misses = 0;
-    // per try: the two smallest of each group's other three, row-major by tile row (`b` padded
-    // to whole blocks of rows), and the taken-out columns, row-major by tile row
-    let gpad_i = groups.div_ceil(ROW_BLOCK) * ROW_BLOCK;
-    let gpad_j = groups.div_ceil(COL_BLOCK) * COL_BLOCK;
+    // per try: the two smallest of each group's other three, and the taken-out columns, by tile row
     let mut base = vec![0.0; groups];
-    let mut bt = vec![0.0; v * gpad_i];
-    let mut xt = vec![0.0; v * gpad_j];
+    let mut panels = Panels::new(v, groups);
     let mut cost = vec![0.0; groups * groups];
     let mut assignment = Assignment::<f32>::new(groups);
     while misses < INPUT_PATIENCE && groups > 1 {
@@ -734,22 +805,25 @@ pub fn input_permutation(
             // the other three positions of the group, in order
             let others = [0, 1, 2].map(|q| g * 4 + q + usize::from(g * 4 + q >= out[g]));
             let [ox, oy, oz] = others.map(|p| &vals[p * v..(p + 1) * v]);
+            let at = panels.b_at(g);
             let mut sum = 0.0;
             for i in 0..v {
+                // the smallest and the second smallest of three, without branches (the values
+                // are random: a branch would be mispredicted half the time)
                 let (x, y, z) = (ox[i], oy[i], oz[i]);
-                let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
-                let (first, second) = if z < lo { (z, lo) } else { (lo, hi.min(z)) };
-                sum += first;
-                bt[i * gpad_i + g] = second;
+                let (lo, hi) = (x.min(y), x.max(y));
+                sum += lo.min(z);
+                panels.b[at + i * PANEL_ROWS] = lo.max(hi.min(z));
             }
             base[g] = sum;
         }
         for (j, &p) in out.iter().enumerate() {
+            let at = panels.x_at(j);
             for (i, &x) in vals[p * v..(p + 1) * v].iter().enumerate() {
-                xt[i * gpad_j + j] = x;
+                panels.x[at + i * PANEL_COLS] = x;
             }
         }
-        min_plus(&bt, &xt, v, groups, &base, &mut cost);
+        min_plus(&panels, &base, &mut cost);
         let (to, new_total) = assignment.solve(&cost)?;
         // a gain, and a move (every group taking its own column back is none, whatever the rounding)
         if new_total < total && to.iter().enumerate().any(|(g, &j)| g != j) {
@@ -758,9 +832,10 @@ pub fn input_permutation(
             for (g, &p) in out.iter().enumerate() {
                 if to[g] != g {
                     cols[p] = taken[to[g]];
-                    let c = cols[p] as usize;
-                    for (x, &r) in vals[p * v..(p + 1) * v].iter_mut().zip(rows) {
-                        *x = scores.row(r as usize)[c];
+                    // the column's values, from the taken-out columns' panel
+                    let at = panels.x_at(to[g]);
+                    for (i, x) in vals[p * v..(p + 1) * v].iter_mut().enumerate() {
+                        *x = panels.x[at + i * PANEL_COLS];
                     }
                 }
             }
@@ -993,23 +1068,33 @@ mod tests {
     #[test]
     fn the_input_costs_are_the_plain_sums_to_the_bit() {
         let mut rng = StdRng::seed_from_u64(13);
-        for (v, n) in [(1usize, 1usize), (5, 13), (64, 40)] {
-            let (wi, wj) = (
-                n.div_ceil(ROW_BLOCK) * ROW_BLOCK,
-                n.div_ceil(COL_BLOCK) * COL_BLOCK,
-            );
-            let bt: Vec<f64> = (0..v * wi).map(|_| rng.random::<f64>()).collect();
-            let xt: Vec<f64> = (0..v * wj).map(|_| rng.random::<f64>()).collect();
+        for (v, n) in [(1usize, 1usize), (5, 13), (64, 40), (3, 17)] {
+            let mut p = Panels::new(v, n);
+            let b: Vec<f64> = (0..v * n).map(|_| rng.random::<f64>()).collect();
+            let x: Vec<f64> = (0..v * n).map(|_| rng.random::<f64>()).collect();
+            for r in 0..v {
+                for i in 0..n {
+                    let (bi, xi) = (p.b_at(i), p.x_at(i));
+                    p.b[bi + r * PANEL_ROWS] = b[r * n + i];
+                    p.x[xi + r * PANEL_COLS] = x[r * n + i];
+                }
+            }
             let base: Vec<f64> = (0..n).map(|_| rng.random::<f64>() * 10.0).collect();
-            let mut cost = vec![0.0; n * n];
-            min_plus(&bt, &xt, v, n, &base, &mut cost);
-            for i in 0..n {
-                for j in 0..n {
-                    let plain = base[i]
-                        + (0..v)
-                            .map(|r| bt[r * wi + i].min(xt[r * wj + j]))
-                            .sum::<f64>();
-                    assert_eq!(cost[i * n + j].to_bits(), plain.to_bits(), "({i}, {j})");
+            let mut each = vec![
+                min_plus_blocks::<4, 8>,
+                min_plus_blocks::<4, 16>,
+                min_plus_blocks::<8, 16>,
+            ];
+            each.push(min_plus);
+            for f in each {
+                let mut cost = vec![0.0; n * n];
+                f(&p, &base, &mut cost);
+                for i in 0..n {
+                    for j in 0..n {
+                        let plain =
+                            base[i] + (0..v).map(|r| b[r * n + i].min(x[r * n + j])).sum::<f64>();
+                        assert_eq!(cost[i * n + j].to_bits(), plain.to_bits(), "({i}, {j})");
+                    }
                 }
             }
         }
