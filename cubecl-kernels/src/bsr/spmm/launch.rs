@@ -1,10 +1,9 @@
 //! Launch of the block-sparse weight-gradient kernels.
 
+use super::Tile;
 use super::kernel::{weight_grad_direct_kernel, weight_grad_staged_kernel};
-use super::{Tile, UNITS};
 use crate::approx::{ApproxMultiply, MulKind};
 use crate::bsr::prune::{Blocks, PrunedCube};
-use crate::runtime::SIMD_UNITS;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -76,11 +75,11 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
     );
     // the two kernels take the same arguments
     macro_rules! launch {
-        ($kernel:ident, $dim:expr, $rows:expr, $cols:expr) => {
+        ($kernel:ident, $rows:expr, $cols:expr) => {
             $kernel::launch::<R>(
                 &client,
                 count,
-                $dim,
+                tile.cube_dim(),
                 x.values.clone().into_array_arg(),
                 x.col.clone().into_array_arg(),
                 x.crow.clone().into_array_arg(),
@@ -97,18 +96,8 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
         };
     }
     match tile {
-        Tile::Staged { rows, cols } => launch!(
-            weight_grad_staged_kernel,
-            CubeDim::new_2d(UNITS, UNITS),
-            rows,
-            cols
-        ),
-        Tile::Direct { rows, cols } => launch!(
-            weight_grad_direct_kernel,
-            CubeDim::new_1d(SIMD_UNITS as u32),
-            rows,
-            cols
-        ),
+        Tile::Staged { rows, cols } => launch!(weight_grad_staged_kernel, rows, cols),
+        Tile::Direct { rows, cols } => launch!(weight_grad_direct_kernel, rows, cols),
     }
     dw
 }

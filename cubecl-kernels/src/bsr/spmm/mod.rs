@@ -34,6 +34,7 @@ pub(crate) const UNITS: u32 = 16;
 /// Stored blocks the staged kernel stages per step.
 pub(crate) const DEPTH: usize = 16;
 use crate::runtime::SIMD_UNITS;
+use cubecl::prelude::CubeDim;
 
 /// How a cube computes its part of `dW`, chosen per launch by [`Tile::for_device`]. Both kinds
 /// sum every output in the same order, so they agree bit for bit.
@@ -103,11 +104,12 @@ impl Tile {
         }
     }
 
-    /// Units of a cube.
-    pub fn units(&self) -> usize {
+    /// The units of a cube: a square of [`UNITS`] × [`UNITS`] (staged) or a row of
+    /// [`SIMD_UNITS`] (direct).
+    pub fn cube_dim(&self) -> CubeDim {
         match self {
-            Self::Staged { .. } => (UNITS * UNITS) as usize,
-            Self::Direct { .. } => SIMD_UNITS,
+            Self::Staged { .. } => CubeDim::new_2d(UNITS, UNITS),
+            Self::Direct { .. } => CubeDim::new_1d(SIMD_UNITS as u32),
         }
     }
 
@@ -183,7 +185,11 @@ mod tests {
         }
         assert_eq!(Tile::staged(64).name(), "staged");
         assert_eq!(Tile::direct(64, plain).name(), "direct");
-        assert_eq!(Tile::direct(64, plain).units(), SIMD_UNITS);
+        assert_eq!(
+            Tile::direct(64, plain).cube_dim().num_elems(),
+            SIMD_UNITS as u32
+        );
+        assert_eq!(Tile::staged(64).cube_dim().num_elems(), UNITS * UNITS);
         assert!(!Tile::Staged { rows: 4, cols: 8 }.fits(staged_table));
         assert!(Tile::Staged { rows: 4, cols: 8 }.fits(plain));
         assert!(!Tile::Direct { rows: 65, cols: 16 }.fits(plain));
