@@ -968,6 +968,34 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_costs_are_refused_wherever_they_are() {
+        // 12 × 12: each row is one vector chunk of the row minimum and four values after it
+        let n = 12;
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            for at in [0, 5, 8, 11, 7 * n + 3, n * n - 1] {
+                let mut cost: Vec<f64> = (0..n * n).map(|k| (k % 7) as f64).collect();
+                cost[at] = bad;
+                assert!(assign(&cost, n).is_err(), "{bad} at {at}");
+                let mut narrow = Assignment::<f32>::new(n);
+                assert!(narrow.solve(&cost).is_err(), "{bad} at {at}, f32");
+            }
+        }
+    }
+
+    #[test]
+    fn row_minima_are_the_plain_minima() {
+        let mut rng = StdRng::seed_from_u64(21);
+        for len in [1usize, 7, 8, 9, 16, 29] {
+            let row: Vec<f64> = (0..len).map(|_| rng.random::<f64>()).collect();
+            let plain = row.iter().copied().fold(f64::INFINITY, f64::min);
+            assert_eq!(row_min(&row), (plain, true), "{len}");
+            let mut bad = row.clone();
+            bad[len / 2] = f64::NAN;
+            assert!(!row_min(&bad).1, "{len}");
+        }
+    }
+
+    #[test]
     fn narrow_assignments_are_optimal_and_fall_back_to_f64_beyond_f32() {
         let mut rng = StdRng::seed_from_u64(5);
         for scale in [1.0, 1e300] {
