@@ -21,7 +21,7 @@
 //! - [`model`]: functional models (truncation/bfloat16, MBM, Mitchell, REALM) and Ember's IEEE
 //!   semantics for zero, subnormals, Inf, NaN and overflow.
 //! - [`Lut`]: mantissa-product tables generated from any `fn(f32, f32) -> f32` (ApproxTrain's
-//!   Algorithm 1) and the simulator (Algorithm 2); [`file`]: ApproxTrain's raw `NAME_M.bin` and
+//!   Algorithm 1) and the simulator (Algorithm 2); [`file`](mod@file): ApproxTrain's raw `NAME_M.bin` and
 //!   Ember's `.lut` format.
 //! - [`Multiplier`]: what an [`ApproxDevice`] carries; [`ApproxMul<B>`]: the backend decorator.
 //!   It overrides `float_matmul`, `linear` and its two gradient ops, and `conv1d/2d/3d`,

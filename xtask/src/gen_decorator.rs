@@ -260,7 +260,7 @@ fn is_float(ty: &Type) -> bool {
 }
 
 /// The inner backend's primitive of a decorated tensor `t` (floats through the decorator's
-/// own float primitive, [`DecoratorOps::float_inner`]).
+/// own float primitive, `DecoratorOps::float_inner`).
 fn unwrap_expr(t: TokenStream, float: bool, op: &str) -> TokenStream {
     if float {
         quote!(Self::float_inner(#t.inner, #op))

@@ -2,12 +2,17 @@
 //!
 //! - `test`: what CI runs: generated code up to date, no import cycle between modules,
 //!   `cargo fmt --check`,
-//!   `cargo clippy --all-targets --all-features -D warnings`, every test including doc tests.
+//!   `cargo clippy --all-targets --all-features -D warnings`, `cargo doc` with rustdoc's
+//!   warnings as errors, every test including doc tests.
 //! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
 //! - `gpu-bundle`: the CUDA build of the kernel tests, benches and `ember`, with `run.sh`, for a
 //!   GPU machine without Rust; `gpu-run` is its runner (docs/gpu-bundle.md).
+
+// Doc comments on clap arguments are the `--help` text, written for a terminal (`<epoch>`,
+// `[[layer]]`), not rustdoc markup.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 mod bench;
 mod cycles;
@@ -31,9 +36,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// fmt check, clippy -D warnings, every test (incl. doc tests): what CI runs.
+    /// fmt check, clippy -D warnings, cargo doc without warnings, every test (incl. doc
+    /// tests): what CI runs.
     Test {
-        /// Skip fmt and clippy (tests only).
+        /// Skip fmt, clippy and doc (tests only).
         #[arg(long)]
         quick: bool,
     },
@@ -163,10 +169,16 @@ pub fn cores() -> usize {
 
 /// Runs `cargo <args>` in the workspace root, printing its wall time.
 pub fn cargo(args: &[&str]) -> Result<()> {
+    cargo_env(args, &[])
+}
+
+/// [`cargo`] with `vars` set in its environment.
+fn cargo_env(args: &[&str], vars: &[(&str, &str)]) -> Result<()> {
     let start = Instant::now();
     println!("==> cargo {}", args.join(" "));
     let status = Command::new(env!("CARGO"))
         .args(args)
+        .envs(vars.iter().copied())
         .current_dir(root())
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
@@ -196,6 +208,12 @@ fn test(quick: bool) -> Result<()> {
             "-D",
             "warnings",
         ])?;
+        // The API docs of Ember's own crates: a broken link or a public doc that links to a
+        // private item fails like a clippy warning.
+        cargo_env(
+            &["doc", "--workspace", "--no-deps", "--all-features"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )?;
     }
     // Libraries, binaries and integration tests; benches are only type-checked (by clippy
     // above): building each criterion bench as a test binary would monomorphise Burn's backends

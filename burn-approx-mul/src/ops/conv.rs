@@ -283,7 +283,7 @@ fn surplus<const N: usize>(o: &ConvTransposeOptions<N>) -> [usize; N] {
 }
 
 /// `t: [B, C, s...]` with `extra[i]` zeros appended along spatial dim `i`: the positions
-/// [`surplus`] counts, which contribute nothing to any product.
+/// `surplus` counts, which contribute nothing to any product.
 fn pad_end<B: Backend, const N: usize>(t: FloatTensor<B>, extra: [usize; N]) -> FloatTensor<B> {
     let mut t = t;
     for (i, &n) in extra.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -308,7 +308,7 @@ fn narrow_to<B: Backend, const N: usize>(t: FloatTensor<B>, size: [usize; N]) ->
 }
 
 /// Transposed convolution `x: [B, C_in, s...]`, `weight: [C_in, C_out/G, k...]`: the input
-/// gradient of the convolution it inverts, over an input with [`surplus`] zero positions
+/// gradient of the convolution it inverts, over an input with `surplus` zero positions
 /// appended (so `padding_out ≥ stride` has as many columns as that convolution's window).
 pub fn transpose<B: KernelBackend, const N: usize>(
     x: FloatTensor<B>,
@@ -324,7 +324,7 @@ pub fn transpose<B: KernelBackend, const N: usize>(
 }
 
 /// Gradient of a transposed convolution with respect to its input `[B, C_in, x...]`: the
-/// convolution it inverts applied to `output_grad`, cut to the input's size (the [`surplus`]
+/// convolution it inverts applied to `output_grad`, cut to the input's size (the `surplus`
 /// positions are dropped).
 pub fn transpose_input_grad<B: KernelBackend, const N: usize>(
     weight: FloatTensor<B>,
@@ -340,7 +340,7 @@ pub fn transpose_input_grad<B: KernelBackend, const N: usize>(
 }
 
 /// Gradient of a transposed convolution with respect to its weight: the convolution's weight
-/// gradient with the input in the output-gradient role, padded with the [`surplus`] zeros.
+/// gradient with the input in the output-gradient role, padded with the `surplus` zeros.
 pub fn transpose_weight_grad<B: KernelBackend, const N: usize>(
     x: FloatTensor<B>,
     output_grad: FloatTensor<B>,

@@ -152,8 +152,9 @@ pub fn private_lut(lut: &Array<u32>, #[comptime] kind: MulKind) -> Array<u32> {
     table
 }
 
-/// [`product`] with a staged kind's table read from the unit's [`private_lut`] (`table`) instead
-/// of shared memory; the other kinds as [`product`], which never read `staged` for them.
+/// [`product()`] with a staged kind's table read from the unit's [`private_lut()`] (`table`)
+/// instead of shared memory; the other kinds as [`product()`], which never reads `staged` for
+/// them.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn product_private(

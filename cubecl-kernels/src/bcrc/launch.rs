@@ -25,7 +25,7 @@ pub struct BcrcCube<R: CubeRuntime> {
     pub dims: [usize; 2],
 }
 
-/// Launches [`spmm_kernel`]: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
+/// Launches `spmm_kernel`: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
 ///
 /// # Panics
 /// If `x` is not f32 or its columns are not the weight's.

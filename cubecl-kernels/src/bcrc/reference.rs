@@ -2,7 +2,7 @@
 //! backends without CubeCL kernels), and the two products it is measured against: the same
 //! arrays without load-redundancy elimination, and CSR.
 //!
-//! All three run on activation panels ([`crate::panel`]) in tasks of at most [`UNIT_ROWS`]
+//! All three run on activation panels (`crate::panel`) in tasks of at most [`UNIT_ROWS`]
 //! rows. With **load-redundancy elimination** ([`spmm`]) the rows of a pattern are taken four
 //! at a time (a task: a run of reordered rows of one pattern): every activation line the
 //! pattern names is loaded once and multiplied into four rows' sums (GRIM's register-level LRE,

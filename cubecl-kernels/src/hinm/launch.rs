@@ -21,7 +21,7 @@ pub struct PackedCube<R: CubeRuntime> {
     pub dims: [usize; 4],
 }
 
-/// Launches [`spmm_kernel`]: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
+/// Launches `spmm_kernel`: `x: [m, K]` (any strides) → `y: [m, out]` (contiguous).
 ///
 /// # Panics
 /// If `x` is not f32 or its columns are not the weight's.

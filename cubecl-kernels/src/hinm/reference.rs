@@ -1,7 +1,7 @@
 //! The host implementation of HiNM's sparse product: the kernel's test oracle and the path of
 //! backends without CubeCL kernels.
 //!
-//! It runs on activation panels ([`crate::panel`]): one task per tile of `V` rows. Every row of
+//! It runs on activation panels (`crate::panel`): one task per tile of `V` rows. Every row of
 //! the tile reads its kept columns from the panel through the tile's column array, the 2:4
 //! positions decoded from its metadata on the fly; the groups are walked in chunks small enough
 //! for their lines to stay in L1 while all `V` rows of the tile use them, and rows are taken

@@ -3,6 +3,10 @@
 //! Argument parsing and dispatch only: one module per command under [`commands`], each turning
 //! its arguments into a call of `ember-train`.
 
+// Doc comments on clap arguments are the `--help` text, written for a terminal (`<epoch>`,
+// `[[layer]]`), not rustdoc markup.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
+
 mod commands;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};

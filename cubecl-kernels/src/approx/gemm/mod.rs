@@ -1,4 +1,4 @@
-//! Batched GEMM whose every product goes through a comptime [`MulKind`], in one of two kernel
+//! Batched GEMM whose every product goes through a comptime [`MulKind`](crate::approx::MulKind), in one of two kernel
 //! tiles ([`Tile`]) that sum every output in the same order, so they agree bit for bit.
 //!
 //! **Staged (GPUs).** A cube computes one output tile of a [`Tiling`] chosen from the output's

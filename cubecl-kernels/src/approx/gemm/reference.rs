@@ -119,7 +119,7 @@ fn places(panels: usize, pairs: bool) -> usize {
 /// Batched GEMM `out[b] = lhs[b] · rhs[b]` with contiguous row-major `lhs: [batch, m, k]`,
 /// `rhs: [batch, k, n]`, every product through `mul`, FP32 accumulation in k order.
 ///
-/// A LUT multiply with many rows per batch entry takes the table expansion of [`expand`] (no
+/// A LUT multiply with many rows per batch entry takes the table expansion of `expand` (no
 /// lookup per product, the same bits). Otherwise groups of rows run in parallel on rayon's
 /// pool. The rhs is packed into 8-column panels; LUT products run four rows at a time against a panel (portable code: one panel load serves four
 /// rows, each row reads its own 2^m-entry slice of the table), the other multiplies run 8 columns

@@ -12,7 +12,7 @@ fn cubes(len: usize, rows: usize) -> CubeCount {
     CubeCount::Static(len.div_ceil(256) as u32, rows as u32, 1)
 }
 
-/// Launches [`im2col_kernel`]: `x: [B, C, d, h, w]` (any strides) → `[G, Cg·kvol, B·L]`.
+/// Launches `im2col_kernel`: `x: [B, C, d, h, w]` (any strides) → `[G, Cg·kvol, B·L]`.
 ///
 /// # Panics
 /// If `x` is not f32 or its channels or spatial size are not the window's.
@@ -41,7 +41,7 @@ pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor
     cols
 }
 
-/// Launches [`col2im_kernel`]: `cols: [G, Cg·kvol, B·L]` (copied to contiguous if it is not) → `[B, C, d, h, w]`.
+/// Launches `col2im_kernel`: `cols: [G, Cg·kvol, B·L]` (copied to contiguous if it is not) → `[B, C, d, h, w]`.
 pub fn launch_col2im<R: CubeRuntime>(
     cols: CubeTensor<R>,
     batch: usize,

@@ -25,7 +25,7 @@ fn geometry<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> (usize, Blocks) {
     (samples, Blocks { rows, d, b })
 }
 
-/// Launches [`block_norms_kernel`]: `x: [samples, rows, d]` (any strides) → squared norms
+/// Launches `block_norms_kernel`: `x: [samples, rows, d]` (any strides) → squared norms
 /// `[samples, N]` in block-column-major order.
 pub fn launch_block_norms<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> CubeTensor<R> {
     let (samples, g) = geometry(x, b);
@@ -50,7 +50,7 @@ pub fn launch_block_norms<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> CubeTe
     norms
 }
 
-/// Launches [`select_kernel`] and [`compress_kernel`]: keeps the `keep` blocks of every sample
+/// Launches `select_kernel` and `compress_kernel`: keeps the `keep` blocks of every sample
 /// of `x` with the largest `norms` (as [`launch_block_norms`] computes them, possibly jittered).
 ///
 /// # Panics

@@ -104,7 +104,7 @@ impl Tile {
         }
     }
 
-    /// The units of a cube: a square of [`UNITS`] × [`UNITS`] (staged) or a row of
+    /// The units of a cube: a square of `UNITS` × `UNITS` (staged) or a row of
     /// [`SIMD_UNITS`] (direct).
     pub fn cube_dim(&self) -> CubeDim {
         match self {
