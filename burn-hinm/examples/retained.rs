@@ -18,6 +18,35 @@ use std::time::Instant;
 /// The total sparsities of the table and their vector sparsities.
 const LEVELS: [(&str, f64); 3] = [("75", 0.5), ("87.5", 0.75), ("93.75", 0.875)];
 
+/// What the arguments ask for: the matrix and tile sizes, and the one search to run if any.
+type Request = (usize, usize, usize, Option<(String, f64, Method)>);
+
+fn parse(args: &[String]) -> Result<Request, String> {
+    let number = |s: &String| {
+        s.parse::<usize>()
+            .map_err(|_| format!("`{s}` is not a whole number"))
+    };
+    let (rows, cols, v) = match args {
+        [] => (256, 512, 64),
+        [r, c, v] | [r, c, v, _, _] => (number(r)?, number(c)?, number(v)?),
+        [_, _, _, _] => return Err("give LEVEL and METHOD together".into()),
+        _ => return Err("give ROWS COLS V, or nothing".into()),
+    };
+    let only = match args {
+        [_, _, _, level, method] => {
+            let vs = LEVELS
+                .iter()
+                .find(|(l, _)| l == level)
+                .ok_or_else(|| format!("unknown level `{level}`"))?
+                .1;
+            let method: Method = method.parse().map_err(|e| format!("{e}"))?;
+            Some((level.clone(), vs, method))
+        }
+        _ => None,
+    };
+    Ok((rows, cols, v, only))
+}
+
 fn usage(why: &str) -> ! {
     eprintln!("error: {why}");
     eprintln!(
@@ -28,28 +57,7 @@ fn usage(why: &str) -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |s: &String| {
-        s.parse::<usize>()
-            .unwrap_or_else(|_| usage(&format!("`{s}` is not a whole number")))
-    };
-    let (rows, cols, v) = match &args[..] {
-        [] => (256, 512, 64),
-        [r, c, v, ..] => (number(r), number(c), number(v)),
-        _ => usage("give ROWS COLS V, or nothing"),
-    };
-    let only = match &args[..] {
-        [] | [_, _, _] => None,
-        [_, _, _, level, method] => {
-            let vs = LEVELS
-                .iter()
-                .find(|(l, _)| l == level)
-                .unwrap_or_else(|| usage(&format!("unknown level `{level}`")))
-                .1;
-            let method: Method = method.parse().unwrap_or_else(|e| usage(&format!("{e}")));
-            Some((level.clone(), vs, method))
-        }
-        _ => usage("give LEVEL and METHOD together"),
-    };
+    let (rows, cols, v, only) = parse(&args).unwrap_or_else(|e| usage(&e));
     let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
     // |w| of a Gaussian-like weight: the sum of three uniforms, centred
     let data: Vec<f64> = (0..rows * cols)
@@ -85,5 +93,40 @@ fn main() {
             row += &format!(" {kept:.4} |");
         }
         println!("{row} {:.2} s | {:.2} s |", seconds[1], seconds[2]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn good_arguments_parse() {
+        assert_eq!(parse(&args("")).unwrap().0, 256);
+        let (r, c, v, only) = parse(&args("64 128 16 87.5 ovw")).unwrap();
+        assert_eq!((r, c, v), (64, 128, 16));
+        let (level, vs, method) = only.unwrap();
+        assert_eq!((level.as_str(), vs, method), ("87.5", 0.75, Method::Ovw));
+        assert!(parse(&args("64 128 16")).unwrap().3.is_none());
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        for (given, says) in [
+            ("1 2", "ROWS COLS V"),
+            ("1 2 3 4 5 6", "ROWS COLS V"),
+            ("64 x 16", "`x` is not a whole number"),
+            ("64 64 -4", "`-4` is not a whole number"),
+            ("64 64 16 75", "LEVEL and METHOD together"),
+            ("64 64 16 80 gyro", "unknown level `80`"),
+            ("64 64 16 75 foo", "foo"),
+        ] {
+            let err = parse(&args(given)).unwrap_err();
+            assert!(err.contains(says), "{given}: {err}");
+        }
     }
 }

@@ -730,11 +730,11 @@ fn min_plus_avx2(p: &Panels, base: &[f64], cost: &mut [f64]) {
 fn min_plus_blocks<const R: usize, const C: usize>(p: &Panels, base: &[f64], cost: &mut [f64]) {
     let (v, n) = (p.v, p.n);
     for ib in (0..n).step_by(R) {
-        let (b_at, b_off) = (p.b_at(ib) - ib % PANEL_ROWS, ib % PANEL_ROWS);
-        let b_panel = &p.b[b_at..b_at + v * PANEL_ROWS];
+        let (b_off, b_panel) = (ib % PANEL_ROWS, p.b_at(ib - ib % PANEL_ROWS));
+        let b_panel = &p.b[b_panel..b_panel + v * PANEL_ROWS];
         for jb in (0..n).step_by(C) {
-            let (x_at, x_off) = (p.x_at(jb) - jb % PANEL_COLS, jb % PANEL_COLS);
-            let x_panel = &p.x[x_at..x_at + v * PANEL_COLS];
+            let (x_off, x_panel) = (jb % PANEL_COLS, p.x_at(jb - jb % PANEL_COLS));
+            let x_panel = &p.x[x_panel..x_panel + v * PANEL_COLS];
             let mut acc = [[0.0f64; C]; R];
             for (xs, bs) in x_panel
                 .chunks_exact(PANEL_COLS)
