@@ -83,10 +83,7 @@ fn other_tile<R: TestRuntime>(c: &mut Criterion) {
             Tile::Direct { .. } => Tile::Staged(gemm::Tiling::choose(m, n)),
             Tile::Staged(_) => Tile::DIRECT,
         };
-        let name = match tile {
-            Tile::Direct { .. } => "direct",
-            Tile::Staged(_) => "staged",
-        };
+        let name = tile.name();
         for (variant, spec) in [("6-mbm5", "mbm5"), ("7-mbm7", "mbm7")] {
             let mul = Multiplier::parse(spec).unwrap().approx().unwrap().clone();
             c.bench_with_input(

@@ -3,7 +3,6 @@
 use super::Tile;
 use super::kernel::{approx_gemm_direct_kernel, approx_gemm_kernel, sum_chunks_kernel};
 use crate::approx::{ApproxMultiply, split_k};
-use crate::runtime::SIMD_UNITS;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -79,11 +78,11 @@ pub fn launch_tiled<R: CubeRuntime>(
     );
     // Both kernels take the same arguments but their tile's comptime ones.
     macro_rules! launch {
-        ($kernel:ident, $dim:expr, $($tile:expr),+) => {
+        ($kernel:ident, $($tile:expr),+) => {
             $kernel::launch::<R>(
                 &client,
                 count,
-                $dim,
+                tile.cube_dim(),
                 lhs.into_tensor_arg(),
                 rhs.into_tensor_arg(),
                 lut,
@@ -95,16 +94,8 @@ pub fn launch_tiled<R: CubeRuntime>(
         };
     }
     match tile {
-        Tile::Staged(tiling) => {
-            let [ux, uy, ..] = tiling.dims();
-            launch!(approx_gemm_kernel, CubeDim::new_2d(ux, uy), tiling)
-        }
-        Tile::Direct { rows, cols } => launch!(
-            approx_gemm_direct_kernel,
-            CubeDim::new_1d(SIMD_UNITS as u32),
-            rows,
-            cols
-        ),
+        Tile::Staged(tiling) => launch!(approx_gemm_kernel, tiling),
+        Tile::Direct { rows, cols } => launch!(approx_gemm_direct_kernel, rows, cols),
     }
     if splits == 1 {
         return parts;

@@ -1,5 +1,6 @@
-//! Batched GEMM whose every product goes through a comptime [`MulKind`](crate::approx::MulKind), in one of two kernel
-//! tiles ([`Tile`]) that sum every output in the same order, so they agree bit for bit.
+//! Batched GEMM whose every product goes through a comptime
+//! [`MulKind`](crate::approx::MulKind), in one of two kernel tiles ([`Tile`]) that sum every
+//! output in the same order, so they agree bit for bit.
 //!
 //! **Staged (GPUs).** A cube computes one output tile of a [`Tiling`] chosen from the output's
 //! shape (64 × 64 for large products, 16 × 128 / 128 × 16 when one side is short, 16 × 32 when
@@ -32,6 +33,7 @@ mod kernel;
 mod launch;
 mod reference;
 
+use cubecl::prelude::CubeDim;
 pub use launch::{device_tile, launch, launch_tiled};
 pub use reference::{gemm, gemm_in_order};
 pub use tiling::Tiling;
@@ -86,6 +88,26 @@ impl Tile {
             Self::Staged(Tiling::choose(m, n))
         } else {
             Self::DIRECT
+        }
+    }
+
+    /// The units of a cube: the [`Tiling`]'s `ux × uy` (staged) or a row of
+    /// [`SIMD_UNITS`](crate::runtime::SIMD_UNITS) (direct).
+    pub fn cube_dim(&self) -> CubeDim {
+        match *self {
+            Self::Staged(t) => {
+                let [ux, uy, ..] = t.dims();
+                CubeDim::new_2d(ux, uy)
+            }
+            Self::Direct { .. } => CubeDim::new_1d(crate::runtime::SIMD_UNITS as u32),
+        }
+    }
+
+    /// The tile's name in reports: `staged` or `direct`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Staged(_) => "staged",
+            Self::Direct { .. } => "direct",
         }
     }
 
@@ -165,6 +187,12 @@ mod tests {
         assert_eq!(Tile::for_device(false, 512, 512), Tile::DIRECT);
         assert_eq!(Tile::for_device(false, 6, 25), Tile::DIRECT);
         assert_eq!(Tile::DIRECT.cube_outputs(), [16, 128]);
+        assert_eq!(Tile::DIRECT.cube_dim().num_elems(), 8);
+        assert_eq!(Tile::Staged(Tiling::Square).cube_dim().num_elems(), 256);
+        assert_eq!(
+            [Tile::DIRECT.name(), Tile::Staged(Tiling::Square).name()],
+            ["direct", "staged"]
+        );
     }
 
     #[test]
