@@ -12,7 +12,9 @@
 //! weight's, so a layer's multiplier never leaks into the next layer's activations.
 
 use crate::multiplier::Multiplier;
-use crate::ops::{conv, matmul};
+use crate::ops::conv::{self, Product};
+use crate::ops::matmul;
+use crate::ops::native::{self, ConvRoute};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
@@ -43,12 +45,13 @@ impl Decoration for Approx {
     }
 
     /// A policy's [`Multiplier`] entry for the layer, if it set one, else `config`; either
-    /// way naming the layer.
+    /// way naming the layer and keeping `config`'s convolution route.
     fn for_layer(config: &Multiplier, layer: &LayerSettings) -> Multiplier {
         layer
             .get::<Multiplier>()
             .unwrap_or(config)
             .clone()
+            .with_conv(config.conv())
             .at_layer(layer.shared_path())
     }
 }
@@ -64,7 +67,7 @@ type T<B> = FloatTensor<ApproxMul<B>>;
 /// How a contraction with multiplier `cfg` runs on `B`, in words (the effects report's route).
 fn route<B: KernelBackend>(cfg: &Multiplier) -> String {
     let Some(mul) = cfg.approx() else {
-        return "native: the inner backend's own op".into();
+        return native::BURN_ROUTE.into();
     };
     let Some(runtime) = B::cube_runtime() else {
         return "host reference: this backend has no CubeCL kernels".into();
@@ -82,11 +85,17 @@ fn route<B: KernelBackend>(cfg: &Multiplier) -> String {
 /// Widest table the GEMM kernel stages in shared memory (`cubecl_kernels::approx::gemm`).
 const MAX_SHARED_BITS: u32 = 7;
 
-/// Records a contraction of `multiplies` products under `cfg` (when this thread records).
-fn record<B: KernelBackend>(cfg: &Multiplier, pass: Pass, multiplies: usize) {
+/// Records a contraction of `multiplies` products under `cfg` (when this thread records), on
+/// `routed` where the op said how it ran, else on the route `cfg` implies.
+fn record<B: KernelBackend>(
+    cfg: &Multiplier,
+    pass: Pass,
+    multiplies: usize,
+    routed: Option<String>,
+) {
     if effects::recording() {
         let approximate = cfg.approx().is_some_and(ApproxMultiply::is_approximate);
-        let route = route::<B>(cfg);
+        let route = routed.unwrap_or_else(|| route::<B>(cfg));
         effects::record_contraction(
             cfg.layer(),
             pass,
@@ -108,20 +117,39 @@ fn conv_products(side: &Shape, weight: &Shape) -> usize {
 /// Runs a contraction under `$decide`'s multiplier: `$native` for [`Multiplier::native`],
 /// `$approx` (with `$mul` bound to the kernels' multiply) otherwise. Records it as `$pass` with
 /// the products `$count` gives for the result's shape, and gives the result `$carry`'s
-/// configuration.
+/// configuration. After `routed`, `$native` gives the result and the route it ran on (`None`:
+/// Burn's own op).
 macro_rules! dispatch {
     ($decide:expr, $carry:expr, $pass:expr, |$shape:ident| $count:expr,
+     $native:expr, |$mul:ident| $approx:expr $(,)?) => {
+        dispatch!(routed $decide, $carry, $pass, |$shape| $count, ($native, None), |$mul| $approx)
+    };
+    (routed $decide:expr, $carry:expr, $pass:expr, |$shape:ident| $count:expr,
      $native:expr, |$mul:ident| $approx:expr $(,)?) => {{
         let cfg: Multiplier = $decide;
         let carry: Multiplier = $carry;
-        let out = match cfg.approx() {
+        let (out, routed): (_, Option<String>) = match cfg.approx() {
             None => $native,
-            Some($mul) => $approx,
+            Some($mul) => ($approx, None),
         };
         let $shape = out.shape();
-        record::<B>(&cfg, $pass, $count);
+        record::<B>(&cfg, $pass, $count, routed);
         Wrapped::new(out, carry)
     }};
+}
+
+/// `$burn` on [`ConvRoute::Burn`], else `$routed` (which gives the result and its route) with
+/// `$route` bound to the route.
+macro_rules! on_route {
+    ($route:expr, $burn:expr, |$r:ident| $routed:expr) => {
+        match $route {
+            ConvRoute::Burn => ($burn, None),
+            $r => {
+                let (out, how) = $routed;
+                (out, Some(how))
+            }
+        }
+    };
 }
 
 macro_rules! conv_ops {
@@ -129,37 +157,54 @@ macro_rules! conv_ops {
         fn $conv(x: T<B>, weight: T<B>, bias: Option<T<B>>, options: ConvOptions<$n>) -> T<B> {
             let w_shape = weight.inner.shape();
             let bias = bias.map(|b| b.inner);
+            let route = weight.config.conv();
             dispatch!(
-                weight.config,
+                routed weight.config,
                 x.config,
                 Pass::Forward,
                 |y| conv_products(&y, &w_shape),
-                B::$conv(x.inner, weight.inner, bias, options),
+                on_route!(
+                    route,
+                    B::$conv(x.inner, weight.inner, bias, options),
+                    |r| native::forward::<B, $n>(x.inner, weight.inner, bias, options, r)
+                ),
                 |mul| conv::forward::<B>(
                     x.inner,
                     weight.inner,
                     bias,
                     &conv::Geometry::conv(&options),
-                    mul
+                    Product::Approx(mul)
                 ),
             )
         }
 
         fn $x_bw(x: T<B>, weight: T<B>, output_grad: T<B>, options: ConvOptions<$n>) -> T<B> {
-            let size = x.inner.shape()[2..].to_vec();
+            let x_shape = x.inner.shape();
+            let size = x_shape[2..].to_vec();
             let (w_shape, y_shape) = (weight.inner.shape(), output_grad.inner.shape());
+            let route = weight.config.conv();
             dispatch!(
-                weight.config,
+                routed weight.config,
                 output_grad.config,
                 Pass::InputGrad,
                 |_dx| conv_products(&y_shape, &w_shape),
-                B::$x_bw(x.inner, weight.inner, output_grad.inner, options),
+                on_route!(
+                    route,
+                    B::$x_bw(x.inner, weight.inner, output_grad.inner, options),
+                    |r| native::input_grad::<B, $n>(
+                        x_shape,
+                        weight.inner,
+                        output_grad.inner,
+                        options,
+                        r
+                    )
+                ),
                 |mul| conv::input_grad::<B>(
                     output_grad.inner,
                     weight.inner,
                     &conv::Geometry::conv(&options),
                     &size,
-                    mul
+                    Product::Approx(mul)
                 ),
             )
         }
@@ -167,18 +212,29 @@ macro_rules! conv_ops {
         fn $w_bw(x: T<B>, weight: T<B>, output_grad: T<B>, options: ConvOptions<$n>) -> T<B> {
             let shape = weight.inner.shape();
             let y_shape = output_grad.inner.shape();
+            let route = weight.config.conv();
             dispatch!(
-                weight.config.clone(),
+                routed weight.config.clone(),
                 weight.config,
                 Pass::WeightGrad,
                 |_dw| conv_products(&y_shape, &shape),
-                B::$w_bw(x.inner, weight.inner, output_grad.inner, options),
+                on_route!(
+                    route,
+                    B::$w_bw(x.inner, weight.inner, output_grad.inner, options),
+                    |r| native::weight_grad::<B, $n>(
+                        x.inner,
+                        shape.clone(),
+                        output_grad.inner,
+                        options,
+                        r
+                    )
+                ),
                 |mul| conv::weight_grad::<B>(
                     x.inner,
                     output_grad.inner,
                     &conv::Geometry::conv(&options),
                     &shape,
-                    mul
+                    Product::Approx(mul)
                 ),
             )
         }
@@ -197,7 +253,13 @@ macro_rules! conv_ops {
                 Pass::Forward,
                 |_y| products,
                 B::$tr(x.inner, weight.inner, bias, options),
-                |mul| conv::transpose::<B, $n>(x.inner, weight.inner, bias, &options, mul),
+                |mul| conv::transpose::<B, $n>(
+                    x.inner,
+                    weight.inner,
+                    bias,
+                    &options,
+                    Product::Approx(mul)
+                ),
             )
         }
 
@@ -213,7 +275,7 @@ macro_rules! conv_ops {
                     weight.inner,
                     output_grad.inner,
                     &options,
-                    mul
+                    Product::Approx(mul)
                 ),
             )
         }
@@ -237,7 +299,7 @@ macro_rules! conv_ops {
                     output_grad.inner,
                     &options,
                     &shape,
-                    mul
+                    Product::Approx(mul)
                 ),
             )
         }

@@ -13,6 +13,9 @@ pub enum ApproxError {
     /// A multiplier name that is neither built in nor a file.
     #[error("unknown multiplier `{0}` (built in: {list}; or a path to a LUT file)", list = BUILT_IN_HELP)]
     UnknownMultiplier(String),
+    /// A convolution route name that does not exist.
+    #[error("unknown convolution route `{0}` (choose gemm, im2col, burn)")]
+    UnknownConvRoute(String),
     /// A mantissa width the multiplier does not support.
     #[error("multiplier `{name}` does not support m = {m} (supported: {supported})")]
     UnsupportedBits {

@@ -52,3 +52,4 @@ pub use backend::{Approx, ApproxDevice, ApproxMul};
 pub use error::ApproxError;
 pub use lut::{ErrorStats, Lut, MAX_LUT_BITS};
 pub use multiplier::{BUILT_IN_HELP, Family, Multiplier};
+pub use ops::native::ConvRoute;

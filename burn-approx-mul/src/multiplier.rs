@@ -4,6 +4,7 @@ use crate::error::ApproxError;
 pub use crate::error::BUILT_IN_HELP;
 use crate::lut::{Lut, MAX_LUT_BITS};
 use crate::model::{self, MantissaModel, apply};
+use crate::ops::native::ConvRoute;
 use cubecl_kernels::approx::{ApproxMultiply, LutTable};
 use cubecl_kernels::decorator::MultiplyStrategy;
 use std::path::Path;
@@ -108,12 +109,17 @@ impl Family {
 /// A multiplier a per-layer policy gave a layer's weight also names that layer
 /// ([`Multiplier::layer`]): the contractions report what they ran under that path
 /// (`cubecl_kernels::decorator::effects`).
+///
+/// It also carries the route of the native convolutions ([`ConvRoute`], default
+/// [`ConvRoute::Burn`]: the inner backend's own kernels): set it with
+/// [`Multiplier::with_conv`].
 #[derive(Clone, PartialEq)]
 pub struct Multiplier {
     name: Arc<str>,
     strategy: MultiplyStrategy,
     lut: Option<Arc<Lut>>,
     layer: Option<Arc<str>>,
+    conv: ConvRoute,
 }
 
 impl Default for Multiplier {
@@ -145,6 +151,7 @@ impl Multiplier {
             strategy: MultiplyStrategy::Exact,
             lut: None,
             layer: None,
+            conv: ConvRoute::Burn,
         }
     }
 
@@ -159,6 +166,7 @@ impl Multiplier {
             strategy: MultiplyStrategy::Approx(mul),
             lut: None,
             layer: None,
+            conv: ConvRoute::Burn,
         }
     }
 
@@ -195,6 +203,7 @@ impl Multiplier {
             strategy: MultiplyStrategy::Approx(ApproxMultiply::Lut(table)),
             lut: Some(Arc::new(lut)),
             layer: None,
+            conv: ConvRoute::Burn,
         }
     }
 
@@ -276,6 +285,18 @@ impl Multiplier {
     /// This multiplier, naming the layer `path`.
     pub fn at_layer(mut self, path: Arc<str>) -> Self {
         self.layer = Some(path);
+        self
+    }
+
+    /// How native convolutions run under this multiplier (approximate ones always run Ember's
+    /// im2col + GEMM).
+    pub fn conv(&self) -> ConvRoute {
+        self.conv
+    }
+
+    /// This multiplier, with native convolutions on `route`.
+    pub fn with_conv(mut self, route: ConvRoute) -> Self {
+        self.conv = route;
         self
     }
 

@@ -13,6 +13,9 @@
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
 //!   and the multi-threaded host reference beside it, im2col / col2im.
+//! - [`conv`]: dense (exact) convolution and both of its gradients at GEMM speed on the host
+//!   (per-sample im2col and the `gemm` crate), the native route of every convolution on
+//!   backends without CubeCL kernels.
 //! - [`bsr`]: SparseAct's block-sparse activations: pruning kernels (block norms, per-sample
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.
@@ -64,6 +67,7 @@ pub mod approx;
 pub mod bcrc;
 pub mod broadcast;
 pub mod bsr;
+pub mod conv;
 pub mod decorator;
 mod grid;
 pub mod hinm;

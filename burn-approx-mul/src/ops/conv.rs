@@ -1,4 +1,5 @@
-//! Every convolution lowered onto the approximate GEMM through im2col / col2im.
+//! Every convolution lowered onto a GEMM through im2col / col2im: the approximate GEMM, or
+//! (the native im2col route, [`super::native`]) the inner backend's own matmul.
 //!
 //! All ranks are handled as 3-d (a 1-d convolution is `[1, 1, L]`, a 2-d one `[1, H, W]`).
 //! With `G` groups, `K = C_in/G · kd·kh·kw` and `L` output positions per sample:
@@ -23,6 +24,25 @@ use cubecl_kernels::approx::im2col::{self as kernel, Window};
 use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::with_f32;
+
+/// The GEMM a lowered convolution multiplies with.
+#[derive(Clone, Copy, Debug)]
+pub enum Product<'a> {
+    /// The inner backend's own `float_matmul` (exact: the native im2col route).
+    Native,
+    /// Ember's GEMM with every product through this multiply.
+    Approx(&'a ApproxMultiply),
+}
+
+impl Product<'_> {
+    /// `lhs: [G, m, k] · rhs: [G, k, n]`.
+    fn gemm<B: KernelBackend>(self, lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        match self {
+            Self::Native => B::float_matmul(lhs, rhs),
+            Self::Approx(mul) => gemm::<B>(lhs, rhs, mul),
+        }
+    }
+}
 
 /// Stride, padding, dilation and groups of a convolution, as 3-d.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,13 +234,13 @@ pub fn forward<B: KernelBackend>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
     g: &Geometry,
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let rank = x.shape().num_dims();
     let batch = x.shape()[0];
     let kernel = kernel_size(&weight.shape());
     let (cols, out) = im2col::<B>(to_5d::<B>(x), g, kernel);
-    let y = gemm::<B>(weight_matrix::<B>(weight, g.groups), cols, mul);
+    let y = product.gemm::<B>(weight_matrix::<B>(weight, g.groups), cols);
     add_bias::<B>(unfold_output::<B>(y, batch, out, rank), bias)
 }
 
@@ -231,7 +251,7 @@ pub fn input_grad<B: KernelBackend>(
     weight: FloatTensor<B>,
     g: &Geometry,
     input: &[usize],
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let rank = output_grad.shape().num_dims();
     let ws = weight.shape();
@@ -241,7 +261,7 @@ pub fn input_grad<B: KernelBackend>(
     let out = spatial(&dy5.shape());
     let dy = fold_output_grad::<B>(dy5, g.groups);
     let wt = B::float_swap_dims(weight_matrix::<B>(weight, g.groups), 1, 2);
-    let dcols = gemm::<B>(wt, dy, mul); // [G, C_in/G·kvol, B·L]
+    let dcols = product.gemm::<B>(wt, dy); // [G, C_in/G·kvol, B·L]
     let w = g.window(g.groups * ws[1], lift(input, 1), kernel);
     debug_assert_eq!(w.out(), out);
     from_5d::<B>(col2im::<B>(dcols, w, batch), rank)
@@ -253,12 +273,12 @@ pub fn weight_grad<B: KernelBackend>(
     output_grad: FloatTensor<B>,
     g: &Geometry,
     weight_shape: &Shape,
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let kernel = kernel_size(weight_shape);
     let (cols, _) = im2col::<B>(to_5d::<B>(x), g, kernel);
     let dy = fold_output_grad::<B>(output_grad, g.groups);
-    let dw = gemm::<B>(dy, B::float_swap_dims(cols, 1, 2), mul); // [G, C_out/G, K]
+    let dw = product.gemm::<B>(dy, B::float_swap_dims(cols, 1, 2)); // [G, C_out/G, K]
     reshape::<B>(dw, weight_shape.as_slice())
 }
 
@@ -315,11 +335,11 @@ pub fn transpose<B: KernelBackend, const N: usize>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
     o: &ConvTransposeOptions<N>,
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let size = transpose_output(&x.shape(), &weight.shape(), o);
     let x = pad_end::<B, N>(x, surplus(o));
-    let y = input_grad::<B>(x, weight, &Geometry::conv_transpose(o), &size, mul);
+    let y = input_grad::<B>(x, weight, &Geometry::conv_transpose(o), &size, product);
     add_bias::<B>(y, bias)
 }
 
@@ -330,10 +350,16 @@ pub fn transpose_input_grad<B: KernelBackend, const N: usize>(
     weight: FloatTensor<B>,
     output_grad: FloatTensor<B>,
     o: &ConvTransposeOptions<N>,
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let extra = surplus(o);
-    let dx = forward::<B>(output_grad, weight, None, &Geometry::conv_transpose(o), mul);
+    let dx = forward::<B>(
+        output_grad,
+        weight,
+        None,
+        &Geometry::conv_transpose(o),
+        product,
+    );
     let s = dx.shape();
     let size: [usize; N] = std::array::from_fn(|i| s[2 + i] - extra[i]);
     narrow_to::<B, N>(dx, size)
@@ -346,7 +372,7 @@ pub fn transpose_weight_grad<B: KernelBackend, const N: usize>(
     output_grad: FloatTensor<B>,
     o: &ConvTransposeOptions<N>,
     weight_shape: &Shape,
-    mul: &ApproxMultiply,
+    product: Product<'_>,
 ) -> FloatTensor<B> {
     let x = pad_end::<B, N>(x, surplus(o));
     weight_grad::<B>(
@@ -354,6 +380,6 @@ pub fn transpose_weight_grad<B: KernelBackend, const N: usize>(
         x,
         &Geometry::conv_transpose(o),
         weight_shape,
-        mul,
+        product,
     )
 }

@@ -8,3 +8,4 @@
 
 pub mod conv;
 pub mod matmul;
+pub mod native;

@@ -143,15 +143,20 @@ fn pass_text(l: &LayerEffects, pass: Pass) -> String {
     if list.is_empty() {
         return "–".into();
     }
-    // a weight-sparse product says so: `native (hinm kernel)`, `native (bcrc host)`
+    // a weight-sparse product says so: `native (hinm kernel)`, `native (bcrc host)`; so does a
+    // native convolution's route: `native (host im2col + GEMM)`, `native (implicit GEMM)`
     let mut names: Vec<String> = list
         .iter()
-        .map(
-            |c| match c.route.starts_with("hinm") || c.route.starts_with("bcrc") {
-                true => format!("{} ({})", c.multiplier, c.route),
-                false => c.multiplier.clone(),
-            },
-        )
+        .map(|c| {
+            if c.route.starts_with("hinm") || c.route.starts_with("bcrc") {
+                format!("{} ({})", c.multiplier, c.route)
+            } else if let Some(conv) = c.route.strip_prefix("native, ") {
+                let conv = conv.split(';').next().unwrap_or(conv);
+                format!("{} ({conv})", c.multiplier)
+            } else {
+                c.multiplier.clone()
+            }
+        })
         .collect();
     names.dedup();
     names.join(" + ")
@@ -217,7 +222,7 @@ fn row(
     for c in all() {
         let note = if c.multiplier != asked && layer != OUTSIDE {
             Some(format!("ran {} where {asked} was asked", c.multiplier))
-        } else if c.route.starts_with("host reference") {
+        } else if c.route.starts_with("host reference") || c.route.contains("; in place of ") {
             Some(c.route.clone())
         } else if c.route.contains("global memory") {
             Some(format!("{}: slower than a table in shared memory", c.route))

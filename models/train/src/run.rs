@@ -45,6 +45,10 @@ pub struct Manifest {
     /// own FP32 ops; `NAME_M` for a table read from a file).
     #[serde(default = "native")]
     pub multiplier: String,
+    /// The route of its native convolutions (`--conv`: `gemm`, `im2col` or `burn`); `None` in
+    /// manifests written before the option existed (their runs used Burn's kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conv: Option<String>,
     /// The SparseAct policy (off when absent; version 1's text form still reads).
     #[serde(default, deserialize_with = "policy_or_text")]
     pub sparse_act: Policy,

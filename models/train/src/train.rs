@@ -632,6 +632,7 @@ fn start_manifest(
             act: opts.act,
             backend: opts.backend,
             multiplier: opts.multiplier.name().to_string(),
+            conv: Some(opts.multiplier.conv().to_string()),
             sparse_act: opts.sparse_act.clone(),
             epochs: opts.epochs,
             batch_size: opts.batch_size,
@@ -709,6 +710,12 @@ fn start_manifest(
             opts.scale.replicas().to_string(),
         ),
     ];
+    // Runs before `--conv` ran Burn's kernels and did not record it.
+    checks.push(differs(
+        "--conv",
+        prev.conv.clone().unwrap_or_else(|| "burn".into()),
+        opts.multiplier.conv().to_string(),
+    ));
     // Version 3 records the limits; older manifests did not.
     if prev.version >= 3 {
         checks.push(differs(

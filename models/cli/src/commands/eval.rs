@@ -27,6 +27,8 @@ pub struct EvalArgs {
         "Multiplier of every matmul/linear/conv product, may differ from training's (native: the backend's own ops)"
     ))]
     multiplier: Multiplier,
+    #[command(flatten)]
+    conv: super::ConvArgs,
     /// Dataset (default: the one the run was trained on, else mnist).
     #[arg(long, value_parser = choice::<DatasetKind>())]
     dataset: Option<DatasetKind>,
@@ -51,7 +53,7 @@ pub fn run(args: EvalArgs) -> Result<(), EmberError> {
         checkpoint: args.checkpoint,
         model: args.model,
         backend: args.backend,
-        multiplier: args.multiplier,
+        multiplier: args.conv.apply(args.multiplier),
         dataset: args.dataset,
         data_dir: args.data_dir,
         batch_size: args.batch_size,

@@ -43,6 +43,8 @@ pub struct MemoryArgs {
     /// Multiplier of every contraction.
     #[arg(long, default_value = "native", value_parser = parse_multiplier)]
     multiplier: Multiplier,
+    #[command(flatten)]
+    conv: super::ConvArgs,
     /// Also write the table to this Markdown file (never overwritten).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -69,7 +71,7 @@ pub fn run(args: MemoryArgs) -> Result<(), EmberError> {
         batch: args.batch,
         policies: memory::policies(&grid, args.fused),
         backend: args.backend,
-        multiplier: args.multiplier.clone(),
+        multiplier: args.conv.apply(args.multiplier.clone()),
     };
     if let Some(index) = args.configuration {
         let row = memory::measure_configuration(&opts, index)?;

@@ -9,7 +9,7 @@ pub mod prune;
 pub mod train;
 pub mod tune_bcr;
 
-use burn_approx_mul::{BUILT_IN_HELP, Multiplier};
+use burn_approx_mul::{BUILT_IN_HELP, ConvRoute, Multiplier};
 use burn_sparse_act::Pruning;
 
 /// The help of a `--multiplier` option: `what` it sets, then the names it accepts — the list
@@ -21,6 +21,29 @@ pub fn multiplier_help(what: &str) -> String {
 /// Parses `--multiplier` (the error lists the accepted names).
 pub fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
     Multiplier::parse(spec).map_err(|e| e.to_string())
+}
+
+/// Parses `--conv` (the error lists the routes).
+pub fn parse_conv(spec: &str) -> Result<ConvRoute, String> {
+    ConvRoute::parse(spec).map_err(|e| e.to_string())
+}
+
+/// `--conv`, shared by the commands that run a model.
+#[derive(clap::Args)]
+pub struct ConvArgs {
+    /// How native (exact) convolutions and their gradients run: gemm (a GEMM: burn-cubecl's
+    /// implicit GEMM on GPUs with tensor cores, else im2col + the backend's matmul; host
+    /// im2col + GEMM on ndarray), im2col (never implicit GEMM), or burn (Burn's own kernels,
+    /// bit for bit).
+    #[arg(long, default_value = "gemm", value_parser = parse_conv)]
+    conv: ConvRoute,
+}
+
+impl ConvArgs {
+    /// `multiplier` with native convolutions on the chosen route.
+    pub fn apply(&self, multiplier: Multiplier) -> Multiplier {
+        multiplier.with_conv(self.conv)
+    }
 }
 
 /// Parses a SparseAct `S:B` (the error says what is wrong).

@@ -29,6 +29,8 @@ pub struct PruneArgs {
     /// BCR: backend of the retraining.
     #[arg(long, value_parser = crate::choice::<ember_train::backend::BackendKind>(), default_value_t = ember_train::backend::BackendKind::Ndarray)]
     backend: ember_train::backend::BackendKind,
+    #[command(flatten)]
+    conv: super::ConvArgs,
     /// BCR: the dataset's directory (default: where the trained run read it).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -110,7 +112,7 @@ fn prune_bcr(
         model: manifest.model,
         act: manifest.act,
         backend: args.backend,
-        multiplier: burn_approx_mul::Multiplier::native(),
+        multiplier: args.conv.apply(burn_approx_mul::Multiplier::native()),
         sparse_act: Default::default(),
         policy,
         energy: None,

@@ -33,6 +33,8 @@ pub struct TrainArgs {
     ))]
     multiplier: Multiplier,
     #[command(flatten)]
+    conv: super::ConvArgs,
+    #[command(flatten)]
     sparse_act: SparseActArgs,
     #[command(flatten)]
     layers: super::LayerArgs,
@@ -289,7 +291,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         model: args.model,
         act: args.act,
         backend: args.backend,
-        multiplier: args.multiplier,
+        multiplier: args.conv.apply(args.multiplier),
         sparse_act: args.sparse_act.policy()?,
         policy,
         energy,

@@ -13,6 +13,7 @@ fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
             act: Default::default(),
             backend: ember_train::backend::BackendKind::Ndarray,
             multiplier: "native".into(),
+            conv: None,
             sparse_act: policy.parse().unwrap(),
             epochs: 1,
             batch_size: 32,

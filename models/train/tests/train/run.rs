@@ -14,6 +14,7 @@ fn manifest(model: ModelKind, completed: usize) -> Manifest {
         act: Default::default(),
         backend: BackendKind::Ndarray,
         multiplier: "native".into(),
+        conv: None,
         sparse_act: Policy::default(),
         epochs: 2,
         batch_size: 8,

@@ -1,0 +1,629 @@
+//! The host implementation: per-sample im2col into a reused buffer, `gemm` per group.
+
+use crate::approx::im2col::Window;
+use gemm::Parallelism;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// The shapes of one convolution: `batch` samples through `window` into `out_channels`
+/// channels. Inputs are contiguous `[B, C, d, h, w]`, weights `[C_out, C/G, kd, kh, kw]`,
+/// outputs `[B, C_out, od, oh, ow]`, all f32 in row-major order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseConv {
+    /// Samples.
+    pub batch: usize,
+    /// The window (input channels and size, kernel, stride, padding, dilation, groups).
+    pub window: Window,
+    /// Output channels (all groups).
+    pub out_channels: usize,
+}
+
+impl DenseConv {
+    fn groups(&self) -> usize {
+        self.window.groups
+    }
+
+    /// Rows of a group's columns: `C/G · kvol`.
+    fn k(&self) -> usize {
+        self.window.channels / self.groups() * self.window.kvol()
+    }
+
+    /// Output positions per sample.
+    fn l(&self) -> usize {
+        self.window.positions()
+    }
+
+    /// Output channels per group.
+    fn og(&self) -> usize {
+        self.out_channels / self.groups()
+    }
+
+    /// Input values per sample.
+    pub fn input_len(&self) -> usize {
+        self.window.channels * self.window.input.iter().product::<usize>()
+    }
+
+    /// Output values per sample.
+    pub fn output_len(&self) -> usize {
+        self.out_channels * self.l()
+    }
+
+    /// Weight values.
+    pub fn weight_len(&self) -> usize {
+        self.out_channels * self.k()
+    }
+
+    /// Whether a sample's input is its own columns: a 1×1 kernel, unit stride, no padding.
+    fn reads_input_as_columns(&self) -> bool {
+        let w = &self.window;
+        w.kernel == [1; 3] && w.stride == [1; 3] && w.padding == [0; 3]
+    }
+
+    /// Column values per sample (all groups).
+    fn columns_len(&self) -> usize {
+        self.groups() * self.k() * self.l()
+    }
+
+    fn check(&self, what: &str, len: usize, per: usize) {
+        assert_eq!(len, self.batch * per, "dense conv: {what} length");
+    }
+
+    /// How each GEMM runs: alone when the samples keep every thread busy, else spread.
+    fn parallelism(&self, tasks: usize) -> Parallelism {
+        if tasks >= rayon::current_num_threads() {
+            Parallelism::None
+        } else {
+            Parallelism::Rayon(0)
+        }
+    }
+}
+
+thread_local! {
+    /// One sample's columns, kept per thread between calls and grown where short.
+    static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `f` of this thread's column buffer of `len` values (contents unspecified).
+fn with_columns<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    COLUMNS.with(|c| {
+        let mut buf = c.borrow_mut();
+        if buf.len() < len {
+            buf.resize(len, 0.0);
+        }
+        f(&mut buf[..len])
+    })
+}
+
+/// Output positions `o` in `lo..hi` of axis `i` whose kernel offset `a` reads inside the input
+/// (`o·stride + a·dilation - padding` in `0..input`), and the input coordinate of `lo`.
+fn valid(w: &Window, i: usize, a: usize, n: usize) -> (usize, usize, usize) {
+    let (s, reach, pad, input) = (w.stride[i], a * w.dilation[i], w.padding[i], w.input[i]);
+    let lo = pad.saturating_sub(reach).div_ceil(s).min(n);
+    let hi = (input + pad)
+        .saturating_sub(reach)
+        .div_ceil(s)
+        .min(n)
+        .max(lo);
+    (lo, hi, (lo * s + reach).saturating_sub(pad))
+}
+
+/// Visits every `(column row, output run)` pair of one sample: `f(row, run, source)` for each
+/// row `c·kvol + offset` and each output row `(o0, o1)` of length `ow`, with `source` the
+/// input row it reads (`None` where the window is in the padding) and the valid `lo..hi` of
+/// the run with the input coordinate of `lo`.
+fn for_each_run(w: &Window, mut f: impl FnMut(usize, usize, Option<usize>, (usize, usize, usize))) {
+    let [_, ih, iw] = w.input;
+    let [od, oh, ow] = w.out();
+    let [kd, kh, kw] = w.kernel;
+    for c in 0..w.channels {
+        for a0 in 0..kd {
+            for a1 in 0..kh {
+                for a2 in 0..kw {
+                    let row = ((c * kd + a0) * kh + a1) * kw + a2;
+                    let span = valid(w, 2, a2, ow);
+                    for o0 in 0..od {
+                        let p0 = w.source(0, o0, a0);
+                        for o1 in 0..oh {
+                            let run = (o0 * oh + o1) * ow;
+                            let source = p0
+                                .zip(w.source(1, o1, a1))
+                                .map(|(p0, p1)| ((c * w.input[0] + p0) * ih + p1) * iw);
+                            f(row, run, source, span);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One sample's columns `[C·kvol, L]` of `x: [C, d, h, w]`, zero in the padding.
+fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
+    let (l, ow, s) = (w.positions(), w.out()[2], w.stride[2]);
+    for_each_run(w, |row, run, source, (lo, hi, start)| {
+        let dst = &mut cols[row * l + run..][..ow];
+        match source {
+            Some(src) if hi > lo => {
+                dst[..lo].fill(0.0);
+                dst[hi..].fill(0.0);
+                let src = &x[src + start..];
+                if s == 1 {
+                    dst[lo..hi].copy_from_slice(&src[..hi - lo]);
+                } else {
+                    for (d, v) in dst[lo..hi].iter_mut().zip(src.iter().step_by(s)) {
+                        *d = *v;
+                    }
+                }
+            }
+            _ => dst.fill(0.0),
+        }
+    });
+}
+
+/// Adds one sample's columns `[C·kvol, L]` back into `dx: [C, d, h, w]` (the adjoint of
+/// [`im2col`]; each input element receives its reads in kernel-offset order).
+fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
+    let (l, s) = (w.positions(), w.stride[2]);
+    for_each_run(w, |row, run, source, (lo, hi, start)| {
+        if let Some(src) = source.filter(|_| hi > lo) {
+            let from = &cols[row * l + run + lo..][..hi - lo];
+            let to = &mut dx[src + start..];
+            if s == 1 {
+                for (d, v) in to[..hi - lo].iter_mut().zip(from) {
+                    *d += *v;
+                }
+            } else {
+                for (d, v) in to.iter_mut().step_by(s).zip(from) {
+                    *d += *v;
+                }
+            }
+        }
+    });
+}
+
+/// A matrix operand: values and the strides of its rows and columns.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    values: &'a [f32],
+    row_stride: usize,
+    col_stride: usize,
+}
+
+impl<'a> Mat<'a> {
+    /// Row-major with `cols` columns.
+    fn rows(values: &'a [f32], cols: usize) -> Self {
+        Self {
+            values,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
+    /// The transpose of a row-major matrix with `cols` columns.
+    fn transposed(values: &'a [f32], cols: usize) -> Self {
+        Self {
+            values,
+            row_stride: 1,
+            col_stride: cols,
+        }
+    }
+
+    /// Checks that an `r × c` matrix fits in the values.
+    fn check(&self, r: usize, c: usize) {
+        if r > 0 && c > 0 {
+            let last = (r - 1) * self.row_stride + (c - 1) * self.col_stride;
+            assert!(
+                last < self.values.len(),
+                "dense conv: operand out of bounds"
+            );
+        }
+    }
+}
+
+/// `dst (m × n, row-major, rows `ldd` apart) = [dst +] a (m × k) · b (k × n)`.
+fn gemm_into(
+    [m, n, k]: [usize; 3],
+    dst: &mut [f32],
+    ldd: usize,
+    accumulate: bool,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    parallelism: Parallelism,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    a.check(m, k);
+    b.check(k, n);
+    assert!(
+        (m - 1) * ldd + n <= dst.len(),
+        "dense conv: output out of bounds"
+    );
+    if k == 0 {
+        if !accumulate {
+            for row in dst.chunks_mut(ldd).take(m) {
+                row[..n].fill(0.0);
+            }
+        }
+        return;
+    }
+    // SAFETY: every index the product reads or writes was checked above against the slices'
+    // lengths; `dst` is borrowed mutably, so it aliases neither operand.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            ldd as isize,
+            accumulate,
+            a.values.as_ptr(),
+            a.col_stride as isize,
+            a.row_stride as isize,
+            b.values.as_ptr(),
+            b.col_stride as isize,
+            b.row_stride as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
+/// Convolution: `x: [B, C, d, h, w]`, `weight: [C_out, C/G, k...]`, optional `bias: [C_out]`
+/// → `y: [B, C_out, od, oh, ow]`.
+///
+/// # Panics
+/// If a length disagrees with `conv`.
+pub fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, conv: &DenseConv) -> Vec<f32> {
+    let (k, l, og, w) = (conv.k(), conv.l(), conv.og(), &conv.window);
+    conv.check("input", x.len(), conv.input_len());
+    assert_eq!(weight.len(), conv.weight_len(), "dense conv: weight length");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), conv.out_channels, "dense conv: bias length");
+    }
+    let mut y = vec![0f32; conv.batch * conv.output_len()];
+    if y.is_empty() {
+        return y;
+    }
+    let par = conv.parallelism(conv.batch);
+    let sample = |yb: &mut [f32], cols: &[f32]| {
+        for g in 0..conv.groups() {
+            gemm_into(
+                [og, l, k],
+                &mut yb[g * og * l..],
+                l,
+                false,
+                Mat::rows(&weight[g * og * k..], k),
+                Mat::rows(&cols[g * k * l..], l),
+                par,
+            );
+        }
+        if let Some(bias) = bias {
+            for (row, b) in yb.chunks_mut(l).zip(bias) {
+                row.iter_mut().for_each(|v| *v += b);
+            }
+        }
+    };
+    y.par_chunks_mut(conv.output_len())
+        .zip(x.par_chunks(conv.input_len().max(1)))
+        .for_each(|(yb, xb)| {
+            if conv.reads_input_as_columns() {
+                sample(yb, xb)
+            } else {
+                with_columns(conv.columns_len(), |cols| {
+                    im2col(xb, w, cols);
+                    sample(yb, cols)
+                })
+            }
+        });
+    y
+}
+
+/// Gradient with respect to the input: `output_grad: [B, C_out, o...]`, `weight` → `dx: [B, C,
+/// d, h, w]`.
+///
+/// # Panics
+/// If a length disagrees with `conv`.
+pub fn input_grad(output_grad: &[f32], weight: &[f32], conv: &DenseConv) -> Vec<f32> {
+    let (k, l, og, w) = (conv.k(), conv.l(), conv.og(), &conv.window);
+    conv.check("output gradient", output_grad.len(), conv.output_len());
+    assert_eq!(weight.len(), conv.weight_len(), "dense conv: weight length");
+    let mut dx = vec![0f32; conv.batch * conv.input_len()];
+    if dx.is_empty() {
+        return dx;
+    }
+    let par = conv.parallelism(conv.batch);
+    // dcols[g] (K × L) = W[g]ᵀ (K × og) · dy[b][g] (og × L)
+    let columns = |dyb: &[f32], dcols: &mut [f32]| {
+        for g in 0..conv.groups() {
+            gemm_into(
+                [k, l, og],
+                &mut dcols[g * k * l..],
+                l,
+                false,
+                Mat::transposed(&weight[g * og * k..], k),
+                Mat::rows(&dyb[g * og * l..], l),
+                par,
+            );
+        }
+    };
+    dx.par_chunks_mut(conv.input_len())
+        .zip(output_grad.par_chunks(conv.output_len().max(1)))
+        .for_each(|(dxb, dyb)| {
+            if conv.reads_input_as_columns() {
+                columns(dyb, dxb)
+            } else {
+                with_columns(conv.columns_len(), |dcols| {
+                    columns(dyb, dcols);
+                    col2im_add(dcols, w, dxb);
+                })
+            }
+        });
+    dx
+}
+
+/// Gradient with respect to the weight: `x: [B, C, d, h, w]`, `output_grad: [B, C_out, o...]`
+/// → `dW: [C_out, C/G, k...]`.
+///
+/// # Panics
+/// If a length disagrees with `conv`.
+pub fn weight_grad(x: &[f32], output_grad: &[f32], conv: &DenseConv) -> Vec<f32> {
+    let (k, l, og, w) = (conv.k(), conv.l(), conv.og(), &conv.window);
+    conv.check("input", x.len(), conv.input_len());
+    conv.check("output gradient", output_grad.len(), conv.output_len());
+    let batch = conv.batch;
+    if batch == 0 || conv.weight_len() == 0 {
+        return vec![0.0; conv.weight_len()];
+    }
+    let runs = rayon::current_num_threads().clamp(1, batch);
+    let per_run = batch.div_ceil(runs);
+    let par = conv.parallelism(runs);
+    let (in_len, out_len) = (conv.input_len(), conv.output_len());
+    // dW[g] (og × K) += dy[b][g] (og × L) · cols[g]ᵀ (L × K)
+    let add = |dw: &mut [f32], b: usize, cols: &[f32], first: bool| {
+        let dyb = &output_grad[b * out_len..][..out_len];
+        for g in 0..conv.groups() {
+            gemm_into(
+                [og, k, l],
+                &mut dw[g * og * k..],
+                k,
+                !first,
+                Mat::rows(&dyb[g * og * l..], l),
+                Mat::transposed(&cols[g * k * l..], l),
+                par,
+            );
+        }
+    };
+    let sums: Vec<Vec<f32>> = (0..runs)
+        .into_par_iter()
+        .map(|run| {
+            let mut dw = vec![0f32; conv.weight_len()];
+            let samples = run * per_run..((run + 1) * per_run).min(batch);
+            let first = samples.start;
+            for b in samples {
+                let xb = &x[b * in_len..][..in_len];
+                if conv.reads_input_as_columns() {
+                    add(&mut dw, b, xb, b == first);
+                } else {
+                    with_columns(conv.columns_len(), |cols| {
+                        im2col(xb, w, cols);
+                        add(&mut dw, b, cols, b == first);
+                    });
+                }
+            }
+            dw
+        })
+        .collect();
+    let mut sums = sums.into_iter();
+    let mut dw = sums.next().expect("at least one run");
+    for other in sums {
+        dw.iter_mut().zip(&other).for_each(|(a, b)| *a += b);
+    }
+    dw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approx::im2col as reference;
+
+    fn window(channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Window {
+        Window {
+            channels,
+            input,
+            kernel,
+            stride: [1; 3],
+            padding: [0; 3],
+            dilation: [1; 3],
+            groups: 1,
+        }
+    }
+
+    /// Small integers: every sum below is exact, so results compare bit for bit.
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 + seed * 13) % 11) as f32 - 5.0)
+            .collect()
+    }
+
+    /// The naive convolution as the oracle: every output a direct sum over its window.
+    fn naive(x: &[f32], weight: &[f32], conv: &DenseConv) -> Vec<f32> {
+        let cols = reference::im2col(x, conv.batch, &conv.window);
+        let (k, l, og, g_n) = (conv.k(), conv.l(), conv.og(), conv.groups());
+        let bl = conv.batch * l;
+        let mut y = vec![0f32; conv.batch * conv.output_len()];
+        for b in 0..conv.batch {
+            for g in 0..g_n {
+                for o in 0..og {
+                    for p in 0..l {
+                        let mut acc = 0f32;
+                        for r in 0..k {
+                            acc +=
+                                weight[(g * og + o) * k + r] * cols[(g * k + r) * bl + b * l + p];
+                        }
+                        y[(b * conv.out_channels + g * og + o) * l + p] = acc;
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    fn cases() -> Vec<DenseConv> {
+        let strided = Window {
+            stride: [1, 2, 2],
+            padding: [0, 1, 1],
+            ..window(4, [1, 7, 6], [1, 3, 3])
+        };
+        let dilated = Window {
+            dilation: [1, 2, 1],
+            padding: [0, 2, 0],
+            stride: [1, 1, 3],
+            groups: 2,
+            ..window(4, [1, 6, 9], [1, 3, 2])
+        };
+        let three_d = Window {
+            padding: [1, 0, 1],
+            ..window(2, [3, 4, 5], [2, 2, 3])
+        };
+        // a kernel larger than the input with padding: some runs read nothing
+        let wide = Window {
+            padding: [0, 2, 2],
+            ..window(1, [1, 2, 2], [1, 5, 5])
+        };
+        vec![
+            DenseConv {
+                batch: 3,
+                window: strided,
+                out_channels: 5,
+            },
+            DenseConv {
+                batch: 2,
+                window: dilated,
+                out_channels: 6,
+            },
+            DenseConv {
+                batch: 2,
+                window: three_d,
+                out_channels: 3,
+            },
+            DenseConv {
+                batch: 5,
+                window: window(6, [1, 4, 4], [1, 1, 1]),
+                out_channels: 4,
+            },
+            DenseConv {
+                batch: 1,
+                window: wide,
+                out_channels: 2,
+            },
+        ]
+    }
+
+    #[test]
+    fn forward_equals_the_naive_convolution() {
+        for conv in cases() {
+            let x = values(conv.batch * conv.input_len(), 1);
+            let w = values(conv.weight_len(), 2);
+            let bias = values(conv.out_channels, 3);
+            let mut want = naive(&x, &w, &conv);
+            assert_eq!(forward(&x, &w, None, &conv), want, "{conv:?}");
+            let l = conv.l();
+            for (i, v) in want.iter_mut().enumerate() {
+                *v += bias[i / l % conv.out_channels];
+            }
+            assert_eq!(forward(&x, &w, Some(&bias), &conv), want, "{conv:?}");
+        }
+    }
+
+    #[test]
+    fn gradients_are_the_adjoints_of_the_forward_pass() {
+        // <y, dy> = <x, dx(dy)> = <W, dW(x, dy)> with small integers (exact sums)
+        for conv in cases() {
+            let x = values(conv.batch * conv.input_len(), 4);
+            let w = values(conv.weight_len(), 5);
+            let dy = values(conv.batch * conv.output_len(), 6);
+            let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(a, b)| a * b).sum::<f32>();
+            let y = forward(&x, &w, None, &conv);
+            let dx = input_grad(&dy, &w, &conv);
+            let dw = weight_grad(&x, &dy, &conv);
+            assert_eq!(dot(&y, &dy), dot(&x, &dx), "input grad of {conv:?}");
+            assert_eq!(dot(&y, &dy), dot(&w, &dw), "weight grad of {conv:?}");
+            // and each equals the reference lowering: dx by col2im of Wᵀ·dy
+            let want_dx = {
+                let (k, l, og) = (conv.k(), conv.l(), conv.og());
+                let bl = conv.batch * l;
+                let mut dcols = vec![0f32; conv.groups() * k * bl];
+                for g in 0..conv.groups() {
+                    for r in 0..k {
+                        for b in 0..conv.batch {
+                            for p in 0..l {
+                                dcols[(g * k + r) * bl + b * l + p] = (0..og)
+                                    .map(|o| {
+                                        w[(g * og + o) * k + r]
+                                            * dy[(b * conv.out_channels + g * og + o) * l + p]
+                                    })
+                                    .sum();
+                            }
+                        }
+                    }
+                }
+                reference::col2im(&dcols, conv.batch, &conv.window)
+            };
+            assert_eq!(dx, want_dx, "{conv:?}");
+        }
+    }
+
+    #[test]
+    fn weight_gradient_sums_over_every_sample_with_any_thread_count() {
+        let conv = cases()[0];
+        let x = values(conv.batch * conv.input_len(), 7);
+        let dy = values(conv.batch * conv.output_len(), 8);
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let three = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let a = one.install(|| weight_grad(&x, &dy, &conv));
+        let b = three.install(|| weight_grad(&x, &dy, &conv));
+        assert_eq!(a, b);
+        // per sample, summed by hand
+        let mut want = vec![0f32; conv.weight_len()];
+        for s in 0..conv.batch {
+            let single = DenseConv { batch: 1, ..conv };
+            let part = weight_grad(
+                &x[s * conv.input_len()..][..conv.input_len()],
+                &dy[s * conv.output_len()..][..conv.output_len()],
+                &single,
+            );
+            want.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+        }
+        assert_eq!(a, want);
+    }
+
+    #[test]
+    fn empty_batches_and_channels_give_empty_or_zero_results() {
+        let conv = DenseConv {
+            batch: 0,
+            ..cases()[0]
+        };
+        assert!(forward(&[], &values(conv.weight_len(), 1), None, &conv).is_empty());
+        assert!(input_grad(&[], &values(conv.weight_len(), 1), &conv).is_empty());
+        assert_eq!(weight_grad(&[], &[], &conv), vec![0.0; conv.weight_len()]);
+    }
+
+    #[test]
+    #[should_panic(expected = "dense conv: input length")]
+    fn a_wrong_input_length_is_refused() {
+        let conv = cases()[0];
+        forward(&[1.0; 3], &values(conv.weight_len(), 1), None, &conv);
+    }
+}

@@ -1,0 +1,28 @@
+//! Dense (exact) convolution at GEMM speed: the native route of every convolution on a
+//! backend without CubeCL kernels.
+//!
+//! burn-ndarray 0.21 convolves with a direct multiply-add loop, and burn-backend's default
+//! weight gradient is a convolution whose kernel is as large as the feature map, the worst case
+//! for such a loop. Here a convolution and both of its gradients are GEMMs over the im2col
+//! columns of one sample at a time (the columns of `batch` samples at once would not fit in a
+//! cache, and a sample's output rows are already `[C_out, L]` in NCHW order, so no permute is
+//! needed):
+//!
+//! - forward: `y[b][g] = W[g] (C_out/G × K) · cols(x[b])[g] (K × L)`;
+//! - input gradient: `dcols[g] = W[g]ᵀ · dy[b][g]`, added back into `dx[b]` by col2im;
+//! - weight gradient: `dW[g] = Σ_b dy[b][g] · cols(x[b])[g]ᵀ`, the samples split into one
+//!   contiguous run per thread, each run's sum in a buffer of its own, the runs' sums added in
+//!   order.
+//!
+//! With `G` groups, `K = C_in/G · kd·kh·kw` and `L` output positions per sample. A 1×1 kernel
+//! with unit stride and no padding reads the input as its own columns (no copy). Samples are
+//! spread over rayon's threads; each GEMM is one call of the `gemm` crate (single-threaded
+//! unless there are fewer samples than threads). The result does not depend on the number of
+//! threads except for the weight gradient's order of summation over samples.
+//!
+//! The geometry is im2col's [`Window`](crate::approx::im2col::Window) (3-d; 1- and 2-d
+//! convolutions have leading 1s).
+
+mod host;
+
+pub use host::{DenseConv, forward, input_grad, weight_grad};
