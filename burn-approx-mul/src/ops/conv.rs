@@ -21,6 +21,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_std::Shape;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::approx::im2col::{self as kernel, Window};
+use cubecl_kernels::conv as host;
 use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::with_f32;
@@ -120,7 +121,8 @@ fn spatial(s: &Shape) -> [usize; 3] {
     [s[2], s[3], s[4]]
 }
 
-/// im2col / col2im: a CubeCL kernel each on CubeCL backends, the host references elsewhere.
+/// im2col / col2im: a CubeCL kernel each on CubeCL backends, their host form elsewhere
+/// ([`cubecl_kernels::conv::im2col_batch`], equal to the kernels' host references).
 enum Lowering {
     Im2col(Window),
     Col2im(Window, usize),
@@ -147,11 +149,11 @@ impl<B: KernelBackend> CubeVisitor<B> for Lowering {
         let (out, shape) = match self {
             Self::Im2col(w) => {
                 let batch = t.shape()[0];
-                let cols = with_f32::<B, _>(t, |x| kernel::im2col(x, batch, &w));
+                let cols = with_f32::<B, _>(t, |x| host::im2col_batch(x, batch, &w));
                 (cols, w.cols_shape(batch).to_vec())
             }
             Self::Col2im(w, batch) => {
-                let x = with_f32::<B, _>(t, |cols| kernel::col2im(cols, batch, &w));
+                let x = with_f32::<B, _>(t, |cols| host::col2im_batch(cols, batch, &w));
                 (x, w.input_shape(batch).to_vec())
             }
         };

@@ -1,9 +1,10 @@
 //! The BCRC sparse-product kernel.
 
+use crate::grid::cube_at;
 use cubecl::prelude::*;
 
-/// One unit per output `(i, p)`: activation row `i` (`ABSOLUTE_POS_Y`) times reordered row `p`
-/// (`ABSOLUTE_POS_X`). Units of one cube along `x` are consecutive reordered rows, mostly of one
+/// One unit per output `(i, p)`: activation row `i` (along `y` of the virtual grid, `grid_*`:
+/// [`crate::grid::Grid`]) times reordered row `p` (along `x`). Units of one cube along `x` are consecutive reordered rows, mostly of one
 /// column pattern, so they read the same activations (one broadcast load serves them all: the
 /// GPU form of load-redundancy elimination); the result goes to column `reorder[p]`.
 #[cube(launch)]
@@ -18,9 +19,13 @@ pub(super) fn spmm_kernel(
     y: &mut Array<f32>,
     m: u32,
     out: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
 ) {
-    let p = ABSOLUTE_POS_X as usize;
-    let i = ABSOLUTE_POS_Y as usize;
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let p = at.x * CUBE_DIM_X as usize + UNIT_POS_X as usize;
+    let i = at.y * CUBE_DIM_Y as usize + UNIT_POS_Y as usize;
     let out = out as usize;
     if p < out && i < m as usize {
         let first = row_offset[p] as usize;

@@ -32,12 +32,13 @@ pub struct BcrcCube<R: CubeRuntime> {
 pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &BcrcCube<R>) -> CubeTensor<R> {
     let [out, wk] = w.dims;
     let (m, y, grid) = crate::grid::outputs(x, wk, out, "BCRC spmm");
-    let Some((count, dim)) = grid else {
+    let Some((grid, dim)) = grid else {
         return y;
     };
+    let (gx, gy, gt) = grid.args();
     spmm_kernel::launch::<R>(
         &x.client,
-        count,
+        grid.count,
         dim,
         x.clone().into_tensor_arg(),
         w.weights.clone().into_array_arg(),
@@ -48,6 +49,9 @@ pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &BcrcCube<R>) -> CubeTe
         y.clone().into_array_arg(),
         m as u32,
         out as u32,
+        gx,
+        gy,
+        gt,
     );
     y
 }

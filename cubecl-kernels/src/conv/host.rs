@@ -107,29 +107,28 @@ fn valid(w: &Window, i: usize, a: usize, n: usize) -> (usize, usize, usize) {
     (lo, hi, (lo * s + reach).saturating_sub(pad))
 }
 
-/// Visits every `(column row, output run)` pair of one sample: `f(row, run, source)` for each
-/// row `c·kvol + offset` and each output row `(o0, o1)` of length `ow`, with `source` the
-/// input row it reads (`None` where the window is in the padding) and the valid `lo..hi` of
-/// the run with the input coordinate of `lo`.
+/// Visits the runs of one channel's `kvol` column rows: `f(offset, run, source, span)` for
+/// each kernel offset (in d-h-w order) and each output row `(o0, o1)` of length `ow` starting at
+/// output position `run`, with `source` the start of the input row it reads within the
+/// channel's plane (`None` where the window is in the padding) and `span` the valid `lo..hi`
+/// of the run with the input coordinate of `lo`.
 fn for_each_run(w: &Window, mut f: impl FnMut(usize, usize, Option<usize>, (usize, usize, usize))) {
     let [_, ih, iw] = w.input;
     let [od, oh, ow] = w.out();
     let [kd, kh, kw] = w.kernel;
-    for c in 0..w.channels {
-        for a0 in 0..kd {
-            for a1 in 0..kh {
-                for a2 in 0..kw {
-                    let row = ((c * kd + a0) * kh + a1) * kw + a2;
-                    let span = valid(w, 2, a2, ow);
-                    for o0 in 0..od {
-                        let p0 = w.source(0, o0, a0);
-                        for o1 in 0..oh {
-                            let run = (o0 * oh + o1) * ow;
-                            let source = p0
-                                .zip(w.source(1, o1, a1))
-                                .map(|(p0, p1)| ((c * w.input[0] + p0) * ih + p1) * iw);
-                            f(row, run, source, span);
-                        }
+    for a0 in 0..kd {
+        for a1 in 0..kh {
+            for a2 in 0..kw {
+                let offset = (a0 * kh + a1) * kw + a2;
+                let span = valid(w, 2, a2, ow);
+                for o0 in 0..od {
+                    let p0 = w.source(0, o0, a0);
+                    for o1 in 0..oh {
+                        let run = (o0 * oh + o1) * ow;
+                        let source = p0
+                            .zip(w.source(1, o1, a1))
+                            .map(|(p0, p1)| (p0 * ih + p1) * iw);
+                        f(offset, run, source, span);
                     }
                 }
             }
@@ -137,16 +136,17 @@ fn for_each_run(w: &Window, mut f: impl FnMut(usize, usize, Option<usize>, (usiz
     }
 }
 
-/// One sample's columns `[C·kvol, L]` of `x: [C, d, h, w]`, zero in the padding.
-fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
-    let (l, ow, s) = (w.positions(), w.out()[2], w.stride[2]);
-    for_each_run(w, |row, run, source, (lo, hi, start)| {
-        let dst = &mut cols[row * l + run..][..ow];
+/// One channel's column rows: `plane` (the channel's `[d, h, w]` input) read into `kvol` rows
+/// of `rows` (row `r` at `r·ld + at`, `L` values each), zero in the padding.
+fn im2col_channel(plane: &[f32], w: &Window, rows: &mut [f32], ld: usize, at: usize) {
+    let (ow, s) = (w.out()[2], w.stride[2]);
+    for_each_run(w, |offset, run, source, (lo, hi, start)| {
+        let dst = &mut rows[offset * ld + at + run..][..ow];
         match source {
             Some(src) if hi > lo => {
                 dst[..lo].fill(0.0);
                 dst[hi..].fill(0.0);
-                let src = &x[src + start..];
+                let src = &plane[src + start..];
                 if s == 1 {
                     dst[lo..hi].copy_from_slice(&src[..hi - lo]);
                 } else {
@@ -160,14 +160,15 @@ fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
     });
 }
 
-/// Adds one sample's columns `[C·kvol, L]` back into `dx: [C, d, h, w]` (the adjoint of
-/// [`im2col`]; each input element receives its reads in kernel-offset order).
-fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
-    let (l, s) = (w.positions(), w.stride[2]);
-    for_each_run(w, |row, run, source, (lo, hi, start)| {
+/// Adds one channel's `kvol` column rows (row `r` at `r·ld + at`) back into its input `plane`
+/// (the adjoint of [`im2col_channel`]; each input element receives its reads in kernel-offset
+/// order).
+fn col2im_channel(rows: &[f32], ld: usize, at: usize, w: &Window, plane: &mut [f32]) {
+    let s = w.stride[2];
+    for_each_run(w, |offset, run, source, (lo, hi, start)| {
         if let Some(src) = source.filter(|_| hi > lo) {
-            let from = &cols[row * l + run + lo..][..hi - lo];
-            let to = &mut dx[src + start..];
+            let from = &rows[offset * ld + at + run + lo..][..hi - lo];
+            let to = &mut plane[src + start..];
             if s == 1 {
                 for (d, v) in to[..hi - lo].iter_mut().zip(from) {
                     *d += *v;
@@ -179,6 +180,62 @@ fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
             }
         }
     });
+}
+
+/// One sample's columns `[C·kvol, L]` of `x: [C, d, h, w]`, zero in the padding.
+fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
+    let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
+    for (c, rows) in cols.chunks_mut(kvol * l).take(w.channels).enumerate() {
+        im2col_channel(&x[c * plane..][..plane], w, rows, l, 0);
+    }
+}
+
+/// Adds one sample's columns `[C·kvol, L]` back into `dx: [C, d, h, w]`.
+fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
+    let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
+    for (c, dst) in dx.chunks_mut(plane).take(w.channels).enumerate() {
+        col2im_channel(&cols[c * kvol * l..][..kvol * l], l, 0, w, dst);
+    }
+}
+
+/// The columns `[G, C/G · kvol, B·L]` of `batch` samples `x: [B, C, d, h, w]`: the values of
+/// [`crate::approx::im2col::im2col`] (its host reference), run by runs of contiguous copies,
+/// one channel per task.
+pub fn im2col_batch(x: &[f32], batch: usize, w: &Window) -> Vec<f32> {
+    let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
+    assert_eq!(x.len(), batch * w.channels * plane, "im2col input length");
+    let ld = batch * l;
+    let mut cols = vec![0f32; w.channels * kvol * ld];
+    if cols.is_empty() {
+        return cols;
+    }
+    cols.par_chunks_mut(kvol * ld)
+        .enumerate()
+        .for_each(|(c, rows)| {
+            for b in 0..batch {
+                let plane_of = &x[(b * w.channels + c) * plane..][..plane];
+                im2col_channel(plane_of, w, rows, ld, b * l);
+            }
+        });
+    cols
+}
+
+/// Columns `[G, C/G · kvol, B·L]` added back into `[B, C, d, h, w]`: the values of
+/// [`crate::approx::im2col::col2im`] (its host reference, the same order of additions), one
+/// input channel plane per task.
+pub fn col2im_batch(cols: &[f32], batch: usize, w: &Window) -> Vec<f32> {
+    let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
+    let ld = batch * l;
+    assert_eq!(cols.len(), w.channels * kvol * ld, "col2im columns length");
+    let mut x = vec![0f32; batch * w.channels * plane];
+    if x.is_empty() {
+        return x;
+    }
+    x.par_chunks_mut(plane).enumerate().for_each(|(bc, dst)| {
+        let (b, c) = (bc / w.channels, bc % w.channels);
+        col2im_channel(&cols[c * kvol * ld..][..kvol * ld], ld, b * l, w, dst);
+    });
+    x
 }
 
 /// A matrix operand: values and the strides of its rows and columns.
@@ -607,6 +664,24 @@ mod tests {
             want.iter_mut().zip(part).for_each(|(a, b)| *a += b);
         }
         assert_eq!(a, want);
+    }
+
+    #[test]
+    fn batched_columns_equal_the_host_reference_bit_for_bit() {
+        for conv in cases() {
+            let (w, batch) = (conv.window, conv.batch);
+            let x: Vec<f32> = (0..batch * conv.input_len())
+                .map(|i| (i as f32 * 0.37).sin())
+                .collect();
+            let cols = im2col_batch(&x, batch, &w);
+            assert_eq!(cols, reference::im2col(&x, batch, &w), "{w:?}");
+            let y: Vec<f32> = (0..cols.len()).map(|i| (i as f32 * 0.11).cos()).collect();
+            assert_eq!(
+                col2im_batch(&y, batch, &w),
+                reference::col2im(&y, batch, &w),
+                "{w:?}"
+            );
+        }
     }
 
     #[test]

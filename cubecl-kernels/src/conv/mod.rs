@@ -20,9 +20,13 @@
 //! unless there are fewer samples than threads). The result does not depend on the number of
 //! threads except for the weight gradient's order of summation over samples.
 //!
+//! [`im2col_batch`] and [`col2im_batch`] are the same data movement for a whole batch in
+//! ApproxMul's layout (`[G, C/G · kvol, B·L]`): what its approximate convolutions run on the
+//! host, equal to the host references of the im2col kernels bit for bit.
+//!
 //! The geometry is im2col's [`Window`](crate::approx::im2col::Window) (3-d; 1- and 2-d
 //! convolutions have leading 1s).
 
 mod host;
 
-pub use host::{DenseConv, forward, input_grad, weight_grad};
+pub use host::{DenseConv, col2im_batch, forward, im2col_batch, input_grad, weight_grad};

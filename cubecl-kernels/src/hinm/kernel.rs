@@ -1,9 +1,10 @@
 //! The HiNM sparse-product kernel.
 
+use crate::grid::cube_at;
 use cubecl::prelude::*;
 
-/// One unit per output `(i, r)`: activation row `i` (`ABSOLUTE_POS_Y`) times packed row `r`
-/// (`ABSOLUTE_POS_X`). Units of one cube along `x` are consecutive rows of one tile, so they
+/// One unit per output `(i, r)`: activation row `i` (along `y` of the virtual grid, `grid_*`:
+/// [`crate::grid::Grid`]) times packed row `r` (along `x`). Units of one cube along `x` are consecutive rows of one tile, so they
 /// read the same kept columns of `x` (one broadcast load) and only the two kept values of each
 /// group; the result goes to column `out_perm[r]`.
 #[cube(launch)]
@@ -19,9 +20,13 @@ pub(super) fn spmm_kernel(
     out: u32,
     v: u32,
     nnz: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
 ) {
-    let r = ABSOLUTE_POS_X as usize;
-    let i = ABSOLUTE_POS_Y as usize;
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let r = at.x * CUBE_DIM_X as usize + UNIT_POS_X as usize;
+    let i = at.y * CUBE_DIM_Y as usize + UNIT_POS_Y as usize;
     let (out, nnz) = (out as usize, nnz as usize);
     if r < out && i < m as usize {
         let groups = nnz / 4;

@@ -28,12 +28,13 @@ pub struct PackedCube<R: CubeRuntime> {
 pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &PackedCube<R>) -> CubeTensor<R> {
     let [out, wk, v, nnz] = w.dims;
     let (m, y, grid) = crate::grid::outputs(x, wk, out, "HiNM spmm");
-    let Some((count, dim)) = grid else {
+    let Some((grid, dim)) = grid else {
         return y;
     };
+    let (gx, gy, gt) = grid.args();
     spmm_kernel::launch::<R>(
         &x.client,
-        count,
+        grid.count,
         dim,
         x.clone().into_tensor_arg(),
         w.values.clone().into_array_arg(),
@@ -45,6 +46,9 @@ pub fn launch_spmm<R: CubeRuntime>(x: &CubeTensor<R>, w: &PackedCube<R>) -> Cube
         out as u32,
         v as u32,
         nnz as u32,
+        gx,
+        gy,
+        gt,
     );
     y
 }

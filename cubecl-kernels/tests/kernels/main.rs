@@ -11,6 +11,7 @@ mod approx_gemm;
 mod bcrc;
 mod broadcast;
 mod bsr;
+mod grid;
 mod hinm;
 mod identity;
 mod identity_lenet;

@@ -7,6 +7,7 @@ use crate::approx::multiply::{
     decode_into, decode_key, decode_scale, private_lut, product, product_private, stage_lut,
     staged_words,
 };
+use crate::grid::cube_at;
 use crate::runtime::SIMD_UNITS;
 use cubecl::prelude::*;
 
@@ -19,9 +20,13 @@ pub(super) fn approx_gemm_kernel(
     lut: &Array<u32>,
     out: &mut Tensor<f32>,
     chunk: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
     #[comptime] kind: MulKind,
     #[comptime] tiling: Tiling,
 ) {
+    let at = cube_at(grid_x, grid_y, grid_total);
     let ux = comptime!(tiling.dims()[0] as usize);
     let uy = comptime!(tiling.dims()[1] as usize);
     let px = comptime!(tiling.dims()[2] as usize);
@@ -33,7 +38,7 @@ pub(super) fn approx_gemm_kernel(
     let rows = lhs.shape(1);
     let inner = lhs.shape(2);
     let cols = rhs.shape(2);
-    let z = CUBE_POS_Z as usize;
+    let z = at.z;
     let batch = z % lhs.shape(0);
     let k_begin = (z / lhs.shape(0)) * chunk as usize;
     let k_end = select(
@@ -41,8 +46,8 @@ pub(super) fn approx_gemm_kernel(
         inner,
         k_begin + chunk as usize,
     );
-    let row0 = CUBE_POS_Y as usize * tile_m;
-    let col0 = CUBE_POS_X as usize * tile_n;
+    let row0 = at.y * tile_m;
+    let col0 = at.x * tile_n;
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
     let unit = ty * ux + tx;
@@ -157,13 +162,17 @@ pub(super) fn approx_gemm_direct_kernel(
     lut: &Array<u32>,
     out: &mut Tensor<f32>,
     chunk: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
     #[comptime] kind: MulKind,
     #[comptime] rows: usize,
     #[comptime] cols: usize,
 ) {
+    let at = cube_at(grid_x, grid_y, grid_total);
     let units = comptime!(SIMD_UNITS);
     let (m, inner, n) = (lhs.shape(1), lhs.shape(2), rhs.shape(2));
-    let z = CUBE_POS_Z as usize;
+    let z = at.z;
     let batch = z % lhs.shape(0);
     let k_begin = (z / lhs.shape(0)) * chunk as usize;
     let k_end = select(
@@ -171,8 +180,8 @@ pub(super) fn approx_gemm_direct_kernel(
         inner,
         k_begin + chunk as usize,
     );
-    let row0 = CUBE_POS_Y as usize * rows;
-    let c0 = CUBE_POS_X as usize * comptime!(units * cols) + UNIT_POS_X as usize;
+    let row0 = at.y * rows;
+    let c0 = at.x * comptime!(units * cols) + UNIT_POS_X as usize;
     let table = private_lut(lut, kind);
     if comptime!(staged_words(kind) > 1) {
         // not for other units' writes: see `private_lut`

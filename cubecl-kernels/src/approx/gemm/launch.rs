@@ -3,6 +3,7 @@
 use super::Tile;
 use super::kernel::{approx_gemm_direct_kernel, approx_gemm_kernel, sum_chunks_kernel};
 use crate::approx::{ApproxMultiply, split_k};
+use crate::grid::Grid;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -71,23 +72,26 @@ pub fn launch_tiled<R: CubeRuntime>(
     let words = mul.lut_words();
     let lut = unsafe { ArrayArg::from_raw_parts(client.create_from_slice(words), words.len() / 4) };
     let [tile_m, tile_n] = tile.cube_outputs();
-    let count = CubeCount::Static(
-        n.div_ceil(tile_n) as u32,
-        m.div_ceil(tile_m) as u32,
-        (splits * batch) as u32,
+    let grid = Grid::new(
+        &client,
+        [n.div_ceil(tile_n), m.div_ceil(tile_m), splits * batch],
     );
+    let (gx, gy, gt) = grid.args();
     // Both kernels take the same arguments but their tile's comptime ones.
     macro_rules! launch {
         ($kernel:ident, $($tile:expr),+) => {
             $kernel::launch::<R>(
                 &client,
-                count,
+                grid.count,
                 tile.cube_dim(),
                 lhs.into_tensor_arg(),
                 rhs.into_tensor_arg(),
                 lut,
                 parts.clone().into_tensor_arg(),
                 chunk as u32,
+                gx,
+                gy,
+                gt,
                 kind,
                 $($tile),+
             )
@@ -104,7 +108,7 @@ pub fn launch_tiled<R: CubeRuntime>(
     let units = 256u32;
     sum_chunks_kernel::launch::<R>(
         &client,
-        CubeCount::Static(((batch * m * n) as u32).div_ceil(units), 1, 1),
+        Grid::new(&client, [(batch * m * n).div_ceil(units as usize), 1, 1]).count,
         CubeDim::new_1d(units),
         parts.into_array_arg(),
         out.clone().into_array_arg(),

@@ -1,14 +1,24 @@
 //! The im2col and col2im kernels: one unit per written element, the geometry comptime.
 
 use super::Window;
+use crate::grid::cube_at;
 use cubecl::prelude::*;
 
-/// `cols[row, col]` over `[G·Cg·kvol, B·L]`: one cube row per column row, the geometry
-/// comptime (every division is by a constant).
+/// `cols[row, col]` over `[G·Cg·kvol, B·L]`: one row of cubes per column row (`y` of the
+/// virtual grid, `grid_*`: [`crate::grid::Grid`]), the geometry comptime (every division is by
+/// a constant).
 #[cube(launch)]
-pub(super) fn im2col_kernel(x: &Tensor<f32>, cols: &mut Array<f32>, #[comptime] w: Window) {
-    let col = ABSOLUTE_POS_X as usize;
-    let row = CUBE_POS_Y as usize;
+pub(super) fn im2col_kernel(
+    x: &Tensor<f32>,
+    cols: &mut Array<f32>,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
+    #[comptime] w: Window,
+) {
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let col = at.x * CUBE_DIM_X as usize + UNIT_POS_X as usize;
+    let row = at.y;
     let l = comptime!(w.positions());
     let bl = x.shape(0) * l;
     if col < bl {
@@ -44,7 +54,8 @@ pub(super) fn im2col_kernel(x: &Tensor<f32>, cols: &mut Array<f32>, #[comptime] 
     }
 }
 
-/// `x[bc, p]` over `[B·C, d·h·w]`: the column entries that read it, in kernel-offset order.
+/// `x[bc, p]` over `[B·C, d·h·w]`: the column entries that read it, in kernel-offset order;
+/// one row of cubes per `bc` (`y` of the virtual grid).
 // `is_multiple_of` has no `#[cube]` expansion.
 #[allow(clippy::manual_is_multiple_of)]
 #[cube(launch)]
@@ -52,10 +63,14 @@ pub(super) fn col2im_kernel(
     cols: &Array<f32>,
     x: &mut Array<f32>,
     batch: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
     #[comptime] w: Window,
 ) {
-    let p = ABSOLUTE_POS_X as usize;
-    let bc = CUBE_POS_Y as usize;
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let p = at.x * CUBE_DIM_X as usize + UNIT_POS_X as usize;
+    let bc = at.y;
     let plane = comptime!(w.input[0] * w.input[1] * w.input[2]);
     if p < plane {
         let channels = comptime!(w.channels);

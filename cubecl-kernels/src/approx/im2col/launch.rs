@@ -2,14 +2,16 @@
 
 use super::Window;
 use super::kernel::{col2im_kernel, im2col_kernel};
+use crate::grid::Grid;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
 
-fn cubes(len: usize, rows: usize) -> CubeCount {
-    CubeCount::Static(len.div_ceil(256) as u32, rows as u32, 1)
+/// Rows of `len` elements, 256 units a cube.
+fn cubes<R: CubeRuntime>(client: &ComputeClient<R>, len: usize, rows: usize) -> Grid {
+    Grid::new(client, [len.div_ceil(256), rows, 1])
 }
 
 /// Launches `im2col_kernel`: `x: [B, C, d, h, w]` (any strides) → `[G, Cg·kvol, B·L]`.
@@ -29,12 +31,17 @@ pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor
         DType::F32,
     );
     if len * rows * groups > 0 {
+        let grid = cubes(&client, len, groups * rows);
+        let (gx, gy, gt) = grid.args();
         im2col_kernel::launch::<R>(
             &client,
-            cubes(len, groups * rows),
+            grid.count,
             CubeDim::new_1d(256),
             x.into_tensor_arg(),
             cols.clone().into_array_arg(),
+            gx,
+            gy,
+            gt,
             *w,
         );
     }
@@ -58,13 +65,18 @@ pub fn launch_col2im<R: CubeRuntime>(
     );
     let plane: usize = w.input.iter().product();
     if batch * w.channels * plane > 0 {
+        let grid = cubes(&client, plane, batch * w.channels);
+        let (gx, gy, gt) = grid.args();
         col2im_kernel::launch::<R>(
             &client,
-            cubes(plane, batch * w.channels),
+            grid.count,
             CubeDim::new_1d(256),
             cols.into_array_arg(),
             x.clone().into_array_arg(),
             batch as u32,
+            gx,
+            gy,
+            gt,
             *w,
         );
     }

@@ -2,15 +2,18 @@
 
 use super::kernel::{block_norms_kernel, compress_kernel, select_kernel};
 use super::{Blocks, PrunedCube};
+use crate::grid::Grid;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::prelude::*;
 
-fn units(n: usize) -> (CubeCount, CubeDim) {
+/// One unit per element of `n` (the kernels read their linear `ABSOLUTE_POS` and skip past
+/// `n`), 256 a cube, the cubes spread within the runtime's limits.
+fn units<R: CubeRuntime>(client: &ComputeClient<R>, n: usize) -> (CubeCount, CubeDim) {
     (
-        CubeCount::Static(n.div_ceil(256) as u32, 1, 1),
+        Grid::new(client, [n.div_ceil(256), 1, 1]).count,
         CubeDim::new_1d(256),
     )
 }
@@ -37,7 +40,7 @@ pub fn launch_block_norms<R: CubeRuntime>(x: &CubeTensor<R>, b: usize) -> CubeTe
         DType::F32,
     );
     if n > 0 {
-        let (count, dim) = units(n);
+        let (count, dim) = units(&x.client, n);
         block_norms_kernel::launch::<R>(
             &x.client,
             count,
@@ -83,7 +86,7 @@ pub fn launch_compress<R: CubeRuntime>(
     if samples == 0 {
         return out;
     }
-    let (count, dim) = units(samples * n_per);
+    let (count, dim) = units(client, samples * n_per);
     select_kernel::launch::<R>(
         client,
         count,
@@ -94,7 +97,7 @@ pub fn launch_compress<R: CubeRuntime>(
         keep as u32,
         n_per,
     );
-    let (count, dim) = units(samples * nb);
+    let (count, dim) = units(client, samples * nb);
     compress_kernel::launch::<R>(
         client,
         count,

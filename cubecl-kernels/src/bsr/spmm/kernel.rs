@@ -6,6 +6,7 @@ use crate::approx::multiply::{
     decode_into, decode_key, decode_scale, product, stage_lut, staged_words,
 };
 use crate::bsr::prune::Blocks;
+use crate::grid::cube_at;
 use crate::runtime::SIMD_UNITS;
 use cubecl::prelude::*;
 
@@ -23,6 +24,9 @@ pub(super) fn weight_grad_staged_kernel(
     dw: &mut Array<f32>,
     samples: u32,
     keep: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
     #[comptime] g: Blocks,
     #[comptime] py: usize,
     #[comptime] px: usize,
@@ -37,9 +41,10 @@ pub(super) fn weight_grad_staged_kernel(
     let nb = comptime!(g.columns());
     let row_tiles = comptime!(g.b.div_ceil(UNITS as usize * py));
     let out = grad.shape(1);
-    let c = CUBE_POS_Y as usize / row_tiles;
-    let e0 = (CUBE_POS_Y as usize % row_tiles) * tile_m;
-    let o0 = CUBE_POS_X as usize * tile_n;
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let c = at.y / row_tiles;
+    let e0 = (at.y % row_tiles) * tile_m;
+    let o0 = at.x * tile_n;
     let tx = UNIT_POS_X as usize;
     let ty = UNIT_POS_Y as usize;
     let unit = ty * ux + tx;
@@ -141,6 +146,9 @@ pub(super) fn weight_grad_direct_kernel(
     dw: &mut Array<f32>,
     samples: u32,
     keep: u32,
+    grid_x: u32,
+    grid_y: u32,
+    grid_total: u32,
     #[comptime] g: Blocks,
     #[comptime] rows: usize,
     #[comptime] cols: usize,
@@ -152,10 +160,11 @@ pub(super) fn weight_grad_direct_kernel(
     let chunks = comptime!(g.b.div_ceil(rows));
     let whole = comptime!(g.b.is_multiple_of(rows));
     let out = grad.shape(1);
-    let c = CUBE_POS_Y as usize / chunks;
-    let e0 = (CUBE_POS_Y as usize % chunks) * rows;
+    let at = cube_at(grid_x, grid_y, grid_total);
+    let c = at.y / chunks;
+    let e0 = (at.y % chunks) * rows;
     let unit = UNIT_POS_X as usize;
-    let o0 = CUBE_POS_X as usize * comptime!(units * cols) + unit;
+    let o0 = at.x * comptime!(units * cols) + unit;
     let staged = stage_lut(lut, unit, units, kind);
     if comptime!(staged_words(kind) > 1) {
         sync_cube();

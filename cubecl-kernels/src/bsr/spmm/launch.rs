@@ -4,6 +4,7 @@ use super::Tile;
 use super::kernel::{weight_grad_direct_kernel, weight_grad_staged_kernel};
 use crate::approx::{ApproxMultiply, MulKind};
 use crate::bsr::prune::{Blocks, PrunedCube};
+use crate::grid::Grid;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
@@ -68,17 +69,21 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
     );
     let words = mul.lut_words();
     let lut = client.create_from_slice(words);
-    let count = CubeCount::Static(
-        out.div_ceil(tile.cols_per_cube()) as u32,
-        (g.columns() * tile.row_tiles(b)) as u32,
-        1,
+    let grid = Grid::new(
+        &client,
+        [
+            out.div_ceil(tile.cols_per_cube()),
+            g.columns() * tile.row_tiles(b),
+            1,
+        ],
     );
+    let (gx, gy, gt) = grid.args();
     // the two kernels take the same arguments
     macro_rules! launch {
         ($kernel:ident, $rows:expr, $cols:expr) => {
             $kernel::launch::<R>(
                 &client,
-                count,
+                grid.count,
                 tile.cube_dim(),
                 x.values.clone().into_array_arg(),
                 x.col.clone().into_array_arg(),
@@ -88,6 +93,9 @@ pub fn launch_weight_grad_tiled<R: CubeRuntime>(
                 dw.clone().into_array_arg(),
                 samples as u32,
                 keep as u32,
+                gx,
+                gy,
+                gt,
                 g,
                 $rows,
                 $cols,

@@ -1,0 +1,212 @@
+//! Whole-model training steps on the CPU (burn-ndarray under Ember's training stack, as `ember
+//! train` runs it): forward, backward and Adam's update of LeNet-5, ResNet-18 (CIFAR stem, full
+//! width and width 16), ResMLP-S12 and DeiT-Ti at CIFAR-10's shapes, and the 2 × 256 GRU at
+//! FSDD's, each under the native multiplier (convolutions on `--conv gemm`, the default, and on
+//! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers.
+//!
+//! Rows: `model_step/<model>_b<batch>/ndarray-<threads>t/<variant>`. The thread count is
+//! `EMBER_BENCH_THREADS` (default: every core), for rayon (burn-ndarray's and Ember's host
+//! paths) and for matrixmultiply (burn-ndarray's matmul): `cargo xtask bench --filter model`
+//! runs this bench once per thread count and puts PyTorch's step of the same model beside
+//! each row (`xtask/gpu/torch_rows.py`, where torch is installed). `EMBER_BENCH_MODELS` limits
+//! the models (comma-separated names).
+
+use burn::backend::NdArray;
+use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::prelude::*;
+use burn::tensor::Distribution;
+use burn::tensor::backend::AutodiffBackend;
+use burn_approx_mul::{ConvRoute, Multiplier};
+use burn_sparse_act::{Policy, Pruning};
+use criterion::Criterion;
+use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::{Batch, DataSpec, ImageSpec, Inputs};
+use ember_train::backend::{NdarrayStack, stack_device};
+
+/// One model of the table: its kind, batch and input.
+struct Case {
+    kind: ModelKind,
+    batch: usize,
+    spec: DataSpec,
+    /// Whether the model's contractions are linear layers only (SparseAct's rows).
+    linear: bool,
+}
+
+const CIFAR: DataSpec = DataSpec::Images(ImageSpec {
+    channels: 3,
+    side: 32,
+    classes: 10,
+});
+
+/// FSDD's MFCC frames: 39 features, 48 frames (half a second).
+const FSDD_FEATURES: usize = 39;
+const FSDD_STEPS: usize = 48;
+
+fn cases() -> Vec<Case> {
+    let mnist = DataSpec::Images(ImageSpec {
+        channels: 1,
+        side: 28,
+        classes: 10,
+    });
+    let case = |kind, batch, spec, linear| Case {
+        kind,
+        batch,
+        spec,
+        linear,
+    };
+    vec![
+        case(ModelKind::Lenet5, 64, mnist, false),
+        case(ModelKind::Resnet18CifarW16, 64, CIFAR, false),
+        case(ModelKind::Resnet18Cifar, 128, CIFAR, false),
+        case(ModelKind::ResmlpS12, 64, CIFAR, true),
+        case(ModelKind::DeitTi, 64, CIFAR, true),
+        case(
+            ModelKind::Gru,
+            64,
+            DataSpec::Sequences {
+                features: FSDD_FEATURES,
+                classes: 10,
+            },
+            true,
+        ),
+    ]
+}
+
+/// A batch of random inputs of the case's shape and random targets.
+fn batch<B: Backend>(case: &Case, device: &B::Device) -> Batch<B> {
+    B::seed(device, 7);
+    let inputs = match case.spec {
+        DataSpec::Images(s) => Inputs::Images(Tensor::random(
+            [case.batch, s.channels, s.side, s.side],
+            Distribution::Normal(0.0, 1.0),
+            device,
+        )),
+        DataSpec::Sequences { features, .. } => Inputs::Sequences {
+            frames: Tensor::random(
+                [case.batch, FSDD_STEPS, features],
+                Distribution::Normal(0.0, 1.0),
+                device,
+            ),
+            lengths: (0..case.batch)
+                .map(|i| FSDD_STEPS - i % (FSDD_STEPS / 2))
+                .collect(),
+        },
+    };
+    let targets: Vec<i64> = (0..case.batch as i64).map(|i| i % 10).collect();
+    Batch {
+        inputs,
+        targets: Tensor::from_ints(targets.as_slice(), device),
+    }
+}
+
+/// Benchmarks one training step of the model it visits.
+struct Step<'a, B: AutodiffBackend> {
+    c: &'a mut Criterion,
+    id: String,
+    batch: Batch<B>,
+    device: B::Device,
+}
+
+impl<B: AutodiffBackend> ModelVisitor<B> for Step<'_, B> {
+    type Output = ();
+
+    fn visit<M: TrainableClassifier<B>>(self, model: M) {
+        let mut optim = AdamConfig::new().init::<B, M>();
+        let mut model = Some(model);
+        let (batch, device) = (self.batch, self.device);
+        self.c.bench_function(&self.id, |b| {
+            b.iter(|| {
+                let m = model.take().expect("the model between steps");
+                let out = m.forward_classification(batch.clone());
+                let grads = GradientsParams::from_grads(out.loss.backward(), &m);
+                let m = optim.step(1e-3, m, grads);
+                B::sync(&device).expect("the step completes");
+                model = Some(m);
+            })
+        });
+    }
+}
+
+fn benches(c: &mut Criterion, threads: usize, only: &Option<Vec<String>>) {
+    let afm16 = Multiplier::parse("afm16").expect("afm16 is built in");
+    let native = Multiplier::native();
+    let sparse = Policy::uniform(Pruning::new(0.8, 64).expect("0.8:64 is valid"));
+    for case in cases() {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|m| m == &case.kind.to_string()))
+        {
+            continue;
+        }
+        let mut variants = vec![
+            (
+                "1-native",
+                native.clone().with_conv(ConvRoute::Gemm),
+                Policy::default(),
+            ),
+            (
+                "2-native-burn-conv",
+                native.clone().with_conv(ConvRoute::Burn),
+                Policy::default(),
+            ),
+            (
+                "3-afm16",
+                afm16.clone().with_conv(ConvRoute::Gemm),
+                Policy::default(),
+            ),
+        ];
+        if case.linear {
+            variants.push((
+                "4-sparse-act-0.8:64",
+                native.clone().with_conv(ConvRoute::Gemm),
+                sparse.clone(),
+            ));
+        }
+        // Burn's own convolution is what the model step had without `--conv`: the models
+        // without convolutions (GRU) have no such row, and ResNet-18 at full width would take
+        // minutes a step on it
+        variants.retain(|(name, ..)| {
+            !name.contains("burn-conv")
+                || matches!(case.kind, ModelKind::Lenet5 | ModelKind::Resnet18CifarW16)
+        });
+        for (variant, multiplier, policy) in variants {
+            let device = stack_device::<NdArray>(multiplier, policy);
+            let id = format!(
+                "model_step/{}_b{}/ndarray-{threads}t/{variant}",
+                case.kind, case.batch
+            );
+            let step = Step::<NdarrayStack> {
+                c,
+                id,
+                batch: batch::<NdarrayStack>(&case, &device),
+                device: device.clone(),
+            };
+            case.kind
+                .build::<NdarrayStack, _>(case.spec, &device, step)
+                .expect("the case's model takes its inputs");
+        }
+    }
+}
+
+fn main() {
+    let threads = std::env::var("EMBER_BENCH_THREADS")
+        .ok()
+        .and_then(|t| t.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // SAFETY: set before any thread of this process starts (criterion and rayon start later).
+    unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .expect("rayon's global pool is built once, here");
+    let only = std::env::var("EMBER_BENCH_MODELS")
+        .ok()
+        .map(|m| m.split(',').map(str::to_string).collect());
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(8))
+        .configure_from_args();
+    benches(&mut c, threads, &only);
+    c.final_summary();
+}
