@@ -11,7 +11,7 @@ use burn::tensor::module::{
 };
 use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData};
-use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
+use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
 
 use cubecl_kernels::testing::{TestBackend, TestRuntime, lcg_data as data, leaf};
 
@@ -285,4 +285,103 @@ fn nan_and_inf_in_the_data_propagate_as_in_ieee_fp32() {
     );
     assert_eq!(y[4], f32::INFINITY, "Inf · 1 + 0 · 1");
     assert!(y[5].is_nan(), "Inf · 0 is NaN");
+}
+
+cubecl_kernels::runtime_test! {
+    fn native_convolutions_on_the_gemm_routes_equal_burns_own_kernels<R>() {
+        // host im2col + GEMM on ndarray; on CubeCL implicit GEMM where the runtime has CMMA and
+        // the shape allows, else im2col + matmul (the cases have groups: always im2col there)
+        let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+        for route in [ConvRoute::Gemm, ConvRoute::Im2col] {
+            let mul = Multiplier::native().with_conv(route);
+            let nd = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());
+            let got = run_cases::<Autodiff<ApproxMul<NdArray>>>(&nd);
+            compare(&got, &plain, 1e-5, &format!("ndarray {route}"));
+            let cube = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
+            let got = run_cases::<Autodiff<ApproxMul<TestBackend<R>>>>(&cube);
+            compare(&got, &plain, 1e-5, &format!("{} {route}", R::NAME));
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn native_convolutions_report_the_route_they_ran<R>() {
+        use cubecl_kernels::decorator::effects::{self, Pass};
+        fn routes<B: AutodiffBackend>(device: &B::Device) -> Vec<String> {
+            effects::start();
+            run_cases::<B>(device);
+            let seen = effects::finish();
+            let mut routes: Vec<String> = seen.layers[""].passes[Pass::Forward.index()]
+                .iter()
+                .map(|c| c.route.clone())
+                .collect();
+            routes.sort();
+            routes.dedup();
+            routes
+        }
+        let mul = Multiplier::native().with_conv(ConvRoute::Gemm);
+        let nd = routes::<Autodiff<ApproxMul<NdArray>>>(&ApproxDevice::new(
+            Default::default(),
+            mul.clone(),
+        ));
+        assert!(nd.iter().any(|r| r == "native, host im2col + GEMM"), "{nd:?}");
+        // transposed convolutions keep Burn's kernels
+        assert!(nd.iter().any(|r| r == "native: the inner backend's own op"), "{nd:?}");
+        let cube = routes::<Autodiff<ApproxMul<TestBackend<R>>>>(&ApproxDevice::new(
+            Default::default(),
+            mul,
+        ));
+        // grouped convolutions never run implicit GEMM: the fallback says why
+        assert!(
+            cube.iter().any(|r| r.starts_with("native, im2col + matmul; in place of implicit GEMM")),
+            "{cube:?}"
+        );
+        let burn = routes::<Autodiff<ApproxMul<NdArray>>>(&ApproxDevice::new(
+            Default::default(),
+            Multiplier::native(),
+        ));
+        assert!(burn.iter().all(|r| r == "native: the inner backend's own op"), "{burn:?}");
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn burn_cubecl_strided_input_gradients_are_wrong<R>() {
+        // ResNet's shortcut: a 1×1 convolution of stride 2. burn-cubecl 0.21 takes its input
+        // gradient as a transposed convolution (`conv_data_backward_fallback`) that gets it
+        // wrong; Ember's routes agree with ndarray. The other ResNet shapes agree everywhere.
+        fn grads<B: AutodiffBackend>(device: &B::Device, c: [usize; 5]) -> Vec<Vec<f32>> {
+            let [cin, cout, k, s, side] = c;
+            let p = k / 2;
+            let o = (side + 2 * p - k) / s + 1;
+            let x = leaf::<B, 4>([4, cin, side, side], 1, device);
+            let w = leaf::<B, 4>([cout, cin, k, k], 2, device);
+            let dy = Tensor::<B, 4>::from_data(data(&[4, cout, o, o], 3), device);
+            let options = ConvOptions::new([s, s], [p, p], [1, 1], 1);
+            let g = (conv2d(x.clone(), w.clone(), None, options) * dy).sum().backward();
+            [w.grad(&g), x.grad(&g)]
+                .map(|t| t.unwrap().into_data().to_vec().unwrap())
+                .to_vec()
+        }
+        let as_record = |g: Vec<Vec<f32>>| -> Record {
+            ["dweight", "dx"].iter().map(|n| n.to_string()).zip(g).collect()
+        };
+        let gemm = Multiplier::native().with_conv(ConvRoute::Gemm);
+        for (c, burn_is_right) in [
+            ([3, 16, 3, 1, 32], true),
+            ([16, 32, 3, 2, 32], true),
+            ([16, 32, 1, 2, 32], false),
+            ([64, 128, 3, 2, 8], true),
+        ] {
+            let want = as_record(grads::<Autodiff<NdArray>>(&Default::default(), c));
+            let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), gemm.clone());
+            let ember = as_record(grads::<Autodiff<ApproxMul<TestBackend<R>>>>(&device, c));
+            compare(&ember, &want, 1e-5, &format!("Ember's route, {c:?}"));
+            let burn = as_record(grads::<Autodiff<TestBackend<R>>>(&Default::default(), c));
+            assert_eq!(
+                max_rel_diff(&burn, &want) < 1e-5,
+                burn_is_right,
+                "burn-cubecl's own kernel on {c:?}"
+            );
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 mod bcr;
 mod compare;
+mod conv;
 mod memory;
 mod policy;
 mod report;
