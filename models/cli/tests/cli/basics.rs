@@ -27,7 +27,15 @@ fn unknown_model_and_backend_are_rejected() {
         &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
         "--epochs must be at least 1",
     );
-    let bad: [(&[&str], &str); 8] = [
+    let bad: [(&[&str], &str); 10] = [
+        (
+            &["train", "--conv", "winograd"],
+            "unknown convolution route `winograd` (choose gemm, im2col, burn)",
+        ),
+        (
+            &["eval", "--conv", "direct", "--checkpoint"],
+            "unknown convolution route `direct`",
+        ),
         (
             &["train", "--batch-size", "0"],
             "--batch-size must be at least 1",
@@ -209,10 +217,15 @@ fn trains_resumes_evaluates_and_protects_runs() {
     let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "header + 2 epochs: {csv}");
 
-    // Resuming with another model, or past the last epoch, is refused.
+    // Resuming with another model or another convolution route, or past the last epoch, is
+    // refused.
     let mut other = resume.clone();
     other[2] = "lenet5";
     fails_with(&ember(&other), "not lenet5");
+    let mut other = resume.clone();
+    other[4] = "3";
+    other.extend(["--conv", "burn"]);
+    fails_with(&ember(&other), "--conv gemm, not burn");
     fails_with(&ember(&resume), "already completed 2 epochs");
 
     // Evaluation of the run, of its checkpoint file, and of another model's checkpoint.
@@ -475,4 +488,54 @@ fn policy_show_lists_module_paths_shapes_and_linear_keys() {
         &ember(&["policy", "show", "--model", "lenet7"]),
         "invalid value 'lenet7'",
     );
+}
+
+#[test]
+fn convolutions_run_on_the_gemm_route_unless_told_and_the_report_says_so() {
+    let run = scratch("conv-route");
+    let run_s = s(&run);
+    let mut args = vec![
+        "train", "--model", "lenet5", "--epochs", "1", "--plain", "--out", run_s,
+    ];
+    args.extend(TINY);
+    let out = ember(&args);
+    ok(&out);
+    assert_eq!(read_manifest(&run)["conv"], "gemm");
+    let md = std::fs::read_to_string(run.join("effects.md")).unwrap();
+    for layer in ["conv1", "conv2"] {
+        assert!(
+            md.contains(&format!(
+                "| {layer} | native | native (host im2col + GEMM) |"
+            )),
+            "{md}"
+        );
+    }
+    assert!(md.contains("Fallbacks: none"), "{md}");
+    // Burn's own kernels on request: the same model evaluates to the same accuracy
+    let eval = |conv: &str| {
+        let out = ember(&["eval", "--checkpoint", run_s, "--conv", conv]);
+        ok(&out);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (stdout, stderr)
+    };
+    let (gemm, _) = eval("gemm");
+    let (burn, report) = eval("burn");
+    assert!(
+        report.contains("| conv1 | native | native | – |"),
+        "{report}"
+    );
+    // "test accuracy 82.80% (...)": within one image of each other (the two sum in different
+    // orders, so a logit tie may break the other way)
+    let accuracy = |text: &str| -> f64 {
+        let line = text.lines().find(|l| l.contains("test accuracy")).unwrap();
+        line.split_whitespace()
+            .nth(2)
+            .unwrap()
+            .trim_end_matches('%')
+            .parse()
+            .unwrap()
+    };
+    let (a, b) = (accuracy(&gemm), accuracy(&burn));
+    assert!((a - b).abs() <= 0.21, "{gemm}\n{burn}");
 }
