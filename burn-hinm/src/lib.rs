@@ -23,6 +23,8 @@
 //!   the stable top-k masks and the saliency they keep at each stage.
 //! - [`gyro`]: the permutation search (none / OVW / Gyro) from one seeded RNG, on the
 //!   reference's algorithm minus its bugs (listed there).
+//! - [`lap`]: the input search's linear assignment solver (Jonker-Volgenant's LAPJV, its row
+//!   scans vectorised; exact).
 //! - [`level`]: the `TOTAL:vV` levels of the CLI and policy files.
 //! - `pack`, `file`, `module`, `backend` (feature `backend`): a mask turned into the packed
 //!   layout the kernel runs, the packed model file `model.hinm`, packing and loading unmodified
@@ -41,6 +43,7 @@ pub mod error;
 #[cfg(feature = "backend")]
 pub mod file;
 pub mod gyro;
+pub mod lap;
 pub mod level;
 pub mod mask;
 #[cfg(feature = "backend")]
