@@ -225,6 +225,10 @@ pub fn run(filter: Option<&str>) -> Result<()> {
     std::fs::write(&tmp, md)?;
     std::fs::rename(&tmp, &out)?;
     println!("wrote {} ({} rows measured)", out.display(), rows.len());
+    // the whole-model steps: a second, one-thread run of their bench and PyTorch beside them
+    if filter.is_none_or(|f| "model_step".contains(f) || f.contains("model_step")) {
+        crate::model_steps::run(&mut rows, &criterion_dir, &commit())?;
+    }
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //!   `cargo fmt --check`,
 //!   `cargo clippy --all-targets --all-features -D warnings`, `cargo doc` with rustdoc's
 //!   warnings as errors, every test including doc tests.
-//! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`.
+//! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`; the model-step rows
+//!   also `docs/model-steps.csv`, beside PyTorch's (`model_steps`).
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
 //! - `gpu-bundle`: the CUDA build of the kernel tests, benches and `ember`, with `run.sh`, for a
@@ -19,6 +20,7 @@ mod cycles;
 mod gen_decorator;
 mod gpu_bundle;
 mod gpu_run;
+mod model_steps;
 mod reproduce;
 
 use anyhow::{Context, Result, bail};
@@ -160,6 +162,14 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|_| root().join("target"))
 }
 
+/// Writes `text` to `path` through a temporary file renamed over it: an interrupted write
+/// leaves the old file.
+pub(crate) fn write_atomic(path: &std::path::Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))
+}
+
 /// Number of CPU cores, as reported in the written reports.
 pub fn cores() -> usize {
     std::thread::available_parallelism()
@@ -173,7 +183,7 @@ pub fn cargo(args: &[&str]) -> Result<()> {
 }
 
 /// [`cargo`] with `vars` set in its environment.
-fn cargo_env(args: &[&str], vars: &[(&str, &str)]) -> Result<()> {
+pub(crate) fn cargo_env(args: &[&str], vars: &[(&str, &str)]) -> Result<()> {
     let start = Instant::now();
     println!("==> cargo {}", args.join(" "));
     let status = Command::new(env!("CARGO"))

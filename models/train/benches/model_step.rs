@@ -4,14 +4,15 @@
 //! FSDD's, each under the native multiplier (convolutions on `--conv gemm`, the default, and on
 //! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers.
 //!
-//! Rows: `model_step/<model>_b<batch>/ndarray-<threads>t/<variant>`. The thread count is
-//! `EMBER_BENCH_THREADS` (default: every core), for rayon (burn-ndarray's and Ember's host
-//! paths) and for matrixmultiply (burn-ndarray's matmul): `cargo xtask bench --filter model`
-//! runs this bench once per thread count and puts PyTorch's step of the same model beside
-//! each row (`xtask/gpu/torch_rows.py`, where torch is installed). `EMBER_BENCH_MODELS` limits
-//! the models (comma-separated names).
+//! Rows: `model_step/<model>_b<batch>/<backend>-<threads>t/<variant>`. The backend is
+//! `EMBER_BENCH_BACKEND`: `ndarray` (the default), `wgpu`, or `cuda` (built with the `cuda`
+//! feature). The thread count is `EMBER_BENCH_THREADS` (default: every core), for rayon
+//! (burn-ndarray's and Ember's host paths) and for matrixmultiply (burn-ndarray's matmul):
+//! `cargo xtask bench --filter model` runs this bench with every core and with one and puts
+//! PyTorch's step of the same model beside each row (`xtask/gpu/torch_rows.py`, where torch is
+//! installed). `EMBER_BENCH_MODELS` limits the models (comma-separated names); ResNet-18 at
+//! full width (batch 128) runs on the CPU only when named there (seconds a step).
 
-use burn::backend::NdArray;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Distribution;
@@ -19,9 +20,10 @@ use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ConvRoute, Multiplier};
 use burn_sparse_act::{Policy, Pruning};
 use criterion::Criterion;
+use cubecl_kernels::decorator::KernelBackend;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{Batch, DataSpec, ImageSpec, Inputs};
-use ember_train::backend::{NdarrayStack, stack_device};
+use ember_train::backend::{Stack, stack_device};
 
 /// One model of the table: its kind, batch and input.
 struct Case {
@@ -127,15 +129,21 @@ impl<B: AutodiffBackend> ModelVisitor<B> for Step<'_, B> {
     }
 }
 
-fn benches(c: &mut Criterion, threads: usize, only: &Option<Vec<String>>) {
+fn benches<B: KernelBackend>(
+    c: &mut Criterion,
+    backend: &str,
+    threads: usize,
+    only: &Option<Vec<String>>,
+) {
     let afm16 = Multiplier::parse("afm16").expect("afm16 is built in");
     let native = Multiplier::native();
     let sparse = Policy::uniform(Pruning::new(0.8, 64).expect("0.8:64 is valid"));
     for case in cases() {
-        if only
+        let named = only
             .as_ref()
-            .is_some_and(|o| !o.iter().any(|m| m == &case.kind.to_string()))
-        {
+            .map(|o| o.iter().any(|m| m == &case.kind.to_string()));
+        let heavy = case.kind == ModelKind::Resnet18Cifar && backend == "ndarray";
+        if named == Some(false) || (heavy && named.is_none()) {
             continue;
         }
         let mut variants = vec![
@@ -170,19 +178,19 @@ fn benches(c: &mut Criterion, threads: usize, only: &Option<Vec<String>>) {
                 || matches!(case.kind, ModelKind::Lenet5 | ModelKind::Resnet18CifarW16)
         });
         for (variant, multiplier, policy) in variants {
-            let device = stack_device::<NdArray>(multiplier, policy);
+            let device = stack_device::<B>(multiplier, policy);
             let id = format!(
-                "model_step/{}_b{}/ndarray-{threads}t/{variant}",
+                "model_step/{}_b{}/{backend}-{threads}t/{variant}",
                 case.kind, case.batch
             );
-            let step = Step::<NdarrayStack> {
+            let step = Step::<Stack<B>> {
                 c,
                 id,
-                batch: batch::<NdarrayStack>(&case, &device),
+                batch: batch::<Stack<B>>(&case, &device),
                 device: device.clone(),
             };
             case.kind
-                .build::<NdarrayStack, _>(case.spec, &device, step)
+                .build::<Stack<B>, _>(case.spec, &device, step)
                 .expect("the case's model takes its inputs");
         }
     }
@@ -207,6 +215,19 @@ fn main() {
         .warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(8))
         .configure_from_args();
-    benches(&mut c, threads, &only);
+    match std::env::var("EMBER_BENCH_BACKEND").as_deref() {
+        Ok("wgpu") => {
+            cubecl_kernels::runtime::wgpu_adapter().unwrap_or_else(|e| panic!("{e}"));
+            benches::<burn::backend::Wgpu>(&mut c, "wgpu", threads, &only)
+        }
+        #[cfg(feature = "cuda")]
+        Ok("cuda") => benches::<burn::backend::Cuda>(&mut c, "cuda", threads, &only),
+        Ok("ndarray") | Err(_) => {
+            benches::<burn::backend::NdArray>(&mut c, "ndarray", threads, &only)
+        }
+        Ok(other) => {
+            panic!("EMBER_BENCH_BACKEND={other}: ndarray, wgpu or cuda (with the cuda feature)")
+        }
+    }
     c.final_summary();
 }
