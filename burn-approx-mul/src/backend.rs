@@ -14,7 +14,7 @@
 use crate::multiplier::Multiplier;
 use crate::ops::conv::{self, Product};
 use crate::ops::matmul;
-use crate::ops::native::{self, ConvRoute};
+use crate::ops::native::{self, ConvRoute, Linear};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
@@ -339,24 +339,37 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
     fn linear(x: T<B>, weight: T<B>, bias: Option<T<B>>) -> T<B> {
         let bias = bias.map(|b| b.inner);
         let d_in = weight.inner.shape()[0];
+        let rows = native::flattens::<B>(weight.config.conv(), &x.inner);
         dispatch!(
-            weight.config,
+            routed weight.config,
             x.config,
             Pass::Forward,
             |y| y.num_elements() * d_in,
-            B::linear(x.inner, weight.inner, bias),
+            match rows {
+                true => native::linear::<B>(Linear::Forward, x.inner, weight.inner, bias),
+                false => (B::linear(x.inner, weight.inner, bias), None),
+            },
             |mul| matmul::linear::<B>(x.inner, weight.inner, bias, mul),
         )
     }
 
     fn linear_x_backward(weight: T<B>, output_grad: T<B>) -> T<B> {
         let d_out = weight.inner.shape()[1];
+        let rows = native::flattens::<B>(weight.config.conv(), &output_grad.inner);
         dispatch!(
-            weight.config,
+            routed weight.config,
             output_grad.config,
             Pass::InputGrad,
             |dx| dx.num_elements() * d_out,
-            B::linear_x_backward(weight.inner, output_grad.inner),
+            match rows {
+                true => native::linear::<B>(
+                    Linear::InputGrad,
+                    weight.inner,
+                    output_grad.inner,
+                    None
+                ),
+                false => (B::linear_x_backward(weight.inner, output_grad.inner), None),
+            },
             |mul| matmul::linear_x_backward::<B>(weight.inner, output_grad.inner, mul),
         )
     }
@@ -365,12 +378,16 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         // Autodiff hands over no weight here: the input decides. Under a layer view
         // (`SparseAct`) the input already carries its weight's configuration.
         let rows = x.inner.shape().num_elements();
+        let flat = native::flattens::<B>(x.config.conv(), &x.inner);
         dispatch!(
-            x.config.clone(),
+            routed x.config.clone(),
             x.config,
             Pass::WeightGrad,
             |dw| rows * dw[1],
-            B::linear_weight_backward(x.inner, output_grad.inner),
+            match flat {
+                true => native::linear::<B>(Linear::WeightGrad, x.inner, output_grad.inner, None),
+                false => (B::linear_weight_backward(x.inner, output_grad.inner), None),
+            },
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),
         )
     }

@@ -21,12 +21,13 @@ pub const MAX_BYTES: u64 = 64 << 20;
 pub const ARCHIVE: &str = "ember-gpu.tar.xz";
 
 /// The crates built, each with its `cuda` feature.
-const PACKAGES: [&str; 6] = [
+const PACKAGES: [&str; 7] = [
     "cubecl-kernels",
     "burn-approx-mul",
     "burn-sparse-act",
     "burn-hinm",
     "burn-bcr",
+    "ember-train",
     "ember-cli",
 ];
 
@@ -40,8 +41,8 @@ const TESTS: [&str; 6] = [
     "bcr",
 ];
 
-/// The bench targets (GEMM, BSpMM, HiNM, BCRC, broadcast).
-const BENCHES: [&str; 5] = ["gemm", "bspmm", "hinm", "bcrc", "broadcast"];
+/// The bench targets (GEMM, BSpMM, HiNM, BCRC, broadcast, whole-model training steps).
+const BENCHES: [&str; 6] = ["gemm", "bspmm", "hinm", "bcrc", "broadcast", "model_step"];
 
 /// The runner's shell entry point, copied into the bundle.
 const RUN_SH: &str = include_str!("../gpu/run.sh");

@@ -173,10 +173,13 @@ struct Trained {
 struct TorchOp {
     /// The Ember row (`group/row`) it is compared with.
     row: String,
-    /// `matmul` (`[m, k] · [k, n]`), `matmul_at` (`[k, m]ᵀ · [k, n]`), or a broadcast op
-    /// (`prelu_fwd`, `prelu_bwd`, `affine_fwd`, `affine_bwd` on `[n, c, h, w]`).
+    /// `matmul` (`[m, k] · [k, n]`), `matmul_at` (`[k, m]ᵀ · [k, n]`), a broadcast op
+    /// (`prelu_fwd`, `prelu_bwd`, `affine_fwd`, `affine_bwd` on `[n, c, h, w]`), or
+    /// `model_step` (dims `[batch]`, of `model`).
     op: &'static str,
     dims: Vec<usize>,
+    /// The Ember model of a `model_step`.
+    model: Option<String>,
 }
 
 /// `"64x784x300"` → `[64, 784, 300]`.
@@ -198,6 +201,21 @@ fn mko(s: &str) -> Option<[usize; 3]> {
 /// `bspmm_<runtime>_<samples>x<rows>x<d>_out<o>_b<b>`, `{hinm,bcrc}_<runtime>_…_m<M>_k<K>_o<O>`,
 /// `broadcast_<runtime>_<op>_<n>x<c>x<h>x<w>`).
 fn torch_op(group: &str, runtime: &str) -> Option<TorchOp> {
+    if let Some(rest) = group.strip_prefix("model_step/") {
+        // `model_step/<model>_b<batch>/<runtime>-<threads>t`: every route of the group beside
+        // PyTorch's one step (its first row is `1-native`)
+        let (model, rest) = rest.split_once("_b")?;
+        let (batch, device) = rest.split_once('/')?;
+        if device.split_once('-')?.0 != runtime {
+            return None;
+        }
+        return Some(TorchOp {
+            row: format!("{group}/1-native"),
+            op: "model_step",
+            dims: vec![batch.parse().ok()?],
+            model: Some(model.to_string()),
+        });
+    }
     if let Some(rest) = group.strip_prefix("gemm_") {
         let (shape, rt) = rest.rsplit_once('/')?;
         if rt != runtime {
@@ -208,6 +226,7 @@ fn torch_op(group: &str, runtime: &str) -> Option<TorchOp> {
             row: format!("{group}/1-native"),
             op: "matmul",
             dims,
+            model: None,
         });
     }
     let rest = group
@@ -230,12 +249,14 @@ fn torch_op(group: &str, runtime: &str) -> Option<TorchOp> {
                 row: format!("{group}/0-dense"),
                 op: "matmul_at",
                 dims: vec![d, s * r, out],
+                model: None,
             })
         }
         "hinm" | "bcrc" => Some(TorchOp {
             row: format!("{group}/0-dense"),
             op: "matmul",
             dims: mko(rest)?.to_vec(),
+            model: None,
         }),
         _ => {
             let (op, shape) = rest.rsplit_once('_')?;
@@ -247,6 +268,7 @@ fn torch_op(group: &str, runtime: &str) -> Option<TorchOp> {
                 row: format!("{group}/1-kernel"),
                 op,
                 dims,
+                model: None,
             })
         }
     }
@@ -277,7 +299,9 @@ fn torch_column(opts: &Options, rows: &[Row], runtime: &str) -> (BTreeMap<String
     let ops: Vec<TorchOp> = groups.iter().filter_map(|g| torch_op(g, runtime)).collect();
     let request = serde_json::Value::Array(
         ops.iter()
-            .map(|o| serde_json::json!({"row": o.row, "op": o.op, "dims": o.dims}))
+            .map(
+                |o| serde_json::json!({"row": o.row, "op": o.op, "dims": o.dims, "model": o.model}),
+            )
             .collect(),
     );
     let (req, resp) = (
@@ -297,20 +321,33 @@ fn torch_column(opts: &Options, rows: &[Row], runtime: &str) -> (BTreeMap<String
             bail!("torch_rows.py {ended} (logs/torch.log)");
         }
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&resp)?)?;
-        let times = v["rows"]
-            .as_object()
-            .context("rows")?
-            .iter()
-            .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
-            .collect();
+        let read = |key: &str| -> BTreeMap<String, f64> {
+            v[key].as_object().map_or_else(BTreeMap::new, |rows| {
+                rows.iter()
+                    .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
+                    .collect()
+            })
+        };
+        let mut times = read("rows");
+        // model steps beside PyTorch with TF32 matmuls and convolutions, the precision of
+        // Burn's CUDA matmul (the f32 steps stay in torch.json)
+        let tf32 = read("rows_tf32");
+        let matched = !tf32.is_empty();
+        times.extend(tf32);
         let what = format!(
-            "PyTorch {} on {}, TF32 matmul {}",
+            "PyTorch {} on {}, TF32 matmul {}{}",
             v["torch"].as_str().unwrap_or("?"),
             v["device"].as_str().unwrap_or("?"),
             if v["tf32"].as_bool() == Some(true) {
                 "on"
             } else {
                 "off"
+            },
+            if matched {
+                " (model steps: TF32 matmuls and convolutions, as Burn's CUDA matmul; the f32 \
+                 steps are in torch.json)"
+            } else {
+                ""
             }
         );
         Ok((times, what))
@@ -399,15 +436,17 @@ pub fn run(opts: Options) -> Result<()> {
             let name = file_name(&exe);
             eprintln!("==> {name} (rows matching `{filter}`)");
             let mut cmd = Command::new(&exe);
-            cmd.env("CRITERION_HOME", &criterion).args([
-                "--bench",
-                "--noplot",
-                "--warm-up-time",
-                &opts.bench_seconds.0.to_string(),
-                "--measurement-time",
-                &opts.bench_seconds.1.to_string(),
-                &filter,
-            ]);
+            cmd.env("CRITERION_HOME", &criterion)
+                .env("EMBER_BENCH_BACKEND", &runtime)
+                .args([
+                    "--bench",
+                    "--noplot",
+                    "--warm-up-time",
+                    &opts.bench_seconds.0.to_string(),
+                    "--measurement-time",
+                    &opts.bench_seconds.1.to_string(),
+                    &filter,
+                ]);
             let ended = run_logged(cmd, &logs.join(format!("{name}.log")), timeout)?;
             if ended != Ended::Exited(Some(0)) {
                 failures.push(format!("{name}: {ended}, see logs/{name}.log"));
@@ -587,9 +626,17 @@ mod tests {
             Some(TorchOp {
                 row: "gemm_lenet300_fc1_64x784x300/cuda/1-native".into(),
                 op: "matmul",
-                dims: vec![64, 784, 300]
+                dims: vec![64, 784, 300],
+                model: None,
             })
         );
+        let m = op("model_step/resnet18-cifar_b128/cuda-16t").unwrap();
+        assert_eq!(
+            (m.op, m.dims, m.model.as_deref()),
+            ("model_step", vec![128], Some("resnet18-cifar"))
+        );
+        assert_eq!(m.row, "model_step/resnet18-cifar_b128/cuda-16t/1-native");
+        assert_eq!(op("model_step/lenet5_b64/ndarray-2t"), None);
         assert_eq!(op("gemm_512x512x512/cuda").unwrap().dims, [512, 512, 512]);
         assert_eq!(op("gemm_512x512x512/ndarray"), None);
         let b = op("bspmm_cuda_64x196x384_out384_b32").unwrap();

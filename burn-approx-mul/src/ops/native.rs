@@ -17,11 +17,17 @@
 //! shape, the im2col route runs, and the effects report says why. [`ConvRoute::Im2col`] skips
 //! implicit GEMM, [`ConvRoute::Burn`] keeps Burn's own kernels (the inner backend bit for bit).
 //! Transposed convolutions always run Burn's kernels on the native route.
+//!
+//! The GEMM routes also take a linear layer's products over inputs with leading dimensions
+//! (`[batch, tokens, d]`: ResMLP, DeiT) as one GEMM over all rows ([`linear`]). Burn 0.21's
+//! default `linear_weight_backward` multiplies batch by batch into a `[batch, d_in, d_out]`
+//! tensor and sums it over the batch; its forward and input gradient broadcast the weight over
+//! the batch.
 
 use super::conv::{self as lowered, Geometry, Product};
 use burn_backend::ops::ConvOptions;
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{TensorData, TensorMetadata};
+use burn_backend::{Backend, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::kernel::conv::{self as cube_conv, ConvStrategy};
 use burn_cubecl::tensor::CubeTensor;
@@ -77,6 +83,7 @@ pub(crate) const BURN_ROUTE: &str = "native: the inner backend's own op";
 const HOST: &str = "native, host im2col + GEMM";
 const IMPLICIT: &str = "native, implicit GEMM";
 const IM2COL: &str = "native, im2col + matmul";
+const ROWS: &str = "native, rows as one GEMM";
 
 /// Which of a convolution's three products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,6 +327,73 @@ pub(crate) fn weight_grad<B: KernelBackend, const N: usize>(
         has_bias: false,
     };
     convolve::<B, N>(native, vec![x, output_grad])
+}
+
+/// Which of a linear layer's three products ([`linear`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Linear {
+    /// `y = x · W (+ b)`: operands `x`, `W`.
+    Forward,
+    /// `dx = dy · Wᵀ`: operands `W`, `dy`.
+    InputGrad,
+    /// `dW = xᵀ · dy`: operands `x`, `dy`.
+    WeightGrad,
+}
+
+/// Whether a linear product on `route` with activations `acts` runs as [`linear`]: on the
+/// GEMM routes, for activations with leading dimensions (without, Burn's op is that one
+/// matmul already).
+pub(crate) fn flattens<B: Backend>(route: ConvRoute, acts: &FloatTensor<B>) -> bool {
+    route != ConvRoute::Burn && acts.shape().num_dims() > 2
+}
+
+/// A linear layer's product with every leading dimension of the activations flattened into
+/// rows: one 2-d matmul of the inner backend, reshapes around it (views where the activations
+/// are contiguous); operands as [`Linear`] lists them. The result and its route.
+pub(crate) fn linear<B: Backend>(
+    op: Linear,
+    a: FloatTensor<B>,
+    b: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> (FloatTensor<B>, Option<String>) {
+    fn rows<B: Backend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
+        let s = t.shape();
+        let d = s[s.num_dims() - 1];
+        let rows = s.num_elements() / d.max(1);
+        (B::float_reshape(t, Shape::from([rows, d])), s)
+    }
+    fn back<B: Backend>(t: FloatTensor<B>, like: Shape, last: usize) -> FloatTensor<B> {
+        let mut dims = like.to_vec();
+        *dims.last_mut().expect("rank > 2") = last;
+        B::float_reshape(t, Shape::from(dims))
+    }
+    let out = match op {
+        Linear::Forward => {
+            let d_out = b.shape()[1];
+            let (x, shape) = rows::<B>(a);
+            let y = B::float_matmul(x, b);
+            let y = match bias {
+                Some(bias) => B::float_add(y, B::float_reshape(bias, Shape::from([1, d_out]))),
+                None => y,
+            };
+            back::<B>(y, shape, d_out)
+        }
+        Linear::InputGrad => {
+            let d_in = a.shape()[0];
+            let (dy, shape) = rows::<B>(b);
+            back::<B>(
+                B::float_matmul(dy, B::float_swap_dims(a, 0, 1)),
+                shape,
+                d_in,
+            )
+        }
+        Linear::WeightGrad => {
+            let (x, _) = rows::<B>(a);
+            let (dy, _) = rows::<B>(b);
+            B::float_matmul(B::float_swap_dims(x, 0, 1), dy)
+        }
+    };
+    (out, Some(ROWS.to_string()))
 }
 
 #[cfg(test)]

@@ -325,6 +325,8 @@ cubecl_kernels::runtime_test! {
             mul.clone(),
         ));
         assert!(nd.iter().any(|r| r == "native, host im2col + GEMM"), "{nd:?}");
+        // the linear case's [2, 3, 6] input: its rows as one GEMM
+        assert!(nd.iter().any(|r| r == "native, rows as one GEMM"), "{nd:?}");
         // transposed convolutions keep Burn's kernels
         assert!(nd.iter().any(|r| r == "native: the inner backend's own op"), "{nd:?}");
         let cube = routes::<Autodiff<ApproxMul<TestBackend<R>>>>(&ApproxDevice::new(
