@@ -186,15 +186,8 @@ pub(crate) fn replace_section(report: &str, section: &str) -> String {
 /// then writes the table from every `model_step` row of `rows` plus the new ones.
 pub(crate) fn run(rows: &mut Vec<Row>, criterion: &Path, when: &str) -> Result<()> {
     crate::cargo_env(
-        &[
-            "bench",
-            "-p",
-            "ember-train",
-            "--bench",
-            "model_step",
-            "--",
-            "model_step",
-        ],
+        // `--workspace`: the features of the main run, so nothing is built again
+        &["bench", "--workspace", "--bench", "model_step", "--", "model_step"],
         &[("EMBER_BENCH_THREADS", "1")],
     )?;
     rows.clear();
