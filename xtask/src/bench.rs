@@ -144,7 +144,7 @@ fn split_gpu_section(report: &str) -> (&str, &str) {
 }
 
 /// The checked-out commit's short hash, or `unknown`.
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(crate::root())
@@ -225,10 +225,6 @@ pub fn run(filter: Option<&str>) -> Result<()> {
     std::fs::write(&tmp, md)?;
     std::fs::rename(&tmp, &out)?;
     println!("wrote {} ({} rows measured)", out.display(), rows.len());
-    // the whole-model steps: a second, one-thread run of their bench and PyTorch beside them
-    if filter.is_none_or(|f| "model_step".contains(f) || f.contains("model_step")) {
-        crate::model_steps::run(&mut rows, &criterion_dir, &commit())?;
-    }
     Ok(())
 }
 

@@ -244,7 +244,14 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.task {
         Task::Test { quick } => test(quick),
-        Task::Bench { filter } => bench::run(filter.as_deref()),
+        Task::Bench { filter } => {
+            bench::run(filter.as_deref())?;
+            // the whole-model steps: a second, one-thread pass, and PyTorch beside them
+            match model_steps::selected(filter.as_deref()) {
+                true => model_steps::run(),
+                false => Ok(()),
+            }
+        }
         Task::Reproduce {
             name,
             datasets,

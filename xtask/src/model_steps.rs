@@ -182,16 +182,30 @@ pub(crate) fn replace_section(report: &str, section: &str) -> String {
     format!("{}\n{}{}", before.trim_end(), section, after)
 }
 
-/// Runs the model-step bench once with one thread (every core ran in the main bench run),
-/// then writes the table from every `model_step` row of `rows` plus the new ones.
-pub(crate) fn run(rows: &mut Vec<Row>, criterion: &Path, when: &str) -> Result<()> {
+/// Whether a `cargo xtask bench` run with `filter` measured the model steps.
+pub(crate) fn selected(filter: Option<&str>) -> bool {
+    filter.is_none_or(|f| "model_step".contains(f) || f.contains("model_step"))
+}
+
+/// After the main bench run (every core): runs the model-step bench once with one thread,
+/// then writes the table from every `model_step` row criterion holds.
+pub(crate) fn run() -> Result<()> {
+    let criterion = crate::target_dir().join("criterion");
+    let when = crate::bench::commit();
+    let rows = &mut Vec::<Row>::new();
     crate::cargo_env(
         // `--workspace`: the features of the main run, so nothing is built again
-        &["bench", "--workspace", "--bench", "model_step", "--", "model_step"],
+        &[
+            "bench",
+            "--workspace",
+            "--bench",
+            "model_step",
+            "--",
+            "model_step",
+        ],
         &[("EMBER_BENCH_THREADS", "1")],
     )?;
-    rows.clear();
-    crate::bench::collect(criterion, rows)?;
+    crate::bench::collect(&criterion, rows)?;
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     let mut steps: Vec<Step> = rows
         .iter()
@@ -209,7 +223,7 @@ pub(crate) fn run(rows: &mut Vec<Row>, criterion: &Path, when: &str) -> Result<(
         .with_context(|| format!("reading {}", report_path.display()))?;
     crate::write_atomic(
         &report_path,
-        &replace_section(&report, &section(&steps, &times, &what, when)),
+        &replace_section(&report, &section(&steps, &times, &what, &when)),
     )?;
     println!("wrote docs/model-steps.csv ({} rows)", steps.len());
     Ok(())
