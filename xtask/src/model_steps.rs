@@ -254,7 +254,7 @@ mod tests {
     fn the_csv_has_its_columns_and_the_ratio() {
         let s = Step::parse("model_step/lenet5_b64/ndarray-1t/1-native", 8e6).unwrap();
         let torch = BTreeMap::from([("lenet5_b64/1t".to_string(), 4e6)]);
-        let csv = csv(&[s.clone()], &torch);
+        let csv = csv(std::slice::from_ref(&s), &torch);
         assert_eq!(
             csv,
             format!("{CSV_HEADER}\nlenet5,64,ndarray,1,native,f32,8.000,4.000,2.00\n")
