@@ -19,7 +19,7 @@
 //! Transposed convolutions always run Burn's kernels on the native route.
 //!
 //! The GEMM routes also take a linear layer's products over inputs with leading dimensions
-//! (`[batch, tokens, d]`: ResMLP, DeiT) as one GEMM over all rows ([`linear`]). Burn 0.21's
+//! (`[batch, tokens, d]`: ResMLP, DeiT) as one GEMM over all rows. Burn 0.21's
 //! default `linear_weight_backward` multiplies batch by batch into a `[batch, d_in, d_out]`
 //! tensor and sums it over the batch; its forward and input gradient broadcast the weight over
 //! the batch.

@@ -22,7 +22,7 @@
 //! stores outside are skipped. Inputs may be strided (transposed views need no copy).
 //!
 //! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`], [`launch_tiled`];
-//!   `reference.rs`: the host reference [`gemm`] (multi-threaded, AVX2 where available), the
+//!   `reference.rs`: the host reference [`gemm`](fn@gemm) (multi-threaded, AVX2 where available), the
 //!   test oracle and the path on backends without CubeCL; `expand.rs`: its LUT path by table
 //!   expansion (no lookup per product, the same bits).
 //!

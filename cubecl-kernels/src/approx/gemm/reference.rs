@@ -159,7 +159,7 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
         .collect()
 }
 
-/// [`gemm`] without the split of a long `k`: every output sums its `k` products in ascending
+/// [`gemm`](fn@gemm) without the split of a long `k`: every output sums its `k` products in ascending
 /// order from `+0`, the order of the block-sparse weight gradient's reference
 /// (`bsr::host::weight_grad`), whose host path calls this on its per-column panels.
 pub fn gemm_in_order(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
