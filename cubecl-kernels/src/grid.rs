@@ -176,7 +176,7 @@ mod tests {
             "{:?}",
             g.count
         );
-        assert_eq!((g.x, g.y, g.total), (3, 700, 2100));
+        assert_eq!((g.x, g.y, g.total), (3, 700, 10_500));
     }
 
     #[test]

@@ -70,7 +70,10 @@ fn a_pruned_model_is_written_packed_and_evaluates_through_the_sparse_product() {
         stderr.contains("| conv2 | native | native (hinm host) |"),
         "{stderr}"
     );
-    assert!(stderr.contains("| conv1 | native | native |"), "{stderr}");
+    assert!(
+        stderr.contains("| conv1 | native | native (host im2col + GEMM) |"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("densified"), "{stderr}");
     // the same on wgpu runs the kernel
     let eval = ember(&["eval", "--checkpoint", s(&out), "--backend", "wgpu"]);
