@@ -3,7 +3,9 @@
 //! - `test`: what CI runs: generated code up to date, no import cycle between modules,
 //!   `cargo fmt --check`,
 //!   `cargo clippy --all-targets --all-features -D warnings`, `cargo doc` with rustdoc's
-//!   warnings as errors, every test including doc tests.
+//!   warnings as errors, every test including doc tests. The `mpi` feature (and its `mpirun`
+//!   tests) is built where an MPI is installed (`mpicc`); `EMBER_REQUIRE_MPI=1` (CI) makes a
+//!   missing MPI an error.
 //! - `bench`: runs the criterion benches and writes `docs/benchmarks.md`; the model-step rows
 //!   also `docs/model-steps.csv`, beside PyTorch's (`model_steps`).
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
@@ -203,39 +205,93 @@ pub(crate) fn cargo_env(args: &[&str], vars: &[(&str, &str)]) -> Result<()> {
     Ok(())
 }
 
+/// Whether this machine can build and run the `mpi` feature (an MPI with `mpicc`); with
+/// `EMBER_REQUIRE_MPI=1`, its absence is an error.
+fn mpi_available() -> Result<bool> {
+    let found = Command::new("mpicc")
+        .arg("--showme:version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+        && Command::new("mpirun")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    let required = std::env::var("EMBER_REQUIRE_MPI").is_ok_and(|v| v == "1");
+    match (found, required) {
+        (true, _) => Ok(true),
+        (false, true) => bail!(
+            "EMBER_REQUIRE_MPI=1 but no MPI here (mpicc, mpirun): apt-get install -y openmpi-bin \
+             libopenmpi-dev libclang-dev"
+        ),
+        (false, false) => {
+            println!(
+                "==> no MPI here (mpicc, mpirun): the `mpi` feature and its mpirun tests are \
+                 skipped; apt-get install -y openmpi-bin libopenmpi-dev libclang-dev builds them"
+            );
+            Ok(false)
+        }
+    }
+}
+
+/// Every feature of the workspace's crates but `mpi`, as `crate/feature` (what `--all-features`
+/// means on a machine without MPI).
+fn features_but_mpi() -> Result<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(root())
+        .output()
+        .context("cargo metadata")?;
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let mut all = Vec::new();
+    for package in meta["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for feature in package["features"].as_object().into_iter().flatten().map(|f| f.0) {
+            if feature != "default" && feature != "mpi" {
+                all.push(format!("{name}/{feature}"));
+            }
+        }
+    }
+    Ok(all.join(","))
+}
+
 fn test(quick: bool) -> Result<()> {
     gen_decorator::run(&root(), true)?;
     cycles::check(&root())?;
+    let mpi = mpi_available()?;
+    let every = match mpi {
+        true => vec!["--all-features".to_string()],
+        false => vec!["--features".to_string(), features_but_mpi()?],
+    };
+    let every: Vec<&str> = every.iter().map(String::as_str).collect();
     if !quick {
         cargo(&["fmt", "--all", "--check"])?;
-        // --all-features: the `cuda` build is checked too (it needs no CUDA toolkit).
-        cargo(&[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--all-features",
-            "--",
-            "-D",
-            "warnings",
-        ])?;
+        // every feature: the `cuda` build is checked too (it needs no CUDA toolkit).
+        let mut clippy = vec!["clippy", "--workspace", "--all-targets"];
+        clippy.extend(&every);
+        clippy.extend(["--", "-D", "warnings"]);
+        cargo(&clippy)?;
         // The API docs of Ember's own crates: a broken link or a public doc that links to a
         // private item fails like a clippy warning.
-        cargo_env(
-            &["doc", "--workspace", "--no-deps", "--all-features"],
-            &[("RUSTDOCFLAGS", "-D warnings")],
-        )?;
+        let mut doc = vec!["doc", "--workspace", "--no-deps"];
+        doc.extend(&every);
+        cargo_env(&doc, &[("RUSTDOCFLAGS", "-D warnings")])?;
     }
     // Libraries, binaries and integration tests; benches are only type-checked (by clippy
     // above): building each criterion bench as a test binary would monomorphise Burn's backends
-    // once more per bench for no test.
-    cargo(&[
+    // once more per bench for no test. With MPI, `ember` is built with `--ddp mpi` and its
+    // mpirun tests run.
+    let mut tests = vec![
         "test",
         "--workspace",
         "--lib",
         "--bins",
         "--tests",
         "--no-fail-fast",
-    ])?;
+    ];
+    if mpi {
+        tests.extend(["--features", "ember-cli/mpi"]);
+    }
+    cargo(&tests)?;
     cargo(&["test", "--workspace", "--doc"])?;
     Ok(())
 }

@@ -114,11 +114,16 @@ fn user_tag() -> String {
 fn main() -> ExitCode {
     quiet_vulkan_loader();
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match run(cli) {
+        Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
+            if !e.is_reported_elsewhere() {
+                eprintln!("error: {e}");
+            }
+            e.exit_code()
         }
-    }
+    };
+    // in an MPI job (`train --ddp mpi`): finalize, or abort the job after a failure
+    ember_train::scale::end_process(code);
+    ExitCode::from(code)
 }

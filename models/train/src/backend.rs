@@ -144,21 +144,26 @@ impl BackendKind {
         policy: Policy,
         job: J,
     ) -> Result<J::Output> {
-        self.dispatch_on(1, multiplier, policy, job)
+        self.dispatch_on(1, 0, multiplier, policy, job)
     }
 
     /// [`Self::dispatch`] on this backend's first `devices` devices, each carrying `multiplier`
     /// and `policy` ([`BackendJob::run_on`]): ndarray has one; wgpu one per adapter
     /// ([`cubecl_kernels::runtime::wgpu_devices`]); CUDA one per GPU. One device is the
-    /// backend's default device; more than there are is refused, naming them.
+    /// backend's default device, except on CUDA under an MPI job: there the process of local rank
+    /// `local_rank` (its rank among the job's processes on this machine) takes GPU
+    /// `local_rank` modulo the GPUs here. More devices than there are is refused, naming them.
     pub fn dispatch_on<J: BackendJob>(
         self,
         devices: usize,
+        local_rank: usize,
         multiplier: Multiplier,
         policy: Policy,
         job: J,
     ) -> Result<J::Output> {
         self.check_available()?;
+        #[cfg(not(feature = "cuda"))]
+        let _ = local_rank;
         fn stack<B: KernelBackend>(
             inner: Vec<B::Device>,
             multiplier: &Multiplier,
@@ -184,9 +189,16 @@ impl BackendKind {
             }
             #[cfg(feature = "cuda")]
             Self::Cuda => {
-                let inner = match devices {
-                    1 => vec![Default::default()],
-                    n => self.first(cuda_devices()?, n)?,
+                let inner = match (devices, local_rank) {
+                    (1, 0) => vec![Default::default()],
+                    (1, r) => {
+                        let all = cuda_devices()?;
+                        let Some(d) = all.get(r % all.len().max(1)) else {
+                            return Err(EmberError::Backend("CUDA reports no GPU here".into()));
+                        };
+                        vec![d.clone()]
+                    }
+                    (n, _) => self.first(cuda_devices()?, n)?,
                 };
                 job.run_on::<CudaStack>(stack::<burn::backend::Cuda>(inner, m, p))
             }

@@ -83,9 +83,13 @@ pub enum EmberError {
     /// A figure that cannot be drawn.
     #[error("cannot draw the figure: {0}")]
     Plot(String),
-    /// Data-parallel training could not start or lost a replica (`--devices`, `--ddp`).
+    /// Data-parallel training could not start or lost a replica (`--devices`, `--ddp mpi`).
     #[error("data parallel: {0}")]
     Collective(String),
+    /// A verdict every rank of an MPI job reached together, which rank 0 reports: the other
+    /// ranks end with it unprinted ([`EmberError::is_reported_elsewhere`]).
+    #[error("data parallel: {0} (reported by rank 0)")]
+    Reported(String),
     /// An invalid option value.
     #[error("invalid option: {0}")]
     Invalid(String),
@@ -128,6 +132,11 @@ impl EmberError {
             Self::Interrupted { .. } => 130,
             _ => 1,
         }
+    }
+    /// Whether another process of an MPI job prints this error: a command line prints nothing
+    /// for it and only ends with [`Self::exit_code`].
+    pub fn is_reported_elsewhere(&self) -> bool {
+        matches!(self, Self::Reported(_))
     }
     pub(crate) fn malformed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Self::Malformed {

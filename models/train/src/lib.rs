@@ -12,8 +12,8 @@
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
 //!   `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>` whose device carries the multiplier and the SparseAct
 //!   policy.
-//! - [`scale`]: data-parallel training on several devices (`--devices`) and processes
-//!   (`--ddp`) through Burn's collective all-reduce.
+//! - [`scale`]: data-parallel training on several devices of one process (`--devices`, Burn's
+//!   collective all-reduce) and across the processes of an MPI job (`--ddp mpi`).
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
 //! - [`lut`]: generate, inspect and convert mantissa-product tables (`ember lut`).
@@ -51,7 +51,9 @@
 //!     interrupt: None,
 //!     scale: Default::default(),
 //! })?;
-//! println!("test accuracy {:.2}%", report.test.accuracy);
+//! if let Some(test) = report.test {
+//!     println!("test accuracy {:.2}%", test.accuracy);
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -59,6 +61,9 @@
 //!
 //! - `cuda`: the CUDA backend ([`backend::BackendKind::Cuda`]). Builds without a CUDA toolkit;
 //!   the driver libraries are loaded at run time.
+//! - `mpi`: training across the processes of an MPI job ([`scale::Scale::mpi`], `mpirun -np N
+//!   ember train --ddp mpi`), on rsmpi over the system's MPI. Building it needs an MPI
+//!   (`mpicc`) and libclang: Debian's `openmpi-bin libopenmpi-dev libclang-dev`.
 //!
 //! `ndarray` and `wgpu` are always built.
 #![warn(missing_docs)]

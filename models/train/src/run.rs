@@ -327,6 +327,21 @@ pub enum OnExisting {
 
 /// Prepares `out` for a run of `model`. Returns the manifest to continue from, if resuming.
 pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<Manifest>> {
+    prepare_as(out, model, mode, true)
+}
+
+/// What [`prepare`] would return for `out`, with the same errors, touching nothing: how an MPI
+/// rank other than 0 learns what rank 0 continues from.
+pub fn inspect(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<Manifest>> {
+    prepare_as(out, model, mode, false)
+}
+
+fn prepare_as(
+    out: &Path,
+    model: ModelKind,
+    mode: OnExisting,
+    writes: bool,
+) -> Result<Option<Manifest>> {
     if !out.exists() {
         if mode == OnExisting::Resume {
             return Err(EmberError::CannotResume {
@@ -334,7 +349,9 @@ pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<
                 reason: "the directory does not exist".into(),
             });
         }
-        std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
+        if writes {
+            std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
+        }
         return Ok(None);
     }
     if !out.is_dir() {
@@ -380,6 +397,7 @@ pub fn prepare(out: &Path, model: ModelKind, mode: OnExisting) -> Result<Option<
         (_, true, _) => Ok(None),
         (OnExisting::Refuse, false, true) => Err(EmberError::RunExists(out.to_path_buf())),
         (_, false, false) => Err(EmberError::NotARun(out.to_path_buf())),
+        (OnExisting::Overwrite, false, true) if !writes => Ok(None),
         (OnExisting::Overwrite, false, true) => {
             let kept = clear(out)?;
             if kept > 0 {

@@ -1,37 +1,43 @@
-//! Data parallelism on Burn's own collective operations (`burn-collective`, reached as
-//! `burn::collective`): `--devices N` replicas in one process, `--ddp` across processes and
-//! machines (docs/scaling.md).
+//! Data parallelism: `--devices N` replicas in one process on Burn's own collective operations
+//! (`burn-collective`, reached as `burn::collective`), and `--ddp mpi` across the processes of
+//! an MPI job, one device each (docs/scaling.md).
 //!
 //! Every replica holds the whole model, trains on its share of each batch and averages its
-//! gradients with the others' (`GradientsParams::all_reduce`, Burn's all-reduce: a local server
-//! per process, a websocket orchestrator between processes) before its own optimizer step, so
-//! the replicas stay equal without ever sending weights. Ember adds what a long run needs
-//! around it: shards that keep the global batch order of a single-device run, one exchange per
-//! step of the batch's loss and of the stop decision (a NaN or SIGINT on one replica stops all
-//! at the same batch), a check at the start that every process trains the same run from the
-//! same weights, an optional bit-for-bit check of the replicas after every step
-//! (`--verify-replicas`), and a watchdog that ends the process with a clear error when a peer
-//! does not answer (a killed process must not leave the others hanging).
+//! gradients with the others' before its own optimizer step, so the replicas stay equal
+//! without ever sending weights. In one process the average is Burn's all-reduce
+//! (`GradientsParams::all_reduce`); across processes it is one MPI all-reduce of every
+//! gradient of the step as one contiguous host buffer, parameters in the module's order
+//! (behind the `mpi` feature). Ember adds what a long run needs around it: shards that
+//! keep the global batch order of a single-device run, one exchange per step of the batch's loss
+//! and of the stop decision (a NaN or SIGINT on one replica stops all at the same batch), a check
+//! at the start that every replica trains the same run from the same weights, an optional
+//! bit-for-bit check of the replicas after every step (`--verify-replicas`), and a watchdog that
+//! ends the run with a clear error when a peer does not answer (a lost process must not leave the
+//! others hanging).
 
 use crate::error::{EmberError, Result};
-use burn::collective::{
-    self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation,
-};
-use burn::module::{Module, ModuleMapper, Param, ParamId};
+use burn::collective::{self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation};
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use burn::tensor::backend::AutodiffBackend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How many replicas train a run, and where (`--devices`, `--ddp`).
+#[cfg(feature = "mpi")]
+mod mpi_job;
+
+/// How many replicas train a run, and where (`--devices`, `--ddp mpi`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scale {
-    /// Replicas in this process, one per device of the backend (`--devices`, at least 1).
+    /// Replicas in this process, one per device of the backend (`--devices`, at least 1; 1
+    /// under `--ddp mpi`).
     pub devices: usize,
-    /// Other processes training the same run (`--ddp`).
-    pub ddp: Option<Ddp>,
+    /// Train across the processes of an MPI job (`--ddp mpi`, under `mpirun` or `srun`).
+    pub mpi: bool,
+    /// This process's place in the MPI job: filled in by [`connect`].
+    pub job: Option<Job>,
     /// After every step, check that all replicas hold bit-identical parameters
     /// (`--verify-replicas`; one read of the parameters per step).
     pub verify: bool,
@@ -44,39 +50,44 @@ impl Default for Scale {
     fn default() -> Self {
         Self {
             devices: 1,
-            ddp: None,
+            mpi: false,
+            job: None,
             verify: false,
             timeout: Duration::from_secs(300),
         }
     }
 }
 
-/// This process's place among the processes of a distributed run (`--ddp`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ddp {
-    /// This process's rank, below `world` (`--rank`); rank 0 serves the orchestrator.
-    pub rank: u32,
-    /// Number of processes (`--world`).
-    pub world: u32,
-    /// `HOST:PORT` of the orchestrator that rank 0 serves (`--coordinator`).
-    pub coordinator: String,
-    /// Port of this process's tensor service (`--ddp-port`; default: the coordinator's port +
-    /// 1 + rank).
-    pub port: Option<u16>,
-    /// Host name or address the other processes reach this one at (`--ddp-host`; default: the
-    /// address of the interface that routes to the coordinator).
-    pub host: Option<String>,
+/// A process's place in an MPI job (`--ddp mpi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// This process's rank (MPI_COMM_WORLD); rank 0 writes the run directory.
+    pub rank: usize,
+    /// Processes in the job.
+    pub world: usize,
+    /// Rank among the processes on this machine: the CUDA device this process trains on.
+    pub local_rank: usize,
 }
+
+/// The error for `--ddp mpi` in a build without MPI.
+pub const NO_MPI: &str = "--ddp mpi needs an ember built with the `mpi` feature (`cargo build \
+    --release --features mpi`, with Debian's openmpi-bin libopenmpi-dev libclang-dev installed; \
+    docs/scaling.md)";
 
 impl Scale {
     /// Replicas of the run in all its processes.
     pub fn replicas(&self) -> usize {
-        self.devices * self.ddp.as_ref().map_or(1, |d| d.world as usize)
+        self.devices * self.job.map_or(1, |j| j.world)
     }
 
     /// Whether more than one replica trains (then gradients are exchanged).
     pub fn is_parallel(&self) -> bool {
         self.replicas() > 1
+    }
+
+    /// Whether this process writes the run directory (rank 0, or no MPI job).
+    pub fn writes(&self) -> bool {
+        self.job.is_none_or(|j| j.rank == 0)
     }
 
     /// Checks the options alone, before any device or network is touched: one error naming
@@ -90,194 +101,65 @@ impl Scale {
                 "--collective-timeout must be at least 1 second".into(),
             ));
         }
-        if let Some(d) = &self.ddp {
-            if d.world == 0 {
-                return Err(EmberError::Invalid("--world must be at least 1".into()));
-            }
-            if d.rank >= d.world {
-                return Err(EmberError::Invalid(format!(
-                    "--rank {} is not below --world {} (ranks are 0..{})",
-                    d.rank,
-                    d.world,
-                    d.world - 1
-                )));
-            }
-            d.coordinator_port()?;
+        if self.mpi && !cfg!(feature = "mpi") {
+            return Err(EmberError::Invalid(NO_MPI.into()));
+        }
+        if self.mpi && self.devices > 1 {
+            return Err(EmberError::Invalid(format!(
+                "--devices {} with --ddp mpi: an MPI job trains one device per process; start \
+                 {} times as many ranks instead (mpirun -np N)",
+                self.devices, self.devices
+            )));
         }
         Ok(())
     }
 
     /// The global index of local replica `local`: processes in rank order, devices in order.
     fn peer(&self, local: usize) -> usize {
-        self.ddp.as_ref().map_or(0, |d| d.rank as usize) * self.devices + local
+        self.job.map_or(0, |j| j.rank) * self.devices + local
     }
 
-    /// Burn's collective configuration of this process.
-    fn config(&self, node: Option<&Node>) -> CollectiveConfig {
-        let config = CollectiveConfig::default()
+    /// Burn's collective configuration of this process (its devices).
+    fn config(&self) -> CollectiveConfig {
+        CollectiveConfig::default()
             .with_num_devices(self.devices)
-            .with_local_all_reduce_strategy(AllReduceStrategy::Tree(2));
-        match (&self.ddp, node) {
-            (Some(d), Some(node)) => config
-                .with_num_nodes(d.world)
-                .with_global_address(address(&d.coordinator))
-                .with_node_address(address(&format!("{}:{}", node.host, node.port)))
-                .with_data_service_port(node.port)
-                .with_global_all_reduce_strategy(AllReduceStrategy::Ring),
-            _ => config,
-        }
+            .with_local_all_reduce_strategy(AllReduceStrategy::Tree(2))
     }
 }
 
-fn address(host_port: &str) -> burn_communication::Address {
-    use std::str::FromStr;
-    burn_communication::Address::from_str(&format!("ws://{host_port}"))
-        .expect("any string is an address")
+/// Joins the MPI job of a `--ddp mpi` run (nothing otherwise), before the run directory is
+/// touched: fills in [`Scale::job`].
+pub fn connect(scale: &mut Scale) -> Result<()> {
+    if !scale.mpi {
+        return Ok(());
+    }
+    #[cfg(feature = "mpi")]
+    {
+        scale.job = Some(mpi_job::join()?);
+        Ok(())
+    }
+    #[cfg(not(feature = "mpi"))]
+    Err(EmberError::Invalid(NO_MPI.into()))
 }
 
-impl Ddp {
-    fn coordinator_port(&self) -> Result<u16> {
-        let bad = || {
-            EmberError::Invalid(format!(
-                "--coordinator {}: expected HOST:PORT, e.g. 127.0.0.1:29500",
-                self.coordinator
-            ))
-        };
-        let (host, port) = self.coordinator.rsplit_once(':').ok_or_else(bad)?;
-        let port: u16 = port.parse().map_err(|_| bad())?;
-        if host.is_empty() || port == 0 {
-            return Err(bad());
-        }
-        Ok(port)
+/// Waits for every process of the MPI job (nothing outside one).
+pub(crate) fn barrier(scale: &Scale) {
+    #[cfg(feature = "mpi")]
+    if scale.job.is_some() {
+        mpi_job::barrier();
     }
-
-    fn coordinator_addr(&self) -> Result<SocketAddr> {
-        self.coordinator
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| {
-                EmberError::Invalid(format!(
-                    "--coordinator {}: the host name does not resolve",
-                    self.coordinator
-                ))
-            })
-    }
-
-    /// This process's tensor-service port.
-    fn node_port(&self) -> Result<u16> {
-        match self.port {
-            Some(p) => Ok(p),
-            None => u16::try_from(self.coordinator_port()? as u32 + 1 + self.rank).map_err(|_| {
-                EmberError::Invalid(
-                    "--coordinator's port + 1 + --rank is above 65535: set --ddp-port".into(),
-                )
-            }),
-        }
-    }
+    #[cfg(not(feature = "mpi"))]
+    let _ = scale;
 }
 
-/// What this process serves to the others of a `--ddp` run.
-#[derive(Clone, Debug)]
-struct Node {
-    host: String,
-    port: u16,
-}
-
-/// Joins the processes of a `--ddp` run, before the run directory is touched: rank 0 starts
-/// Burn's collective orchestrator on the coordinator's port; every rank checks that its
-/// tensor-service port is free and that the orchestrator answers within the timeout. Every
-/// failure is one clear error.
-pub fn connect(scale: &Scale) -> Result<Option<Connected>> {
-    let Some(d) = &scale.ddp else {
-        return Ok(None);
-    };
-    let port = d.node_port()?;
-    let coordinator = d.coordinator_addr()?;
-    // Before Burn's websocket servers start: they would install an INFO-level logger.
-    // `EMBER_COLLECTIVE_LOG=error|warn|info|debug|trace` shows what Burn's collective does.
-    // Ember reports a lost peer itself (one error line): Burn's own logs, and the panics of its
-    // network tasks when a peer goes away, are shown only then.
-    let level = std::env::var("EMBER_COLLECTIVE_LOG")
-        .ok()
-        .and_then(|l| l.parse().ok());
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(level.unwrap_or(tracing_subscriber::filter::LevelFilter::OFF))
-        .with_writer(std::io::stderr)
-        .try_init();
-    if level.is_none() {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let network = std::thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with("tokio-"));
-            if !network {
-                default(info)
-            }
-        }));
-    }
-    free_port(port, "--ddp-port (this process's tensor service)")?;
-    if d.rank == 0 {
-        let listen = d.coordinator_port()?;
-        free_port(listen, "the --coordinator port")?;
-        start_orchestrator(listen);
-    }
-    let deadline = Instant::now() + scale.timeout;
-    loop {
-        match TcpStream::connect_timeout(&coordinator, Duration::from_secs(1)) {
-            Ok(stream) => {
-                let host = match &d.host {
-                    Some(h) => h.clone(),
-                    None => stream
-                        .local_addr()
-                        .map_err(|e| EmberError::Collective(format!("local address: {e}")))?
-                        .ip()
-                        .to_string(),
-                };
-                return Ok(Some(Connected {
-                    node: Node { host, port },
-                }));
-            }
-            Err(e) if Instant::now() >= deadline => {
-                return Err(EmberError::Collective(format!(
-                    "cannot reach the coordinator {} within {} s ({e}): start rank 0 with the \
-                     same --coordinator, and check the address and the firewall",
-                    d.coordinator,
-                    scale.timeout.as_secs()
-                )));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
-/// A joined `--ddp` process ([`connect`]): what it serves to the others.
-#[derive(Clone, Debug)]
-pub struct Connected {
-    node: Node,
-}
-
-fn free_port(port: u16, what: &str) -> Result<()> {
-    TcpListener::bind(("0.0.0.0", port)).map(drop).map_err(|e| {
-        EmberError::Collective(format!(
-            "{what}: port {port} cannot be opened ({e}); choose another"
-        ))
-    })
-}
-
-/// Serves Burn's global collective orchestrator on `port` for the life of the process.
-fn start_orchestrator(port: u16) {
-    std::thread::Builder::new()
-        .name("ember-orchestrator".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .expect("a tokio runtime");
-            runtime.block_on(burn::collective::start_global_orchestrator(port));
-        })
-        .expect("spawning the orchestrator thread");
+/// Ends this process's part in an MPI job with `code`: MPI is finalized after a success, and the
+/// whole job is aborted after a failure (the others may wait in a collective operation that this
+/// process will never enter). Nothing outside an MPI job.
+pub fn end_process(code: u8) {
+    #[cfg(feature = "mpi")]
+    mpi_job::end(code);
+    #[cfg(not(feature = "mpi"))]
+    let _ = code;
 }
 
 /// Milliseconds since the Unix epoch (never 0).
@@ -294,11 +176,11 @@ struct Watch {
     since: Vec<AtomicU64>,
     timeout: Duration,
     failed: Mutex<Option<String>>,
-    /// What a timeout most likely means right now (said with the error).
-    hint: Mutex<Option<&'static str>>,
     /// The run directory while it holds no completed epoch: removed when the run ends here, as
     /// a failed new run's is.
     fresh: Mutex<Option<(std::path::PathBuf, bool)>>,
+    /// Ends the whole MPI job rather than this process alone.
+    mpi: bool,
 }
 
 impl Watch {
@@ -311,20 +193,17 @@ impl Watch {
             }
         }
         eprintln!("error: data parallel: {why}");
+        if self.mpi {
+            end_process(1);
+        }
         std::process::exit(1)
     }
 }
 
-/// What a hang at the second cross-process all-reduce means with Burn 0.21 (docs/scaling.md).
-pub(crate) const BURN_COLLECTIVE_0_21: &str = "burn-collective 0.21.0 deadlocks on every \
-    cross-process all-reduce after the first (its SyncService::sync compares a copy of its peer \
-    list and never clears the list itself), so --ddp cannot train on Burn 0.21 as published: \
-    build Ember against a burn-collective with that line fixed (docs/scaling.md)";
-
-/// Started once per parallel run: ends the process when a replica has waited in a collective
-/// operation for longer than the timeout (a peer died or hangs), or when a replica thread failed
-/// while the others wait for it. The run directory keeps its last completed epoch (every file is
-/// written atomically), so the run resumes.
+/// Started once per parallel run: ends the process (under MPI: the job) when a replica has
+/// waited in a collective operation for longer than the timeout (a peer died or hangs), or when
+/// a replica thread failed while the others wait for it. The run directory keeps its last
+/// completed epoch (every file is written atomically), so the run resumes.
 fn watchdog(watch: Arc<Watch>) {
     std::thread::Builder::new()
         .name("ember-watchdog".into())
@@ -348,40 +227,55 @@ fn watchdog(watch: Arc<Watch>) {
                     watch.abort(why);
                 }
                 if waiting.is_some_and(|w| w > watch.timeout.as_millis() as u64) {
-                    let hint = *watch.hint.lock().unwrap_or_else(|e| e.into_inner());
-                    let why = match hint {
-                        Some(hint) => format!(
-                            "no answer from the other replicas for {} s: {hint}",
-                            watch.timeout.as_secs()
-                        ),
-                        None => format!(
-                            "no answer from the other replicas for {} s (a process of the run \
-                             died or hangs): training stopped; the run directory keeps its last \
-                             completed epoch: continue with --resume",
-                            watch.timeout.as_secs()
-                        ),
-                    };
-                    watch.abort(&why);
+                    watch.abort(&format!(
+                        "no answer from the other replicas for {} s (a process of the run died \
+                         or hangs): training stopped; the run directory keeps its last completed \
+                         epoch: continue with --resume",
+                        watch.timeout.as_secs()
+                    ));
                 }
             }
         })
         .expect("spawning the watchdog thread");
 }
 
+/// How a replica reaches the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Burn's local collective: the replicas are threads of this process.
+    Local,
+    /// MPI: one replica per process of the job.
+    #[cfg(feature = "mpi")]
+    Mpi,
+}
+
 /// One replica of a run: its place among all replicas and the collective operations it takes
 /// part in. A single-device run has one replica and exchanges nothing.
 #[derive(Clone)]
 pub(crate) struct Replica {
-    /// Global index (peer id) of this replica.
+    /// Global index of this replica (its MPI rank, or its peer id in this process).
     index: usize,
     /// Replicas of the run in all processes.
     count: usize,
-    /// Index among this process's replicas (0: the one that writes the run directory).
+    /// Index among this process's replicas (0: the one that writes the run directory, on the
+    /// process that writes).
     local: usize,
+    link: Link,
     verify: bool,
     watch: Option<Arc<Watch>>,
     /// Print every collective operation (`EMBER_COLLECTIVE_LOG` set).
     trace: bool,
+    /// What the gradient exchanges of the current epoch cost.
+    exchange: Arc<Mutex<Exchange>>,
+}
+
+/// The gradient exchanges of an epoch: steps, bytes a step (a rank's all-reduce buffer under
+/// MPI; 0 where Burn's collective moves device tensors) and the wall time spent in them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Exchange {
+    steps: usize,
+    bytes: usize,
+    seconds: f64,
 }
 
 impl Replica {
@@ -391,9 +285,11 @@ impl Replica {
             index: 0,
             count: 1,
             local: 0,
+            link: Link::Local,
             verify: false,
             watch: None,
             trace: false,
+            exchange: Default::default(),
         }
     }
 
@@ -402,12 +298,19 @@ impl Replica {
         if !scale.is_parallel() {
             return vec![Self::single()];
         }
+        #[cfg(feature = "mpi")]
+        let link = match scale.job {
+            Some(_) => Link::Mpi,
+            None => Link::Local,
+        };
+        #[cfg(not(feature = "mpi"))]
+        let link = Link::Local;
         let watch = Arc::new(Watch {
             since: (0..scale.devices).map(|_| AtomicU64::new(0)).collect(),
             timeout: scale.timeout,
             failed: Mutex::new(None),
-            hint: Mutex::new(None),
             fresh: Mutex::new(None),
+            mpi: scale.job.is_some(),
         });
         watchdog(watch.clone());
         (0..scale.devices)
@@ -415,9 +318,11 @@ impl Replica {
                 index: scale.peer(local),
                 count: scale.replicas(),
                 local,
+                link,
                 verify: scale.verify,
                 watch: Some(watch.clone()),
                 trace: std::env::var_os("EMBER_COLLECTIVE_LOG").is_some(),
+                exchange: Default::default(),
             })
             .collect()
     }
@@ -425,13 +330,6 @@ impl Replica {
     /// Whether gradients are exchanged.
     pub(crate) fn is_parallel(&self) -> bool {
         self.count > 1
-    }
-
-    /// Says what a timeout from now on most likely means (`None`: a lost process).
-    pub(crate) fn hint(&self, hint: Option<&'static str>) {
-        if let Some(w) = &self.watch {
-            *w.hint.lock().unwrap_or_else(|e| e.into_inner()) = hint;
-        }
     }
 
     /// Names the new run directory the watchdog clears (and removes, when `created`) if it
@@ -489,41 +387,85 @@ impl Replica {
         }
     }
 
-    /// Joins Burn's collective with this replica's device (blocks until every replica of every
-    /// process has joined).
-    pub(crate) fn register<B: Backend>(
-        &self,
-        scale: &Scale,
-        connected: Option<&Connected>,
-        device: &B::Device,
-    ) -> Result<()> {
-        if !self.is_parallel() {
+    /// Joins Burn's collective with this replica's device (blocks until every replica of this
+    /// process has joined; an MPI job is joined by [`connect`]).
+    pub(crate) fn register<B: Backend>(&self, scale: &Scale, device: &B::Device) -> Result<()> {
+        if !self.is_parallel() || self.link != Link::Local {
             return Ok(());
         }
-        let config = scale.config(connected.map(|c| &c.node));
         let peer = PeerId(self.index as u32);
         self.collective("joining the other replicas", || {
-            collective::register::<B>(peer, device.clone(), config)
+            collective::register::<B>(peer, device.clone(), scale.config())
         })
     }
 
     /// Leaves the collective at the end of a run.
     pub(crate) fn finish<B: Backend>(&self) {
-        if self.is_parallel() {
+        if self.is_parallel() && self.link == Link::Local {
             let peer = PeerId(self.index as u32);
             let _ = self.collective("leaving", || collective::finish_collective::<B>(peer));
         }
     }
 
-    /// The mean of every replica's gradients (Burn's all-reduce, parameter by parameter).
-    pub(crate) fn mean_grads<B: Backend>(&self, grads: GradientsParams) -> Result<GradientsParams> {
+    /// The mean of every replica's gradients of `model`'s parameters.
+    pub(crate) fn mean_grads<B: AutodiffBackend, M: Module<B>>(
+        &self,
+        model: &M,
+        grads: GradientsParams,
+    ) -> Result<GradientsParams> {
         if !self.is_parallel() {
             return Ok(grads);
         }
-        let peer = PeerId(self.index as u32);
-        self.collective("averaging gradients", || {
-            grads.all_reduce::<B>(peer, ReduceOperation::Mean)
-        })
+        let clock = std::time::Instant::now();
+        let (grads, bytes) = match self.link {
+            Link::Local => {
+                let _ = model;
+                let peer = PeerId(self.index as u32);
+                let grads = self.collective("averaging gradients", || {
+                    grads.all_reduce::<B::InnerBackend>(peer, ReduceOperation::Mean)
+                })?;
+                (grads, 0)
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi => {
+                let mut grads = grads;
+                let flat = FlatGrads::<B>::take(model, &mut grads);
+                let bytes = std::mem::size_of_val(&flat.values[..]);
+                let summed = self.collective("averaging gradients", || {
+                    Ok(mpi_job::sum_f32(&flat.values))
+                })?;
+                flat.put_back(model, &mut grads, summed, self.count);
+                (grads, bytes)
+            }
+        };
+        let mut e = self.exchange.lock().unwrap_or_else(|e| e.into_inner());
+        e.steps += 1;
+        e.bytes = bytes;
+        e.seconds += clock.elapsed().as_secs_f64();
+        Ok(grads)
+    }
+
+    /// What the gradient exchanges since the last call cost, against `train_seconds` of
+    /// training (forward, backward, exchange, optimizer) in that time: one line, or `None`
+    /// when nothing was exchanged. Starts the next count.
+    pub(crate) fn exchange_report(&self, train_seconds: f64) -> Option<String> {
+        let e = std::mem::take(&mut *self.exchange.lock().unwrap_or_else(|e| e.into_inner()));
+        if e.steps == 0 {
+            return None;
+        }
+        let per_step = e.seconds / e.steps as f64;
+        let step = train_seconds / e.steps as f64;
+        let size = match e.bytes {
+            0 => String::new(),
+            b => format!("{:.2} MB a step, ", b as f64 / 1e6),
+        };
+        Some(format!(
+            "gradient all-reduce over {} replicas: {size}{:.1} ms of a {:.1} ms step ({:.0} %)",
+            self.count,
+            per_step * 1e3,
+            step * 1e3,
+            100.0 * per_step / step.max(f64::MIN_POSITIVE)
+        ))
     }
 
     /// The element-wise sum of `values` over all replicas.
@@ -531,46 +473,65 @@ impl Replica {
         if !self.is_parallel() {
             return Ok(values.to_vec());
         }
-        let tensor =
-            Tensor::<B, 1>::from_data(TensorData::new(values.to_vec(), [values.len()]), device);
-        let peer = PeerId(self.index as u32);
-        let summed = self.collective("exchanging the batch's loss", || {
-            collective::all_reduce::<B>(
-                peer,
-                tensor.into_primitive().tensor(),
-                ReduceOperation::Sum,
-            )
-        })?;
-        let summed = Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(summed));
-        Ok(summed
-            .into_data()
-            .convert::<f32>()
-            .to_vec()
-            .expect("f32 data"))
-    }
-
-    /// Every replica's `value`, by replica index (each value crosses the all-reduce as four
-    /// 16-bit pieces, exactly representable in f32).
-    pub(crate) fn gather<B: Backend>(&self, value: u64, device: &B::Device) -> Result<Vec<u64>> {
-        let mut slots = vec![0f32; 4 * self.count];
-        for (k, slot) in slots[4 * self.index..4 * self.index + 4]
-            .iter_mut()
-            .enumerate()
-        {
-            *slot = ((value >> (16 * k)) & 0xFFFF) as f32;
+        match self.link {
+            Link::Local => {
+                let tensor = Tensor::<B, 1>::from_data(
+                    TensorData::new(values.to_vec(), [values.len()]),
+                    device,
+                );
+                let peer = PeerId(self.index as u32);
+                let summed = self.collective("exchanging the batch's loss", || {
+                    collective::all_reduce::<B>(
+                        peer,
+                        tensor.into_primitive().tensor(),
+                        ReduceOperation::Sum,
+                    )
+                })?;
+                let summed =
+                    Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(summed));
+                Ok(summed
+                    .into_data()
+                    .convert::<f32>()
+                    .to_vec()
+                    .expect("f32 data"))
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi => {
+                let _ = device;
+                self.collective("exchanging the batch's loss", || Ok(mpi_job::sum_f32(values)))
+            }
         }
-        let all = self.sum::<B>(&slots, device)?;
-        Ok(all
-            .chunks(4)
-            .map(|c| {
-                c.iter()
-                    .enumerate()
-                    .fold(0u64, |v, (k, &x)| v | ((x as u64) << (16 * k)))
-            })
-            .collect())
     }
 
-    /// Checks that every replica holds `digest`; `what` says what differs otherwise.
+    /// Every replica's `value`, by replica index.
+    pub(crate) fn gather<B: Backend>(&self, value: u64, device: &B::Device) -> Result<Vec<u64>> {
+        match self.link {
+            Link::Local => {
+                // each value crosses the all-reduce as four 16-bit pieces, exact in f32
+                let mut slots = vec![0f32; 4 * self.count];
+                for (k, slot) in slots[4 * self.index..4 * self.index + 4]
+                    .iter_mut()
+                    .enumerate()
+                {
+                    *slot = ((value >> (16 * k)) & 0xFFFF) as f32;
+                }
+                let all = self.sum::<B>(&slots, device)?;
+                Ok(all
+                    .chunks(4)
+                    .map(|c| {
+                        c.iter()
+                            .enumerate()
+                            .fold(0u64, |v, (k, &x)| v | ((x as u64) << (16 * k)))
+                    })
+                    .collect())
+            }
+            #[cfg(feature = "mpi")]
+            Link::Mpi => self.collective("comparing the replicas", || Ok(mpi_job::gather_u64(value))),
+        }
+    }
+
+    /// Checks that every replica holds `digest`; `what` says what differs otherwise (every
+    /// replica reaches the same verdict).
     pub(crate) fn agree<B: Backend>(
         &self,
         digest: u64,
@@ -583,7 +544,58 @@ impl Replica {
         let all = self.gather::<B>(digest, device)?;
         match all.iter().position(|&d| d != all[0]) {
             None => Ok(()),
-            Some(other) => Err(EmberError::Collective(what(other))),
+            Some(other) => Err(self.verdict(what(other))),
+        }
+    }
+
+    /// Checks that every replica was started with the same settings (`(name, value)` pairs in
+    /// a fixed order), naming the first that differs from replica 0's.
+    pub(crate) fn agree_settings<B: Backend>(
+        &self,
+        settings: &[(&'static str, String)],
+        device: &B::Device,
+    ) -> Result<()> {
+        if !self.is_parallel() {
+            return Ok(());
+        }
+        let digests = settings
+            .iter()
+            .map(|(name, value)| self.gather::<B>(text_digest(&format!("{name} {value}")), device))
+            .collect::<Result<Vec<_>>>()?;
+        for ((name, value), all) in settings.iter().zip(&digests) {
+            if let Some(other) = all.iter().position(|&d| d != all[0]) {
+                let here = match self.index {
+                    0 => format!("replica 0 has {name} {value}"),
+                    i if all[i] != all[0] => format!("this replica ({i}) has {name} {value}"),
+                    i => format!("replica {i} has {name} {value}, as replica 0"),
+                };
+                return Err(self.verdict(format!(
+                    "replica {other} was started with another {name} than replica 0 ({here}): \
+                     start every rank with the same options; a resumed run needs the same \
+                     checkpoint everywhere"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// An error every replica of the run reaches together: under MPI, rank 0 reports it and
+    /// the others end without repeating it ([`EmberError::Reported`]).
+    fn verdict(&self, why: String) -> EmberError {
+        match (self.link, self.index) {
+            (Link::Local, _) | (_, 0) => EmberError::Collective(why),
+            #[cfg(feature = "mpi")]
+            (Link::Mpi, _) => EmberError::Reported(why),
+        }
+    }
+
+    /// Waits until every replica has reached the end of the epoch (under MPI; in one process
+    /// the first step of the next epoch does). Not timed: rank 0 evaluates and writes the
+    /// checkpoint meanwhile, and a lost rank ends the MPI job anyway.
+    pub(crate) fn end_epoch(&self) {
+        #[cfg(feature = "mpi")]
+        if self.is_parallel() && self.link == Link::Mpi {
+            mpi_job::barrier();
         }
     }
 
@@ -615,21 +627,118 @@ impl Replica {
     }
 }
 
-/// How a collective error that means a lost peer ends (the kill test looks for it).
-const PEER_LOST: &str = "a process of the run died or is unreachable: training stopped; the run \
-    directory keeps its last completed epoch: continue with --resume";
+/// A step's gradients taken out of a `GradientsParams` as one host buffer, in the module's
+/// parameter order, for an all-reduce: every float parameter's gradient flattened (zeros where a
+/// parameter has none), then one presence flag per parameter.
+#[cfg(feature = "mpi")]
+struct FlatGrads<B: AutodiffBackend> {
+    values: Vec<f32>,
+    /// Float parameters (the presence flags at the end of `values`).
+    params: usize,
+    device: Option<B::Device>,
+}
+
+#[cfg(feature = "mpi")]
+impl<B: AutodiffBackend> FlatGrads<B> {
+    fn take<M: Module<B>>(model: &M, grads: &mut GradientsParams) -> Self {
+        struct Take<'a, B: AutodiffBackend> {
+            grads: &'a mut GradientsParams,
+            parts: Vec<Tensor<B::InnerBackend, 1>>,
+            present: Vec<f32>,
+            device: Option<B::Device>,
+        }
+        impl<B: AutodiffBackend> ModuleVisitor<B> for Take<'_, B> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let value = param.val();
+                let device = value.device();
+                let n = value.shape().num_elements();
+                let grad = self.grads.remove::<B::InnerBackend, D>(param.id);
+                self.present.push(f32::from(u8::from(grad.is_some())));
+                self.parts.push(match grad {
+                    Some(g) => g.reshape([n]),
+                    None => Tensor::zeros([n], &device),
+                });
+                self.device.get_or_insert(device);
+            }
+        }
+        let mut take = Take::<B> {
+            grads,
+            parts: Vec::new(),
+            present: Vec::new(),
+            device: None,
+        };
+        model.visit(&mut take);
+        let mut values = match take.parts.is_empty() {
+            true => Vec::new(),
+            false => Tensor::cat(take.parts, 0)
+                .into_data()
+                .convert::<f32>()
+                .to_vec()
+                .expect("f32 data"),
+        };
+        let params = take.present.len();
+        values.extend(take.present);
+        Self {
+            values,
+            params,
+            device: take.device,
+        }
+    }
+
+    /// Puts the mean of `summed` (this buffer summed over `count` replicas) back, parameter by
+    /// parameter; a parameter no replica had a gradient for stays without one.
+    fn put_back<M: Module<B>>(
+        self,
+        model: &M,
+        grads: &mut GradientsParams,
+        summed: Vec<f32>,
+        count: usize,
+    ) {
+        struct Put<'a, B: AutodiffBackend> {
+            grads: &'a mut GradientsParams,
+            all: Tensor<B::InnerBackend, 1>,
+            present: &'a [f32],
+            offset: usize,
+            index: usize,
+        }
+        impl<B: AutodiffBackend> ModuleVisitor<B> for Put<'_, B> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let shape = param.val().shape();
+                let n = shape.num_elements();
+                if self.present[self.index] > 0.0 {
+                    let grad = self
+                        .all
+                        .clone()
+                        .slice(self.offset..self.offset + n)
+                        .reshape(shape);
+                    self.grads.register::<B::InnerBackend, D>(param.id, grad);
+                }
+                self.offset += n;
+                self.index += 1;
+            }
+        }
+        let Some(device) = self.device else { return };
+        let (values, present) = summed.split_at(summed.len() - self.params);
+        let scale = 1.0 / count as f32;
+        let mean: Vec<f32> = values.iter().map(|v| v * scale).collect();
+        let all = Tensor::<B::InnerBackend, 1>::from_data(
+            TensorData::new(mean, [values.len()]),
+            &device,
+        );
+        model.visit(&mut Put::<B> {
+            grads,
+            all,
+            present,
+            offset: 0,
+            index: 0,
+        });
+    }
+}
 
 fn describe(e: &CollectiveError) -> String {
     match e {
-        CollectiveError::Global(g) => {
-            format!("{g:?} ({PEER_LOST})")
-        }
-        // The local server ends when its link to the other processes fails: a peer died.
         CollectiveError::LocalServerMissing => {
-            format!("Burn's collective server in this process stopped ({PEER_LOST})")
-        }
-        CollectiveError::RegisterParamsMismatch => {
-            "the processes were started with different --devices, --world or addresses".into()
+            "Burn's collective server in this process stopped".into()
         }
         other => format!("{other:?}"),
     }
@@ -692,19 +801,4 @@ impl Fnv {
             self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
         }
     }
-}
-
-/// Gives every parameter an id from its position in the module: processes that build the same
-/// model then name each parameter alike, which Burn's gradient all-reduce relies on (it pairs
-/// parameters by sorted id; fresh ids are random per process).
-pub(crate) fn positional_ids<B: Backend, M: Module<B>>(model: M) -> M {
-    struct Renumber(u64);
-    impl<B: Backend> ModuleMapper<B> for Renumber {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-            let (_, tensor, mapper) = param.consume();
-            self.0 += 1;
-            Param::from_mapped_value(ParamId::from(self.0), tensor, mapper)
-        }
-    }
-    model.map(&mut Renumber(0))
 }

@@ -156,10 +156,12 @@ impl TrainOptions {
 pub struct TrainReport {
     /// The run directory.
     pub out: PathBuf,
-    /// Metrics of every epoch of the run (including epochs before a resume).
+    /// Metrics of every epoch of the run (including epochs before a resume; empty on an MPI
+    /// rank other than 0).
     pub epochs: Vec<report::EpochMetrics>,
-    /// Final evaluation on the test split.
-    pub test: EvalReport,
+    /// Final evaluation on the test split (`None` on an MPI rank other than 0: rank 0
+    /// evaluates and writes the run).
+    pub test: Option<EvalReport>,
 }
 
 /// The result of evaluating a model on a test split.
@@ -174,7 +176,7 @@ pub struct EvalReport {
 }
 
 /// Trains a model as `opts` says, writing the run directory.
-pub fn train(opts: TrainOptions) -> Result<TrainReport> {
+pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
     opts.validate()?;
     // Before the data: a missing driver is one line, whatever else is wrong.
     opts.backend.check_available()?;
@@ -192,10 +194,11 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
         .and_then(|b| b.from.as_ref())
         .map(|from| source_run(from, opts.model))
         .transpose()?;
-    // The other processes of a --ddp run answer before the run directory exists.
-    let connected = scale::connect(&opts.scale)?;
+    // The MPI job is joined before the run directory is touched.
+    scale::connect(&mut opts.scale)?;
     opts.backend.dispatch_on(
         opts.scale.devices,
+        opts.scale.job.map_or(0, |j| j.local_rank),
         opts.multiplier.clone(),
         opts.sparse_act.clone(),
         TrainJob {
@@ -203,7 +206,6 @@ pub fn train(opts: TrainOptions) -> Result<TrainReport> {
             splits,
             tuning,
             bcr_source,
-            connected,
         },
     )
 }
@@ -293,8 +295,6 @@ struct TrainJob {
     tuning: Option<crate::hinm::Tuning>,
     /// The model file `--bcr --from` starts from, and its checksum.
     bcr_source: Option<(PathBuf, Option<u32>)>,
-    /// This process's place in a `--ddp` run.
-    connected: Option<scale::Connected>,
 }
 
 impl BackendJob for TrainJob {
@@ -342,7 +342,6 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     let tuning = Start {
         hinm: job.tuning,
         bcr_source: job.bcr_source,
-        connected: job.connected,
     };
     match job.splits {
         Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
@@ -386,12 +385,10 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     }
 }
 
-/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run; and the
-/// `--ddp` connection.
+/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run.
 struct Start {
     hinm: Option<crate::hinm::Tuning>,
     bcr_source: Option<(PathBuf, Option<u32>)>,
-    connected: Option<scale::Connected>,
 }
 
 fn train_model<B, M, I, T, V>(
@@ -455,8 +452,21 @@ where
         .transpose()?;
     let out = opts.out.clone();
     let existed = out.exists();
-    let previous = run::prepare(&out, opts.model, opts.on_existing)?;
-    let fresh = previous.is_none();
+    // Only rank 0 of an MPI job writes the run directory; the other ranks read it (what a
+    // --resume continues from) before rank 0 may change it.
+    let writes = opts.scale.writes();
+    let previous = match writes {
+        true => {
+            scale::barrier(&opts.scale);
+            run::prepare(&out, opts.model, opts.on_existing)?
+        }
+        false => {
+            let previous = run::inspect(&out, opts.model, opts.on_existing)?;
+            scale::barrier(&opts.scale);
+            previous
+        }
+    };
+    let fresh = writes && previous.is_none();
     let result = (|| {
         let mut manifest = start_manifest(&opts, &choices, previous)?;
         let (mut model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
@@ -483,20 +493,33 @@ where
             (None, None) => Default::default(),
         };
         let model = crate::hinm::apply_masks(model, &masks);
-        // Processes of a --ddp run name every parameter alike (Burn pairs gradients by id).
-        let model = if opts.scale.ddp.is_some() && manifest.completed_epochs == 0 {
-            scale::positional_ids::<B, M>(model)
-        } else {
-            model
-        };
-        manifest.write(&out)?;
+        if writes {
+            manifest.write(&out)?;
+        }
         let replicas = Replica::local_replicas(&opts.scale);
         let settings = shared_settings(&opts, &manifest, train_len, test_len);
+        if !writes {
+            // an MPI rank other than 0: trains in step and writes nothing
+            Follower {
+                opts: opts.clone(),
+                replica: replicas[0].clone(),
+                settings,
+                device: device.clone(),
+                model,
+                optim: optim.to_record(),
+                masks,
+                bcr,
+                first: manifest.completed_epochs + 1,
+                train: train_split.clone(),
+                batcher: batchers.train.clone(),
+            }
+            .run()?;
+            return Ok(None);
+        }
         for (replica, device) in replicas.iter().zip(&devices).skip(1) {
             let follower = Follower {
                 opts: opts.clone(),
                 replica: replica.clone(),
-                connected: start.connected.clone(),
                 settings: settings.clone(),
                 device: device.clone(),
                 model: model.clone().fork(device),
@@ -524,14 +547,7 @@ where
         }
         let replica = &replicas[0];
         replica.fresh_run((manifest.completed_epochs == 0 && fresh).then_some((&out, !existed)));
-        join::<B, M>(
-            replica,
-            &opts.scale,
-            start.connected.as_ref(),
-            &settings,
-            &model,
-            &device,
-        )?;
+        join::<B, M>(replica, &opts.scale, &settings, &model, &device)?;
         fit(
             &opts,
             &mut manifest,
@@ -554,13 +570,18 @@ where
                 bcr,
             },
         )
-        .map(|test| (manifest, test))
+        .map(|test| Some((manifest, test)))
     })();
     match result {
-        Ok((manifest, test)) => Ok(TrainReport {
+        Ok(Some((manifest, test))) => Ok(TrainReport {
             out,
             epochs: manifest.history,
-            test,
+            test: Some(test),
+        }),
+        Ok(None) => Ok(TrainReport {
+            out,
+            epochs: Vec::new(),
+            test: None,
         }),
         Err(e) => {
             // A new run that did not complete an epoch leaves nothing behind (its directory
@@ -917,6 +938,7 @@ where
         let clock = std::time::Instant::now();
         effects::start();
         let batcher = (batchers.train)(epoch);
+        let training = std::time::Instant::now();
         let (next, sums, batches) = match train_epoch::<B, M, I, T>(
             opts,
             replica,
@@ -951,6 +973,7 @@ where
             }
         };
         model = next;
+        let exchange = replica.exchange_report(training.elapsed().as_secs_f64());
         recorded = Some((effects::finish(), batches as u64, epoch));
         if pruning.bcr.as_ref().is_some_and(|s| s.in_admm()) {
             progress.finish();
@@ -983,6 +1006,9 @@ where
             seconds: Some(seconds),
         };
         progress.end(&row);
+        if let Some(line) = exchange {
+            eprintln!("  {line}");
+        }
         // The checkpoint first, the manifest that points at it last: a kill in between leaves
         // the previous epoch's state, which the manifest still names.
         for (kind, bytes) in [
@@ -1009,6 +1035,7 @@ where
         replica.fresh_run(None);
         write_reports(opts, manifest)?;
         last_test = Some(valid);
+        replica.end_epoch();
     }
     progress.finish();
     replica.finish::<B::InnerBackend>();
@@ -1154,7 +1181,7 @@ where
             return Err(Stop::NonFinite { batch: b + 1, loss });
         }
         let mut grads = replica
-            .mean_grads::<B::InnerBackend>(step.grads)
+            .mean_grads::<B, M>(&model, step.grads)
             .map_err(Stop::Failed)?;
         if let Some(state) = &pruning.bcr {
             state.add_penalty_grads(&model, &mut grads);
@@ -1206,32 +1233,35 @@ fn end_bcr_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
     Ok(lines)
 }
 
-/// What every replica of a parallel run must share, as text: the settings that decide what it
-/// computes (not where it writes or reads from) and the epoch it starts at.
-fn shared_settings(opts: &TrainOptions, manifest: &Manifest, train: usize, test: usize) -> String {
-    format!(
-        "model {} act {} backend {} multiplier {} sparse-act {} policy {:?} epochs {} batch {} \
-         lr {} seed {} dataset {} ({train} train / {test} test) on-nan {} hinm {:?} bcr {:?} \
-         devices {} world {} verify {} from epoch {}",
-        opts.model,
-        opts.act,
-        opts.backend,
-        opts.multiplier.name(),
-        opts.sparse_act,
-        manifest.policy,
-        opts.epochs,
-        opts.batch_size,
-        opts.lr,
-        opts.seed,
-        opts.data.kind(),
-        opts.on_nan,
-        opts.hinm.as_ref().map(|h| h.describe()),
-        opts.bcr.as_ref().map(|b| b.describe()),
-        opts.scale.devices,
-        opts.scale.ddp.as_ref().map_or(1, |d| d.world),
-        opts.scale.verify,
-        manifest.completed_epochs + 1,
-    )
+/// What every replica of a parallel run must share: the settings that decide what it computes
+/// (not where it writes or reads from) and the epoch it starts at, by name.
+fn shared_settings(
+    opts: &TrainOptions,
+    manifest: &Manifest,
+    train: usize,
+    test: usize,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("--model", opts.model.to_string()),
+        ("--act", opts.act.to_string()),
+        ("--backend", opts.backend.to_string()),
+        ("--multiplier", opts.multiplier.name()),
+        ("--conv", opts.multiplier.conv().to_string()),
+        ("--sparse-act", opts.sparse_act.to_string()),
+        ("--policy", format!("{:?}", manifest.policy)),
+        ("--epochs", opts.epochs.to_string()),
+        ("--batch-size", opts.batch_size.to_string()),
+        ("--lr", opts.lr.to_string()),
+        ("--seed", opts.seed.to_string()),
+        ("--dataset", opts.data.kind().to_string()),
+        ("training/test sizes", format!("{train}/{test}")),
+        ("--on-nan", opts.on_nan.to_string()),
+        ("--hinm", format!("{:?}", opts.hinm.as_ref().map(|h| h.describe()))),
+        ("--bcr", format!("{:?}", opts.bcr.as_ref().map(|b| b.describe()))),
+        ("replica count", opts.scale.replicas().to_string()),
+        ("--verify-replicas", opts.scale.verify.to_string()),
+        ("first epoch (--resume)", (manifest.completed_epochs + 1).to_string()),
+    ]
 }
 
 /// Joins a replica to the others (every replica of every process calls it, in the same order)
@@ -1239,31 +1269,18 @@ fn shared_settings(opts: &TrainOptions, manifest: &Manifest, train: usize, test:
 fn join<B: TrainBackend, M: TrainableClassifier<B>>(
     replica: &Replica,
     scale: &Scale,
-    connected: Option<&scale::Connected>,
-    settings: &str,
+    settings: &[(&'static str, String)],
     model: &M,
     device: &B::Device,
 ) -> Result<()> {
     if !replica.is_parallel() {
         return Ok(());
     }
-    replica.register::<B::InnerBackend>(scale, connected, device)?;
-    replica.agree::<B::InnerBackend>(scale::text_digest(settings), device, |r| {
-        format!(
-            "replica {r} trains another run than replica 0 (start every process with the same \
-             options but --rank, --out and addresses; a resumed run needs the same checkpoint \
-             everywhere); this one: {settings}"
-        )
-    })?;
-    // Across processes this is the second all-reduce, where burn-collective 0.21.0 hangs.
-    if scale.ddp.is_some() {
-        replica.hint(Some(scale::BURN_COLLECTIVE_0_21));
-    }
+    replica.register::<B::InnerBackend>(scale, device)?;
+    replica.agree_settings::<B::InnerBackend>(settings, device)?;
     replica.agree::<B::InnerBackend>(scale::param_digest(model), device, |r| {
         format!("replica {r} starts from other weights than replica 0")
-    })?;
-    replica.hint(None);
-    Ok(())
+    })
 }
 
 /// A replica after the first of its process: it trains its shards in step with the others and
@@ -1271,8 +1288,7 @@ fn join<B: TrainBackend, M: TrainableClassifier<B>>(
 struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
     opts: TrainOptions,
     replica: Replica,
-    connected: Option<scale::Connected>,
-    settings: String,
+    settings: Vec<(&'static str, String)>,
     device: B::Device,
     model: M,
     optim: <Optim<B, M> as Optimizer<M, B>>::Record,
@@ -1292,7 +1308,6 @@ where
         let Self {
             opts,
             replica,
-            connected,
             settings,
             device,
             mut model,
@@ -1303,14 +1318,7 @@ where
             train,
             batcher,
         } = self;
-        join::<B, M>(
-            &replica,
-            &opts.scale,
-            connected.as_ref(),
-            &settings,
-            &model,
-            &device,
-        )?;
+        join::<B, M>(&replica, &opts.scale, &settings, &model, &device)?;
         let mut optim = AdamConfig::new().init::<B, M>().load_record(optim);
         let mut pruning = Pruning {
             masks: &mut masks,
@@ -1339,6 +1347,7 @@ where
                 Err(_) => break,
             }
             end_bcr_epoch(&mut model, &mut pruning, epoch)?;
+            replica.end_epoch();
         }
         replica.finish::<B::InnerBackend>();
         Ok(())

@@ -139,10 +139,12 @@ fn prune_bcr(
         interrupt: None,
         scale: Default::default(),
     })?;
+    // one process, no MPI job: the run was evaluated
+    let accuracy = report.test.map_or(f64::NAN, |t| t.accuracy);
     println!(
         "test accuracy {:.2}% after BCR {level} and {} epochs of masked retraining; wrote {} \
          (evaluate it with `ember eval --checkpoint {}`)",
-        report.test.accuracy,
+        accuracy,
         args.epochs,
         report.out.join(ember_train::bcr::PACKED_FILE).display(),
         report.out.display()

@@ -41,7 +41,7 @@ pub struct TrainArgs {
     /// Total number of epochs.
     #[arg(long, default_value_t = 3)]
     epochs: usize,
-    /// Batch size (per replica with --devices or --ddp).
+    /// Batch size (per replica with --devices or --ddp mpi).
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
     /// Adam learning rate.
@@ -100,7 +100,8 @@ pub struct TrainArgs {
     scale: ScaleArgs,
 }
 
-/// Data parallelism on Burn's collective all-reduce (docs/scaling.md).
+/// Data parallelism: several devices of one process, or the processes of an MPI job
+/// (docs/scaling.md).
 #[derive(clap::Args)]
 pub struct ScaleArgs {
     /// Train data-parallel on the first N devices of --backend (one replica each, gradients
@@ -108,53 +109,69 @@ pub struct ScaleArgs {
     /// the list of the backend's devices.
     #[arg(long, default_value_t = 1)]
     devices: usize,
-    /// Train data-parallel across processes (and machines): start one process per --rank with
-    /// the same options, --rank 0 first; each writes its own --out.
-    #[arg(long, requires_all = ["rank", "world", "coordinator"])]
-    ddp: bool,
-    /// This process's rank, 0..WORLD (rank 0 serves the coordinator).
-    #[arg(long, requires = "ddp")]
-    rank: Option<u32>,
-    /// Number of processes.
-    #[arg(long, requires = "ddp")]
-    world: Option<u32>,
-    /// HOST:PORT where rank 0 serves Burn's collective orchestrator (e.g. 127.0.0.1:29500).
-    #[arg(long, value_name = "HOST:PORT", requires = "ddp")]
+    /// Train data-parallel across the processes of an MPI job, one device each:
+    /// `mpirun -np N ember train --ddp mpi ...` (or `srun --mpi=pmix`). Rank 0 writes --out;
+    /// a build with the `mpi` feature is needed.
+    #[arg(long, value_name = "ENGINE", num_args = 0..=1, default_missing_value = "")]
+    ddp: Option<String>,
+    /// The removed cross-process options of Burn's collective (refused with what to run).
+    #[arg(long, hide = true)]
+    rank: Option<String>,
+    #[arg(long, hide = true)]
+    world: Option<String>,
+    #[arg(long, hide = true)]
     coordinator: Option<String>,
-    /// Port of this process's tensor service (default: the coordinator's port + 1 + rank).
-    #[arg(long, requires = "ddp")]
-    ddp_port: Option<u16>,
-    /// Host or address the other processes reach this one at (default: this machine's address
-    /// towards the coordinator).
-    #[arg(long, requires = "ddp")]
+    #[arg(long, hide = true)]
+    ddp_port: Option<String>,
+    #[arg(long, hide = true)]
     ddp_host: Option<String>,
     /// Check after every step that all replicas hold bit-identical parameters (one read of
     /// the parameters per step).
     #[arg(long)]
     verify_replicas: bool,
-    /// Seconds a replica waits for the others before the run ends as lost (a process died).
+    /// Seconds a replica waits for the others before the run ends as lost (a process died or
+    /// hangs; under MPI the whole job is aborted).
     #[arg(long, default_value_t = 300)]
     collective_timeout: u64,
 }
 
+/// What a run of the removed `--ddp --rank R --world W --coordinator HOST:PORT` form is told.
+const DDP_MOVED: &str = "--ddp --rank/--world/--coordinator (processes joined through \
+    burn-collective) was removed: burn-collective 0.21.0 deadlocks on the second cross-process \
+    all-reduce. Start the processes as one MPI job instead: `mpirun -np WORLD ember train --ddp \
+    mpi ...` with the same options (one --out, written by rank 0; docs/scaling.md)";
+
 impl ScaleArgs {
-    /// The scale of a run.
-    pub fn scale(self) -> ember_train::scale::Scale {
-        let ddp = self.ddp.then(|| ember_train::scale::Ddp {
-            rank: self.rank.expect("clap requires --rank with --ddp"),
-            world: self.world.expect("clap requires --world with --ddp"),
-            coordinator: self
-                .coordinator
-                .expect("clap requires --coordinator with --ddp"),
-            port: self.ddp_port,
-            host: self.ddp_host,
-        });
-        ember_train::scale::Scale {
+    /// The scale of a run, or the error for options that do not hold together.
+    pub fn scale(self) -> Result<ember_train::scale::Scale, EmberError> {
+        let old = [
+            self.rank.is_some(),
+            self.world.is_some(),
+            self.coordinator.is_some(),
+            self.ddp_port.is_some(),
+            self.ddp_host.is_some(),
+        ];
+        if old.contains(&true) {
+            return Err(EmberError::Invalid(DDP_MOVED.into()));
+        }
+        let mpi = match self.ddp.as_deref() {
+            None => false,
+            Some("mpi") => true,
+            Some("") => return Err(EmberError::Invalid(DDP_MOVED.into())),
+            Some(other) => {
+                return Err(EmberError::Invalid(format!(
+                    "--ddp {other}: the only engine is mpi (`mpirun -np N ember train --ddp mpi \
+                     ...`)"
+                )));
+            }
+        };
+        Ok(ember_train::scale::Scale {
             devices: self.devices,
-            ddp,
+            mpi,
+            job: None,
             verify: self.verify_replicas,
             timeout: std::time::Duration::from_secs(self.collective_timeout),
-        }
+        })
     }
 }
 
@@ -313,14 +330,17 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         }),
         bcr,
         interrupt: interrupt_flag(),
-        scale: args.scale.scale(),
+        scale: args.scale.scale()?,
     })?;
-    println!(
-        "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, effects.md, model.mpk)",
-        report.test.accuracy,
-        report.test.loss,
-        report.test.images,
-        report.out.display()
-    );
+    // an MPI rank other than 0 trained in step with rank 0, which reports
+    if let Some(test) = report.test {
+        println!(
+            "test accuracy {:.2}% (loss {:.4}, {} images); run in {} (metrics.csv, curves.png, effects.md, model.mpk)",
+            test.accuracy,
+            test.loss,
+            test.images,
+            report.out.display()
+        );
+    }
     Ok(())
 }

@@ -10,6 +10,8 @@ mod compare_cli;
 mod faults;
 mod hinm_cli;
 mod lut_cli;
+#[cfg(feature = "mpi")]
+mod mpi_cli;
 mod policy_cli;
 mod scale_cli;
 mod sparse_act_cli;

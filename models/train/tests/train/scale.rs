@@ -1,22 +1,21 @@
-//! `ember_train::scale` without devices or peers: option checks, shards, the parameter digest,
-//! a port in use. Training on two devices and two processes is tested end to end in
+//! `ember_train::scale` without devices or peers: option checks, shards, the parameter digest.
+//! Training on two devices and on the ranks of an MPI job is tested end to end in
 //! `models/cli/tests/cli/scale_cli.rs`.
 
 use burn::backend::NdArray;
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Tensor, TensorData};
-use ember_train::scale::{Ddp, Scale, connect, param_digest, shard};
-use std::net::TcpListener;
+use ember_train::scale::{Job, Scale, param_digest, shard};
 
-fn ddp(rank: u32, world: u32, coordinator: &str) -> Scale {
+/// The scale of rank `rank` of an MPI job of `world` processes (as `connect` fills it in).
+fn ranked(rank: usize, world: usize) -> Scale {
     Scale {
-        ddp: Some(Ddp {
+        mpi: true,
+        job: Some(Job {
             rank,
             world,
-            coordinator: coordinator.into(),
-            port: None,
-            host: None,
+            local_rank: rank,
         }),
         ..Scale::default()
     }
@@ -36,30 +35,41 @@ fn bad_scales_are_refused_with_the_option_named() {
         (zero, "--devices must be at least 1"),
         (no_time, "--collective-timeout must be at least 1 second"),
         (
-            ddp(2, 2, "127.0.0.1:29500"),
-            "--rank 2 is not below --world 2",
+            Scale {
+                devices: 2,
+                ..ranked(0, 2)
+            },
+            "an MPI job trains one device per process",
         ),
-        (ddp(0, 0, "127.0.0.1:29500"), "--world must be at least 1"),
-        (ddp(0, 2, "127.0.0.1"), "expected HOST:PORT"),
-        (ddp(0, 2, "127.0.0.1:http"), "expected HOST:PORT"),
-        (ddp(0, 2, ":29500"), "expected HOST:PORT"),
-        (ddp(0, 2, "127.0.0.1:0"), "expected HOST:PORT"),
     ];
     for (scale, want) in cases {
         let got = scale.validate().unwrap_err().to_string();
+        // a build without MPI refuses --ddp mpi first, naming the feature
+        let want = match scale.mpi && !cfg!(feature = "mpi") {
+            true => "the `mpi` feature",
+            false => want,
+        };
         assert!(got.contains(want), "{got:?} lacks {want:?}");
     }
-    assert!(ddp(1, 2, "localhost:29500").validate().is_ok());
+    match cfg!(feature = "mpi") {
+        true => assert!(ranked(1, 2).validate().is_ok()),
+        false => {
+            let got = ranked(1, 2).validate().unwrap_err().to_string();
+            assert!(got.contains("the `mpi` feature"), "{got}");
+        }
+    }
 }
 
 #[test]
 fn replicas_count_devices_and_processes() {
     let s = Scale {
         devices: 2,
-        ..ddp(1, 3, "h:1")
+        ..Scale::default()
     };
-    assert_eq!(s.replicas(), 6);
-    assert!(s.is_parallel());
+    assert_eq!(s.replicas(), 2);
+    assert!(s.is_parallel() && s.writes());
+    assert_eq!(ranked(1, 3).replicas(), 3);
+    assert!(!ranked(1, 3).writes() && ranked(0, 3).writes());
     assert!(!Scale::default().is_parallel());
 }
 
@@ -89,45 +99,4 @@ fn the_parameter_digest_sees_one_ulp() {
     moved.weight = Param::from_tensor(Tensor::from_data(TensorData::new(values, [3, 2]), &device));
     assert_ne!(digest, param_digest(&moved));
     assert_eq!(moved.num_params(), layer.num_params());
-}
-
-#[test]
-fn a_tensor_service_port_in_use_is_refused_before_anything_starts() {
-    let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
-    let port = taken.local_addr().unwrap().port();
-    let mut scale = ddp(1, 2, "127.0.0.1:29500");
-    if let Some(d) = scale.ddp.as_mut() {
-        d.port = Some(port);
-    }
-    let err = connect(&scale).unwrap_err().to_string();
-    assert!(
-        err.contains(&format!("port {port} cannot be opened")),
-        "{err}"
-    );
-}
-
-#[test]
-fn a_coordinator_port_in_use_or_a_host_that_does_not_resolve_is_refused() {
-    let taken = TcpListener::bind(("0.0.0.0", 0)).unwrap();
-    let port = taken.local_addr().unwrap().port();
-    let free = TcpListener::bind(("0.0.0.0", 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut scale = ddp(0, 2, &format!("127.0.0.1:{port}"));
-    if let Some(d) = scale.ddp.as_mut() {
-        d.port = Some(free);
-    }
-    let err = connect(&scale).unwrap_err().to_string();
-    assert!(
-        err.contains(&format!(
-            "the --coordinator port: port {port} cannot be opened"
-        )),
-        "{err}"
-    );
-    let err = connect(&ddp(1, 2, "no-such-host.invalid:29500"))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("the host name does not resolve"), "{err}");
 }

@@ -1,0 +1,247 @@
+//! `ember train --ddp mpi` under Open MPI's `mpirun` on this machine (the `mpi` feature): ranks
+//! train as one process with their summed batch (losses and parameters), under ApproxMul with
+//! SparseAct and under HiNM fine-tuning; three ranks; a rank killed or stopped mid-run ends the
+//! job with an error and the run resumes to the uninterrupted result; ranks started differently
+//! are refused naming the setting; `mpirun -np 1` is a single process.
+
+use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `mpirun` of `np` ranks of `ember` with `args` (root allowed, more ranks than cores allowed).
+fn mpirun_command(np: usize, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args(["--oversubscribe", "-np", &np.to_string()])
+        .arg(env!("CARGO_BIN_EXE_ember"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    c
+}
+
+fn mpirun(np: usize, args: &[&str]) -> Output {
+    mpirun_command(np, args).output().expect("run mpirun")
+}
+
+fn spawn(np: usize, args: &[&str]) -> Child {
+    mpirun_command(np, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mpirun")
+}
+
+/// LeNet-5 on `items` embedded MNIST images for `epochs`, batch `batch` per rank, plain
+/// progress, the replicas checked bit for bit after every step.
+fn lenet<'a>(out: &'a Path, epochs: &'a str, items: &'a str, batch: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "--model",
+        "lenet5",
+        "--epochs",
+        epochs,
+        "--train-limit",
+        items,
+        "--test-limit",
+        "64",
+        "--batch-size",
+        batch,
+        "--lr",
+        "0.003",
+        "--plain",
+        "--out",
+        s(out),
+    ]
+}
+
+fn train_losses(run: &Path) -> Vec<f64> {
+    read_manifest(run)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["train_loss"].as_f64().unwrap())
+        .collect()
+}
+
+/// Asserts that two runs' losses and final parameters agree within `tol` (relative for the
+/// losses, absolute for the parameters).
+fn assert_same_run(a: &Path, b: &Path, tol: f64) {
+    let (la, lb) = (train_losses(a), train_losses(b));
+    assert_eq!(la.len(), lb.len());
+    for (x, y) in la.iter().zip(&lb) {
+        assert!((x - y).abs() <= tol * y.abs(), "losses {la:?} vs {lb:?}");
+    }
+    let pa = ember_train::hinm::run_params(a).unwrap().params;
+    let pb = ember_train::hinm::run_params(b).unwrap().params;
+    assert_eq!(pa.keys().collect::<Vec<_>>(), pb.keys().collect::<Vec<_>>());
+    for (path, (shape, va)) in &pa {
+        let (shape_b, vb) = &pb[path];
+        assert_eq!(shape, shape_b, "{path}");
+        let worst = va
+            .iter()
+            .zip(vb)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(f64::from(worst) <= tol, "{path}: parameters differ by {worst}");
+    }
+}
+
+#[test]
+fn two_ranks_train_as_one_process_with_their_summed_batch() {
+    let dir = scratch("mpi-two");
+    let decorated = ["--multiplier", "afm16", "--sparse-act", "0.5:16"];
+    // 96 items: 3 steps of 2 × 16, or of 32 in one process
+    let (two, one) = (dir.join("two"), dir.join("one"));
+    let mut args = lenet(&two, "1", "96", "16");
+    args.extend(decorated);
+    args.extend(["--ddp", "mpi", "--verify-replicas"]);
+    let out = mpirun(2, &args);
+    let stdout = ok(&out);
+    // rank 0 reports and writes; rank 1 prints nothing of its own
+    assert_eq!(stdout.matches("test accuracy").count(), 1, "{stdout}");
+    assert_eq!(read_manifest(&two)["replicas"], 2);
+    let mut args = lenet(&one, "1", "96", "32");
+    args.extend(decorated);
+    ok(&ember(&args));
+    assert_same_run(&two, &one, 1e-4);
+
+    // HiNM fine-tuning from the one-process run, 75 % in vectors of 16, its masks on every rank
+    let (two_tuned, one_tuned) = (dir.join("two-tuned"), dir.join("one-tuned"));
+    let tune = ["--hinm", "75:v16", "--from", s(&one)];
+    let mut args = lenet(&two_tuned, "1", "96", "16");
+    args.extend(tune);
+    args.extend(["--ddp", "mpi", "--verify-replicas"]);
+    ok(&mpirun(2, &args));
+    let mut args = lenet(&one_tuned, "1", "96", "32");
+    args.extend(tune);
+    ok(&ember(&args));
+    assert_same_run(&two_tuned, &one_tuned, 1e-4);
+    assert!(two_tuned.join("model.hinm").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn three_ranks_and_one_rank_train() {
+    let dir = scratch("mpi-three");
+    let three = dir.join("three");
+    let mut args = lenet(&three, "1", "96", "16");
+    args.extend(["--ddp", "mpi", "--verify-replicas"]);
+    let stdout = ok(&mpirun(3, &args));
+    assert!(stdout.contains("test accuracy"), "{stdout}");
+    assert_eq!(read_manifest(&three)["replicas"], 3);
+    // one rank is a single process: the same run as without MPI
+    let (single, plain) = (dir.join("single"), dir.join("plain"));
+    let mut args = lenet(&single, "1", "96", "16");
+    args.extend(["--ddp", "mpi"]);
+    ok(&mpirun(1, &args));
+    ok(&ember(&lenet(&plain, "1", "96", "16")));
+    assert_same_run(&single, &plain, 1e-4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The process id of rank `rank` among `mpirun`'s children.
+fn rank_pid(mpirun: u32, rank: usize) -> Option<u32> {
+    let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        // the parent id is the second field after the command name in brackets
+        let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let env = String::from_utf8_lossy(&env);
+        (ppid == mpirun && env.split('\0').any(|v| v == want)).then_some(pid)
+    })
+}
+
+/// Starts a 2-rank run of 3 epochs into `out`, waits for its first completed epoch and sends
+/// `signal` to rank 1; returns the job's output and how long it took to end after the signal.
+fn signal_rank_one(out: &Path, signal: &str, extra: &[&str]) -> (Output, Duration) {
+    let mut args = lenet(out, "3", "640", "16");
+    args.extend(["--ddp", "mpi"]);
+    args.extend(extra);
+    let job = spawn(2, &args);
+    let started = Instant::now();
+    let manifest = out.join("ember-run.json");
+    loop {
+        let done = std::fs::read_to_string(&manifest)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|m| m["completed_epochs"] == 1);
+        if done {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no epoch completed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = rank_pid(job.id(), 1).expect("rank 1 runs");
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status();
+    assert!(status.unwrap().success());
+    let signalled = Instant::now();
+    let output = job.wait_with_output().unwrap();
+    (output, signalled.elapsed())
+}
+
+#[test]
+fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
+    let dir = scratch("mpi-lost");
+    let whole = dir.join("whole");
+    let mut args = lenet(&whole, "3", "640", "16");
+    args.extend(["--ddp", "mpi"]);
+    ok(&mpirun(2, &args));
+
+    // killed: mpirun sees the rank die and ends the others
+    let killed = dir.join("killed");
+    let (output, took) = signal_rank_one(&killed, "-KILL", &[]);
+    assert!(!output.status.success(), "the job survived a killed rank");
+    assert!(took < Duration::from_secs(30), "the job took {took:?} to end");
+    let mut args = lenet(&killed, "3", "640", "16");
+    args.extend(["--ddp", "mpi", "--resume"]);
+    ok(&mpirun(2, &args));
+    assert_same_run(&killed, &whole, 1e-4);
+
+    // stopped (it hangs): rank 0 waits past --collective-timeout and aborts the job
+    let stopped = dir.join("stopped");
+    let (output, took) = signal_rank_one(&stopped, "-STOP", &["--collective-timeout", "3"]);
+    fails_with(&output, "no answer from the other replicas for 3 s");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
+    assert!(took < Duration::from_secs(30), "the job took {took:?} to end");
+    let mut args = lenet(&stopped, "3", "640", "16");
+    args.extend(["--ddp", "mpi", "--resume"]);
+    ok(&mpirun(2, &args));
+    assert_same_run(&stopped, &whole, 1e-4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ranks_started_differently_or_with_devices_are_refused() {
+    let dir = scratch("mpi-bad");
+    let out = dir.join("run");
+    // MPMD: rank 0 with batch 16, rank 1 with batch 8
+    let mut cmd = mpirun_command(1, &lenet(&out, "1", "96", "16"));
+    cmd.args(["--ddp", "mpi", ":", "-np", "1", env!("CARGO_BIN_EXE_ember")]);
+    cmd.args(lenet(&out, "1", "96", "8"));
+    cmd.args(["--ddp", "mpi"]);
+    let output = cmd.output().unwrap();
+    fails_with(&output, "replica 1 was started with another --batch-size than replica 0");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
+    assert!(!out.exists(), "{} was left behind", out.display());
+
+    let mut args = lenet(&out, "1", "96", "16");
+    args.extend(["--ddp", "mpi", "--devices", "2"]);
+    fails_with(&mpirun(2, &args), "an MPI job trains one device per process");
+    assert!(!out.exists());
+
+    // a resumed run needs its run directory on every rank, and an existing one is not
+    // overwritten
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let mut args = lenet(&out, "1", "96", "16");
+    args.extend(["--ddp", "mpi"]);
+    fails_with(&mpirun(2, &args), "not an Ember run");
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+    let _ = std::fs::remove_dir_all(&dir);
+}
