@@ -245,7 +245,12 @@ fn features_but_mpi() -> Result<String> {
     let mut all = Vec::new();
     for package in meta["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
-        for feature in package["features"].as_object().into_iter().flatten().map(|f| f.0) {
+        for feature in package["features"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|f| f.0)
+        {
             if feature != "default" && feature != "mpi" {
                 all.push(format!("{name}/{feature}"));
             }

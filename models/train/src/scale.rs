@@ -16,7 +16,9 @@
 //! others hanging).
 
 use crate::error::{EmberError, Result};
-use burn::collective::{self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation};
+use burn::collective::{
+    self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation,
+};
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
@@ -431,9 +433,8 @@ impl Replica {
                 let mut grads = grads;
                 let flat = FlatGrads::<B>::take(model, &mut grads);
                 let bytes = std::mem::size_of_val(&flat.values[..]);
-                let summed = self.collective("averaging gradients", || {
-                    Ok(mpi_job::sum_f32(&flat.values))
-                })?;
+                let summed =
+                    self.collective("averaging gradients", || Ok(mpi_job::sum_f32(&flat.values)))?;
                 flat.put_back(model, &mut grads, summed, self.count);
                 (grads, bytes)
             }
@@ -498,7 +499,9 @@ impl Replica {
             #[cfg(feature = "mpi")]
             Link::Mpi => {
                 let _ = device;
-                self.collective("exchanging the batch's loss", || Ok(mpi_job::sum_f32(values)))
+                self.collective("exchanging the batch's loss", || {
+                    Ok(mpi_job::sum_f32(values))
+                })
             }
         }
     }
@@ -526,7 +529,9 @@ impl Replica {
                     .collect())
             }
             #[cfg(feature = "mpi")]
-            Link::Mpi => self.collective("comparing the replicas", || Ok(mpi_job::gather_u64(value))),
+            Link::Mpi => {
+                self.collective("comparing the replicas", || Ok(mpi_job::gather_u64(value)))
+            }
         }
     }
 
@@ -721,10 +726,8 @@ impl<B: AutodiffBackend> FlatGrads<B> {
         let (values, present) = summed.split_at(summed.len() - self.params);
         let scale = 1.0 / count as f32;
         let mean: Vec<f32> = values.iter().map(|v| v * scale).collect();
-        let all = Tensor::<B::InnerBackend, 1>::from_data(
-            TensorData::new(mean, [values.len()]),
-            &device,
-        );
+        let all =
+            Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(mean, [values.len()]), &device);
         model.visit(&mut Put::<B> {
             grads,
             all,

@@ -1245,7 +1245,7 @@ fn shared_settings(
         ("--model", opts.model.to_string()),
         ("--act", opts.act.to_string()),
         ("--backend", opts.backend.to_string()),
-        ("--multiplier", opts.multiplier.name()),
+        ("--multiplier", opts.multiplier.name().to_string()),
         ("--conv", opts.multiplier.conv().to_string()),
         ("--sparse-act", opts.sparse_act.to_string()),
         ("--policy", format!("{:?}", manifest.policy)),
@@ -1256,11 +1256,20 @@ fn shared_settings(
         ("--dataset", opts.data.kind().to_string()),
         ("training/test sizes", format!("{train}/{test}")),
         ("--on-nan", opts.on_nan.to_string()),
-        ("--hinm", format!("{:?}", opts.hinm.as_ref().map(|h| h.describe()))),
-        ("--bcr", format!("{:?}", opts.bcr.as_ref().map(|b| b.describe()))),
+        (
+            "--hinm",
+            format!("{:?}", opts.hinm.as_ref().map(|h| h.describe())),
+        ),
+        (
+            "--bcr",
+            format!("{:?}", opts.bcr.as_ref().map(|b| b.describe())),
+        ),
         ("replica count", opts.scale.replicas().to_string()),
         ("--verify-replicas", opts.scale.verify.to_string()),
-        ("first epoch (--resume)", (manifest.completed_epochs + 1).to_string()),
+        (
+            "first epoch (--resume)",
+            (manifest.completed_epochs + 1).to_string(),
+        ),
     ]
 }
 

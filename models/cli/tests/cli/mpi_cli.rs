@@ -73,8 +73,12 @@ fn assert_same_run(a: &Path, b: &Path, tol: f64) {
     for (x, y) in la.iter().zip(&lb) {
         assert!((x - y).abs() <= tol * y.abs(), "losses {la:?} vs {lb:?}");
     }
-    let pa = ember_train::hinm::run_params(a).unwrap().params;
-    let pb = ember_train::hinm::run_params(b).unwrap().params;
+    let pa = ember_train::hinm::run_params(&a.join("model.mpk"))
+        .unwrap()
+        .params;
+    let pb = ember_train::hinm::run_params(&b.join("model.mpk"))
+        .unwrap()
+        .params;
     assert_eq!(pa.keys().collect::<Vec<_>>(), pb.keys().collect::<Vec<_>>());
     for (path, (shape, va)) in &pa {
         let (shape_b, vb) = &pb[path];
@@ -84,7 +88,10 @@ fn assert_same_run(a: &Path, b: &Path, tol: f64) {
             .zip(vb)
             .map(|(x, y)| (x - y).abs())
             .fold(0f32, f32::max);
-        assert!(f64::from(worst) <= tol, "{path}: parameters differ by {worst}");
+        assert!(
+            f64::from(worst) <= tol,
+            "{path}: parameters differ by {worst}"
+        );
     }
 }
 
@@ -107,9 +114,19 @@ fn two_ranks_train_as_one_process_with_their_summed_batch() {
     ok(&ember(&args));
     assert_same_run(&two, &one, 1e-4);
 
-    // HiNM fine-tuning from the one-process run, 75 % in vectors of 16, its masks on every rank
+    // HiNM fine-tuning from the one-process run, 75 % in vectors of 16, its masks on every
+    // rank: conv2 (16 outputs) pruned; fc1 and fc2 (120 and 84 outputs: no tile of 16) dense
     let (two_tuned, one_tuned) = (dir.join("two-tuned"), dir.join("one-tuned"));
-    let tune = ["--hinm", "75:v16", "--from", s(&one)];
+    let policy = dir.join("v16.toml");
+    std::fs::write(&policy, "[[layer]]\npath = \"fc[12]\"\nhinm = \"off\"\n").unwrap();
+    let tune = [
+        "--hinm",
+        "75:v16",
+        "--from",
+        s(&one),
+        "--policy",
+        s(&policy),
+    ];
     let mut args = lenet(&two_tuned, "1", "96", "16");
     args.extend(tune);
     args.extend(["--ddp", "mpi", "--verify-replicas"]);
@@ -148,7 +165,13 @@ fn rank_pid(mpirun: u32, rank: usize) -> Option<u32> {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
         // the parent id is the second field after the command name in brackets
-        let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
         let env = std::fs::read(e.path().join("environ")).ok()?;
         let env = String::from_utf8_lossy(&env);
         (ppid == mpirun && env.split('\0').any(|v| v == want)).then_some(pid)
@@ -172,11 +195,16 @@ fn signal_rank_one(out: &Path, signal: &str, extra: &[&str]) -> (Output, Duratio
         if done {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "no epoch completed");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no epoch completed"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let pid = rank_pid(job.id(), 1).expect("rank 1 runs");
-    let status = Command::new("kill").args([signal, &pid.to_string()]).status();
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status();
     assert!(status.unwrap().success());
     let signalled = Instant::now();
     let output = job.wait_with_output().unwrap();
@@ -195,7 +223,10 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     let killed = dir.join("killed");
     let (output, took) = signal_rank_one(&killed, "-KILL", &[]);
     assert!(!output.status.success(), "the job survived a killed rank");
-    assert!(took < Duration::from_secs(30), "the job took {took:?} to end");
+    assert!(
+        took < Duration::from_secs(30),
+        "the job took {took:?} to end"
+    );
     let mut args = lenet(&killed, "3", "640", "16");
     args.extend(["--ddp", "mpi", "--resume"]);
     ok(&mpirun(2, &args));
@@ -207,7 +238,10 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     fails_with(&output, "no answer from the other replicas for 3 s");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
-    assert!(took < Duration::from_secs(30), "the job took {took:?} to end");
+    assert!(
+        took < Duration::from_secs(30),
+        "the job took {took:?} to end"
+    );
     let mut args = lenet(&stopped, "3", "640", "16");
     args.extend(["--ddp", "mpi", "--resume"]);
     ok(&mpirun(2, &args));
@@ -225,14 +259,20 @@ fn ranks_started_differently_or_with_devices_are_refused() {
     cmd.args(lenet(&out, "1", "96", "8"));
     cmd.args(["--ddp", "mpi"]);
     let output = cmd.output().unwrap();
-    fails_with(&output, "replica 1 was started with another --batch-size than replica 0");
+    fails_with(
+        &output,
+        "replica 1 was started with another --batch-size than replica 0",
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
     assert!(!out.exists(), "{} was left behind", out.display());
 
     let mut args = lenet(&out, "1", "96", "16");
     args.extend(["--ddp", "mpi", "--devices", "2"]);
-    fails_with(&mpirun(2, &args), "an MPI job trains one device per process");
+    fails_with(
+        &mpirun(2, &args),
+        "an MPI job trains one device per process",
+    );
     assert!(!out.exists());
 
     // a resumed run needs its run directory on every rank, and an existing one is not
@@ -242,6 +282,9 @@ fn ranks_started_differently_or_with_devices_are_refused() {
     let mut args = lenet(&out, "1", "96", "16");
     args.extend(["--ddp", "mpi"]);
     fails_with(&mpirun(2, &args), "not an Ember run");
-    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

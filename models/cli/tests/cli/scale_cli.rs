@@ -109,7 +109,10 @@ fn bad_scale_options_are_refused_before_anything_is_written() {
         (vec!["--ddp", "nccl"], "the only engine is mpi"),
     ];
     if !cfg!(feature = "mpi") {
-        cases.push((vec!["--ddp", "mpi"], "needs an ember built with the `mpi` feature"));
+        cases.push((
+            vec!["--ddp", "mpi"],
+            "needs an ember built with the `mpi` feature",
+        ));
     }
     for (extra, needle) in cases {
         let started = Instant::now();

@@ -6,10 +6,10 @@
 //! the training loop of every rank makes the same calls.
 
 use crate::error::{EmberError, Result};
+use mpi::Threading;
 use mpi::collective::{CommunicatorCollectives, SystemOperation};
 use mpi::environment::Universe;
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::Threading;
 use std::sync::Mutex;
 
 use super::Job;
@@ -21,9 +21,10 @@ static UNIVERSE: Mutex<Option<Universe>> = Mutex::new(None);
 pub(crate) fn join() -> Result<Job> {
     let mut universe = UNIVERSE.lock().unwrap_or_else(|e| e.into_inner());
     if universe.is_none() {
-        let (u, threading) = mpi::initialize_with_threading(Threading::Multiple).ok_or_else(
-            || EmberError::Collective("MPI was initialised before --ddp mpi joined it".into()),
-        )?;
+        let (u, threading) =
+            mpi::initialize_with_threading(Threading::Multiple).ok_or_else(|| {
+                EmberError::Collective("MPI was initialised before --ddp mpi joined it".into())
+            })?;
         if threading != Threading::Multiple {
             // the watchdog's abort from its own thread is what a lower level would not allow
             eprintln!(
