@@ -19,7 +19,7 @@ use crate::error::{EmberError, Result};
 use burn::collective::{
     self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation,
 };
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
@@ -444,6 +444,68 @@ impl Replica {
         e.bytes = bytes;
         e.seconds += clock.elapsed().as_secs_f64();
         Ok(grads)
+    }
+
+    /// `model` with every float state that is not trained (batch norm's running mean and
+    /// variance: Burn's `RunningState`) replaced by its mean over the replicas. Each replica
+    /// updates those statistics from its own shard, so without this the replicas drift apart
+    /// (and `--verify-replicas` says so); the mean of the shards' running means is the running
+    /// mean of the whole step's batch. A model without such state exchanges nothing.
+    pub(crate) fn mean_state<B: AutodiffBackend, M: Module<B>>(
+        &self,
+        model: M,
+        device: &B::Device,
+    ) -> Result<M> {
+        if !self.is_parallel() {
+            return Ok(model);
+        }
+        struct Take<B: AutodiffBackend>(Vec<Tensor<B::InnerBackend, 1>>);
+        impl<B: AutodiffBackend> ModuleVisitor<B> for Take<B> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let value = param.val();
+                if !value.is_require_grad() {
+                    let n = value.shape().num_elements();
+                    self.0.push(value.inner().reshape([n]));
+                }
+            }
+        }
+        let mut take = Take::<B>(Vec::new());
+        model.visit(&mut take);
+        if take.0.is_empty() {
+            return Ok(model);
+        }
+        let values = Tensor::cat(take.0, 0)
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .expect("f32 data");
+        let summed = self.sum::<B::InnerBackend>(&values, device)?;
+        struct Put {
+            mean: Vec<f32>,
+            offset: usize,
+        }
+        impl<B: AutodiffBackend> ModuleMapper<B> for Put {
+            fn map_float<const D: usize>(
+                &mut self,
+                param: Param<Tensor<B, D>>,
+            ) -> Param<Tensor<B, D>> {
+                let (id, value, mapper) = param.consume();
+                if value.is_require_grad() {
+                    return Param::from_mapped_value(id, value, mapper);
+                }
+                let shape = value.shape();
+                let n = shape.num_elements();
+                let part = self.mean[self.offset..self.offset + n].to_vec();
+                self.offset += n;
+                let mean = Tensor::from_data(TensorData::new(part, shape), &value.device());
+                Param::from_mapped_value(id, mean, mapper)
+            }
+        }
+        let scale = 1.0 / self.count as f32;
+        Ok(model.map(&mut Put {
+            mean: summed.iter().map(|v| v * scale).collect(),
+            offset: 0,
+        }))
     }
 
     /// What the gradient exchanges since the last call cost, against `train_seconds` of

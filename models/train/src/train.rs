@@ -1193,6 +1193,9 @@ where
         if !pruning.masks.is_empty() {
             model = crate::hinm::apply_masks(model, pruning.masks);
         }
+        model = replica
+            .mean_state::<B, M>(model, device)
+            .map_err(Stop::Failed)?;
         if let Some(state) = pruning
             .bcr
             .as_mut()

@@ -1,8 +1,9 @@
 //! `ember train --ddp mpi` under Open MPI's `mpirun` on this machine (the `mpi` feature): ranks
 //! train as one process with their summed batch (losses and parameters), under ApproxMul with
-//! SparseAct and under HiNM fine-tuning; three ranks; a rank killed or stopped mid-run ends the
-//! job with an error and the run resumes to the uninterrupted result; ranks started differently
-//! are refused naming the setting; `mpirun -np 1` is a single process.
+//! SparseAct and under HiNM fine-tuning; three ranks; batch norm's statistics stay equal on
+//! every rank; a rank killed or stopped mid-run ends the job with an error and the run resumes to
+//! the uninterrupted result; ranks started differently are refused naming the setting;
+//! `mpirun -np 1` is a single process.
 
 use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
 use std::path::Path;
@@ -155,6 +156,19 @@ fn three_ranks_and_one_rank_train() {
     ok(&mpirun(1, &args));
     ok(&ember(&lenet(&plain, "1", "96", "16")));
     assert_same_run(&single, &plain, 1e-4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each rank's batch norm updates its running statistics from its own shard: they are averaged
+/// after every step, so `--verify-replicas` (which digests them with the parameters) passes.
+#[test]
+fn batch_norm_statistics_stay_equal_on_every_rank() {
+    let dir = scratch("mpi-bn");
+    let out = dir.join("run");
+    let mut args = lenet(&out, "1", "32", "8");
+    args[2] = "resnet18-cifar-w16";
+    args.extend(["--ddp", "mpi", "--verify-replicas"]);
+    ok(&mpirun(2, &args));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
