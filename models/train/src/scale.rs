@@ -469,6 +469,7 @@ impl Replica {
                 }
             }
         }
+        sync_running_state(&model);
         let mut take = Take::<B>(Vec::new());
         model.visit(&mut take);
         if take.0.is_empty() {
@@ -695,8 +696,8 @@ impl Replica {
 }
 
 /// A step's gradients taken out of a `GradientsParams` as one host buffer, in the module's
-/// parameter order, for an all-reduce: every float parameter's gradient flattened (zeros where a
-/// parameter has none), then one presence flag per parameter.
+/// parameter order, for an all-reduce: every trained float parameter's gradient flattened (zeros
+/// where a parameter has none), then one presence flag per parameter.
 #[cfg(feature = "mpi")]
 struct FlatGrads<B: AutodiffBackend> {
     values: Vec<f32>,
@@ -717,6 +718,10 @@ impl<B: AutodiffBackend> FlatGrads<B> {
         impl<B: AutodiffBackend> ModuleVisitor<B> for Take<'_, B> {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
                 let value = param.val();
+                if !value.is_require_grad() {
+                    // running statistics: averaged by `mean_state`
+                    return;
+                }
                 let device = value.device();
                 let n = value.shape().num_elements();
                 let grad = self.grads.remove::<B::InnerBackend, D>(param.id);
@@ -770,7 +775,11 @@ impl<B: AutodiffBackend> FlatGrads<B> {
         }
         impl<B: AutodiffBackend> ModuleVisitor<B> for Put<'_, B> {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-                let shape = param.val().shape();
+                let value = param.val();
+                if !value.is_require_grad() {
+                    return;
+                }
+                let shape = value.shape();
                 let n = shape.num_elements();
                 if self.present[self.index] > 0.0 {
                     let grad = self
@@ -831,9 +840,18 @@ pub fn shard(order: Vec<usize>, index: usize, count: usize) -> Vec<usize> {
         .collect()
 }
 
-/// A 64-bit FNV-1a digest of a model's parameters: every parameter's module path, shape and
-/// value bits, in the module's order.
+/// Brings every `RunningState` of `model` (batch norm's statistics) up to date. Burn keeps a
+/// forward pass's update of such a state aside, per thread, and folds it in at the next update
+/// or when a record is taken, so a visitor reads the value of one step before. Taking a record
+/// of a clone (which shares the states) folds it in now.
+fn sync_running_state<B: Backend, M: Module<B>>(model: &M) {
+    let _ = model.clone().into_record();
+}
+
+/// A 64-bit FNV-1a digest of a model's parameters and running statistics: every one's module
+/// path, shape and value bits, in the module's order.
 pub fn param_digest<B: Backend, M: Module<B>>(model: &M) -> u64 {
+    sync_running_state(model);
     let mut h = Fnv::default();
     for (path, (shape, values)) in burn_hinm::module::params(model) {
         h.write(path.as_bytes());
