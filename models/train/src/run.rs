@@ -240,7 +240,10 @@ pub fn is_ember_file(name: &str) -> bool {
                 "model.mpk",
                 "metrics.csv",
                 "curves.png",
+                "effects.json",
+                "effects.md",
                 "model.bcr",
+                crate::hinm::PACKED_FILE,
             ]
             .contains(f)
                 || temp(f)

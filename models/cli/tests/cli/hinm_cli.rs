@@ -233,6 +233,19 @@ fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
         .collect();
     assert_eq!(packed_layers, ["conv2.weight", "fc1.weight", "fc2.weight"]);
 
+    // --overwrite with a dense run removes the packed model with the rest of the old run: `eval`
+    // of the directory then reads the new model.mpk, not the old model.hinm
+    let mut args = small_train_args("lenet5", &tuned);
+    args.extend(["--overwrite", "--seed", "9"]);
+    let overwritten = ember(&args);
+    ok(&overwritten);
+    let stderr = String::from_utf8_lossy(&overwritten.stderr);
+    assert!(!stderr.contains("other file(s)"), "{stderr}");
+    assert!(!tuned.join("model.hinm").exists(), "the old packed model was kept");
+    let eval = ember(&["eval", "--checkpoint", s(&tuned)]);
+    ok(&eval);
+    assert!(!String::from_utf8_lossy(&eval.stderr).contains("hinm"));
+
     // a --from run of another model is refused before anything is written
     let lenet300 = dir.join("other");
     fails_with(

@@ -171,6 +171,10 @@ fn ember_files_are_told_from_the_users() {
         "checkpoint/optim-12.mpk",
         "valid/epoch-3/Accuracy.log",
         "checkpoint/.ember-tmp-x",
+        "model.hinm",
+        "model.bcr",
+        "effects.json",
+        "effects.md",
     ] {
         assert!(is_ember_file(f), "{f}");
     }
