@@ -241,7 +241,10 @@ fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
     ok(&overwritten);
     let stderr = String::from_utf8_lossy(&overwritten.stderr);
     assert!(!stderr.contains("other file(s)"), "{stderr}");
-    assert!(!tuned.join("model.hinm").exists(), "the old packed model was kept");
+    assert!(
+        !tuned.join("model.hinm").exists(),
+        "the old packed model was kept"
+    );
     let eval = ember(&["eval", "--checkpoint", s(&tuned)]);
     ok(&eval);
     assert!(!String::from_utf8_lossy(&eval.stderr).contains("hinm"));
