@@ -107,6 +107,16 @@ pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The training loss of every epoch in the run's manifest.
+pub fn train_losses(run: &Path) -> Vec<f64> {
+    read_manifest(run)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["train_loss"].as_f64().unwrap())
+        .collect()
+}
+
 /// The run's `ember-run.json`.
 pub fn read_manifest(run: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json")).unwrap()).unwrap()

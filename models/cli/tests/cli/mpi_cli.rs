@@ -5,7 +5,7 @@
 //! the uninterrupted result; ranks started differently are refused naming the setting;
 //! `mpirun -np 1` is a single process.
 
-use crate::common::{ember, fails_with, ok, read_manifest, s, scratch};
+use crate::common::{ember, fails_with, ok, read_manifest, s, scratch, train_losses};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -55,15 +55,6 @@ fn lenet<'a>(out: &'a Path, epochs: &'a str, items: &'a str, batch: &'a str) -> 
         "--out",
         s(out),
     ]
-}
-
-fn train_losses(run: &Path) -> Vec<f64> {
-    read_manifest(run)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["train_loss"].as_f64().unwrap())
-        .collect()
 }
 
 /// Asserts that two runs' losses and final parameters agree within `tol` (relative for the

@@ -4,7 +4,7 @@
 //! options, and the removed cross-process form, are refused before anything is written. MPI jobs
 //! are tested in `mpi_cli.rs`.
 
-use crate::common::{fails_with, ok, read_manifest, s, scratch};
+use crate::common::{fails_with, ok, read_manifest, s, scratch, train_losses};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,15 +35,6 @@ fn run_args<'a>(out: &'a Path, epochs: &'a str, extra: &[&'a str]) -> Vec<&'a st
     ];
     args.extend(extra);
     args
-}
-
-fn train_losses(run: &Path) -> Vec<f64> {
-    read_manifest(run)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["train_loss"].as_f64().unwrap())
-        .collect()
 }
 
 #[test]
