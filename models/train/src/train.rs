@@ -496,7 +496,7 @@ where
         if writes {
             manifest.write(&out)?;
         }
-        let replicas = Replica::local_replicas(&opts.scale);
+        let replicas = Replica::local_replicas(&opts.scale, opts.interrupt.clone());
         let settings = shared_settings(&opts, &manifest, train_len, test_len);
         if !writes {
             // an MPI rank other than 0: trains in step and writes nothing
@@ -1035,7 +1035,7 @@ where
         replica.fresh_run(None);
         write_reports(opts, manifest)?;
         last_test = Some(valid);
-        replica.end_epoch();
+        replica.end_epoch()?;
     }
     progress.finish();
     replica.finish::<B::InnerBackend>();
@@ -1359,7 +1359,7 @@ where
                 Err(_) => break,
             }
             end_bcr_epoch(&mut model, &mut pruning, epoch)?;
-            replica.end_epoch();
+            replica.end_epoch()?;
         }
         replica.finish::<B::InnerBackend>();
         Ok(())

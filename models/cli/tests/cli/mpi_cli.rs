@@ -184,8 +184,9 @@ fn rank_pid(mpirun: u32, rank: usize) -> Option<u32> {
 }
 
 /// Starts a 2-rank run of 3 epochs into `out`, waits for its first completed epoch and sends
-/// `signal` to rank 1; returns the job's output and how long it took to end after the signal.
-fn signal_rank_one(out: &Path, signal: &str, extra: &[&str]) -> (Output, Duration) {
+/// each `(rank, signal)` in turn; returns the job's output and how long it took to end after the
+/// last signal.
+fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Output, Duration) {
     let mut args = lenet(out, "3", "640", "16");
     args.extend(["--ddp", "mpi"]);
     args.extend(extra);
@@ -206,11 +207,13 @@ fn signal_rank_one(out: &Path, signal: &str, extra: &[&str]) -> (Output, Duratio
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let pid = rank_pid(job.id(), 1).expect("rank 1 runs");
-    let status = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status();
-    assert!(status.unwrap().success());
+    for (rank, signal) in signals {
+        let pid = rank_pid(job.id(), *rank).expect("the rank runs");
+        let status = Command::new("kill")
+            .args([*signal, &pid.to_string()])
+            .status();
+        assert!(status.unwrap().success());
+    }
     let signalled = Instant::now();
     let output = job.wait_with_output().unwrap();
     (output, signalled.elapsed())
@@ -226,7 +229,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
 
     // killed: mpirun sees the rank die and ends the others
     let killed = dir.join("killed");
-    let (output, took) = signal_rank_one(&killed, "-KILL", &[]);
+    let (output, took) = signal_ranks(&killed, &[(1, "-KILL")], &[]);
     assert!(!output.status.success(), "the job survived a killed rank");
     assert!(
         took < Duration::from_secs(30),
@@ -239,7 +242,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
 
     // stopped (it hangs): rank 0 waits past --collective-timeout and aborts the job
     let stopped = dir.join("stopped");
-    let (output, took) = signal_rank_one(&stopped, "-STOP", &["--collective-timeout", "3"]);
+    let (output, took) = signal_ranks(&stopped, &[(1, "-STOP")], &["--collective-timeout", "3"]);
     fails_with(&output, "no answer from the other replicas for 3 s");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
@@ -251,6 +254,20 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     args.extend(["--ddp", "mpi", "--resume"]);
     ok(&mpirun(2, &args));
     assert_same_run(&stopped, &whole, 1e-4);
+
+    // rank 1 hangs and rank 0 is asked to stop: rank 0 cannot reach the batch where both would
+    // stop together, so it ends the job after the grace period, not after the 300 s timeout
+    let asked = dir.join("asked");
+    let (output, took) = signal_ranks(&asked, &[(1, "-STOP"), (0, "-TERM")], &[]);
+    fails_with(
+        &output,
+        "interrupted while waiting 10 s for the other replicas",
+    );
+    assert!(
+        took < Duration::from_secs(40),
+        "the job took {took:?} to end"
+    );
+    assert_eq!(read_manifest(&asked)["completed_epochs"], 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -11,7 +11,7 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,7 +34,14 @@ struct Watch {
     fresh: Mutex<Option<(std::path::PathBuf, bool)>>,
     /// Ends the whole MPI job rather than this process alone.
     mpi: bool,
+    /// The run's SIGINT/SIGTERM flag: a replica that waits in a collective operation for
+    /// [`INTERRUPT_GRACE`] after it is set ends the run.
+    interrupt: Option<Arc<AtomicBool>>,
 }
+
+/// How long an interrupted run may wait for its peers to reach the batch boundary where every
+/// replica stops together, before the watchdog ends it (the run keeps its last completed epoch).
+pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 
 impl Watch {
     fn abort(&self, why: &str) -> ! {
@@ -78,6 +85,18 @@ fn watchdog(watch: Arc<Watch>) {
                     .clone();
                 if let (Some(why), Some(_)) = (&failed, waiting) {
                     watch.abort(why);
+                }
+                let interrupted = watch
+                    .interrupt
+                    .as_ref()
+                    .is_some_and(|f| f.load(Ordering::SeqCst));
+                if interrupted && waiting.is_some_and(|w| w > INTERRUPT_GRACE.as_millis() as u64) {
+                    watch.abort(&format!(
+                        "interrupted while waiting {} s for the other replicas: training \
+                         stopped; the run directory keeps its last completed epoch: continue \
+                         with --resume",
+                        INTERRUPT_GRACE.as_secs()
+                    ));
                 }
                 if waiting.is_some_and(|w| w > watch.timeout.as_millis() as u64) {
                     watch.abort(&format!(
@@ -146,8 +165,9 @@ impl Replica {
         }
     }
 
-    /// The replicas of this process for `scale`, the watchdog started.
-    pub(crate) fn local_replicas(scale: &Scale) -> Vec<Self> {
+    /// The replicas of this process for `scale`, the watchdog started; `interrupt` is the run's
+    /// SIGINT/SIGTERM flag, which the watchdog watches too ([`INTERRUPT_GRACE`]).
+    pub(crate) fn local_replicas(scale: &Scale, interrupt: Option<Arc<AtomicBool>>) -> Vec<Self> {
         if !scale.is_parallel() {
             return vec![Self::single()];
         }
@@ -164,6 +184,7 @@ impl Replica {
             failed: Mutex::new(None),
             fresh: Mutex::new(None),
             mpi: scale.job.is_some(),
+            interrupt,
         });
         watchdog(watch.clone());
         (0..scale.devices)
@@ -509,13 +530,22 @@ impl Replica {
     }
 
     /// Waits until every replica has reached the end of the epoch (under MPI; in one process
-    /// the first step of the next epoch does). Not timed: rank 0 evaluates and writes the
-    /// checkpoint meanwhile, and a lost rank ends the MPI job anyway.
-    pub(crate) fn end_epoch(&self) {
+    /// the first step of the next epoch does). Timed on rank 0 only: it arrives last, after its
+    /// evaluation and checkpoint, which the others wait for however long they take (a rank that
+    /// dies ends the MPI job anyway).
+    pub(crate) fn end_epoch(&self) -> Result<()> {
         #[cfg(feature = "mpi")]
         if self.is_parallel() && self.link == Link::Mpi {
-            mpi_job::barrier();
+            if self.index == 0 {
+                self.collective("waiting for the others at the end of the epoch", || {
+                    mpi_job::barrier();
+                    Ok(())
+                })?;
+            } else {
+                mpi_job::barrier();
+            }
         }
+        Ok(())
     }
 
     /// Whether every step is checked ([`Self::verify_step`]).
