@@ -243,7 +243,7 @@ pub fn is_ember_file(name: &str) -> bool {
                 "effects.json",
                 "effects.md",
                 "model.bcr",
-                crate::hinm::PACKED_FILE,
+                "model.hinm",
             ]
             .contains(f)
                 || temp(f)
