@@ -503,6 +503,16 @@ impl BackendJob for MemoryJob {
     fn run<B: TrainBackend>(self, device: B::Device) -> Result<MemoryRow> {
         let probe = &self.probe;
         let sync = || B::sync(&device).map_err(|e| EmberError::Backend(format!("{e:?}")));
+        // One step thrown away first: the buffers a worker thread allocates on its first
+        // product and keeps (the host GEMM's workspaces) then exist before the first probe, so
+        // no column counts them, whichever threads happened to run which product.
+        {
+            let model = self.config.init::<B>(&device);
+            let side = self.config.image_size;
+            let images =
+                Tensor::<B, 4>::zeros([self.batch, self.config.channels, side, side], &device);
+            let _ = model.forward(images).sum().backward();
+        }
         B::seed(&device, 1);
         sync()?;
         let start = probe();
