@@ -143,6 +143,14 @@ impl std::fmt::Display for Multiplier {
     }
 }
 
+/// [`Multiplier::parse`]: a CLI name or a LUT file.
+impl std::str::FromStr for Multiplier {
+    type Err = ApproxError;
+    fn from_str(spec: &str) -> Result<Self, ApproxError> {
+        Self::parse(spec)
+    }
+}
+
 impl Multiplier {
     /// The inner backend's own ops, bit for bit.
     pub fn native() -> Self {

@@ -149,6 +149,14 @@ pub struct Policy {
     pub layer: Option<Arc<str>>,
 }
 
+/// [`Pruning::parse`]: `S:B`.
+impl std::str::FromStr for Pruning {
+    type Err = PolicyError;
+    fn from_str(spec: &str) -> Result<Self, PolicyError> {
+        Self::parse(spec)
+    }
+}
+
 impl std::fmt::Display for Pruning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.sparsity, self.block)

@@ -72,6 +72,14 @@ impl ConvRoute {
     }
 }
 
+/// [`ConvRoute::parse`].
+impl std::str::FromStr for ConvRoute {
+    type Err = crate::ApproxError;
+    fn from_str(name: &str) -> Result<Self, crate::ApproxError> {
+        Self::parse(name)
+    }
+}
+
 impl std::fmt::Display for ConvRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

@@ -1,6 +1,5 @@
 //! `ember eval`.
 
-use super::parse_multiplier;
 use crate::choice;
 use burn_approx_mul::Multiplier;
 use ember_models::classifier::ModelKind;
@@ -23,7 +22,7 @@ pub struct EvalArgs {
     /// Backend to evaluate on.
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
-    #[arg(long, default_value = "native", value_parser = parse_multiplier, help = super::multiplier_help(
+    #[arg(long, default_value = "native", help = super::multiplier_help(
         "Multiplier of every matmul/linear/conv product, may differ from training's (native: the backend's own ops)"
     ))]
     multiplier: Multiplier,

@@ -1,6 +1,5 @@
 //! `ember memory`.
 
-use super::{parse_multiplier, parse_pruning};
 use crate::choice;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Pruning;
@@ -29,7 +28,7 @@ pub struct MemoryArgs {
     #[arg(long, default_value_t = 32)]
     batch: usize,
     /// A policy S:B to measure after the dense baseline (repeatable).
-    #[arg(long, value_parser = parse_pruning)]
+    #[arg(long)]
     sparse_act: Vec<Pruning>,
     /// Measure the paper's Table III grid: s ∈ {0.6, 0.7, 0.8} × b ∈ {16, 32, 64}.
     #[arg(long, conflicts_with = "sparse_act")]
@@ -41,7 +40,7 @@ pub struct MemoryArgs {
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
     /// Multiplier of every contraction.
-    #[arg(long, default_value = "native", value_parser = parse_multiplier)]
+    #[arg(long, default_value = "native")]
     multiplier: Multiplier,
     #[command(flatten)]
     conv: super::ConvArgs,

@@ -10,22 +10,11 @@ pub mod train;
 pub mod tune_bcr;
 
 use burn_approx_mul::{BUILT_IN_HELP, ConvRoute, Multiplier};
-use burn_sparse_act::Pruning;
 
 /// The help of a `--multiplier` option: `what` it sets, then the names it accepts — the list
-/// [`parse_multiplier`]'s "unknown multiplier" error prints.
+/// `Multiplier`'s parser's "unknown multiplier" error prints.
 pub fn multiplier_help(what: &str) -> String {
     format!("{what}: {BUILT_IN_HELP}; or a LUT file (NAME_M.bin or .lut)")
-}
-
-/// Parses `--multiplier` (the error lists the accepted names).
-pub fn parse_multiplier(spec: &str) -> Result<Multiplier, String> {
-    Multiplier::parse(spec).map_err(|e| e.to_string())
-}
-
-/// Parses `--conv` (the error lists the routes).
-pub fn parse_conv(spec: &str) -> Result<ConvRoute, String> {
-    ConvRoute::parse(spec).map_err(|e| e.to_string())
 }
 
 /// `--conv`, shared by the commands that run a model.
@@ -35,7 +24,7 @@ pub struct ConvArgs {
     /// implicit GEMM on GPUs with tensor cores, else im2col + the backend's matmul; host
     /// im2col + GEMM on ndarray), im2col (never implicit GEMM), or burn (Burn's own kernels,
     /// bit for bit).
-    #[arg(long, default_value = "gemm", value_parser = parse_conv)]
+    #[arg(long, default_value = "gemm")]
     conv: ConvRoute,
 }
 
@@ -44,11 +33,6 @@ impl ConvArgs {
     pub fn apply(&self, multiplier: Multiplier) -> Multiplier {
         multiplier.with_conv(self.conv)
     }
-}
-
-/// Parses a SparseAct `S:B` (the error says what is wrong).
-pub fn parse_pruning(spec: &str) -> Result<Pruning, String> {
-    Pruning::parse(spec).map_err(|e| e.to_string())
 }
 
 /// `--policy` and `--energy`, shared by `ember train` and `ember eval`.

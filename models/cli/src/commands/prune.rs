@@ -12,13 +12,18 @@ pub struct PruneArgs {
     /// HiNM level TOTAL:vV: total sparsity 75, 87.5 or 93.75 percent (2:4 on the columns a
     /// column-vector pruning of 50, 75 or 87.5 % keeps), V the tile height (64 in the paper).
     /// The first and the last contraction layer stay dense unless --policy sets them.
-    #[arg(long, value_name = "TOTAL:vV", value_parser = parse_level, required_unless_present = "bcr", conflicts_with = "bcr")]
+    #[arg(
+        long,
+        value_name = "TOTAL:vV",
+        required_unless_present = "bcr",
+        conflicts_with = "bcr"
+    )]
     hinm: Option<Level>,
     /// BCR level RATEx:RxC (e.g. 10x:4x16): the trained weights projected onto the BCR set
     /// (one-shot), then --epochs of masked retraining; --out becomes a run directory with the
     /// packed model.bcr. Every contraction layer but the last is pruned unless --policy sets
     /// bcr = "RATEx:RxC" or "off" per layer.
-    #[arg(long, value_name = "RATEx:RxC", value_parser = super::train::parse_bcr_level)]
+    #[arg(long, value_name = "RATEx:RxC")]
     bcr: Option<burn_bcr::Level>,
     /// BCR: epochs of masked retraining after the one-shot projection.
     #[arg(long, default_value_t = 1)]
@@ -36,7 +41,7 @@ pub struct PruneArgs {
     data_dir: Option<PathBuf>,
     /// Permutation search the packed model is written with: gyro (output and tile-wise input
     /// permutations), ovw (output only) or none. The table reports all three.
-    #[arg(long, default_value = "gyro", value_parser = parse_method)]
+    #[arg(long, default_value = "gyro")]
     perm: Method,
     /// Seed of the permutation search (same seed, same permutations).
     #[arg(long, default_value_t = 0)]
@@ -51,16 +56,6 @@ pub struct PruneArgs {
     /// (see `ember policy show`).
     #[arg(long, value_name = "FILE")]
     policy: Option<String>,
-}
-
-/// Parses `TOTAL:vV`.
-pub fn parse_level(s: &str) -> Result<Level, String> {
-    s.parse::<Level>().map_err(|e| e.to_string())
-}
-
-/// Parses `gyro`, `ovw` or `none`.
-pub fn parse_method(s: &str) -> Result<Method, String> {
-    s.parse::<Method>().map_err(|e| e.to_string())
 }
 
 /// Runs `ember prune`.

@@ -1,6 +1,5 @@
 //! `ember train`.
 
-use super::{parse_multiplier, parse_pruning};
 use crate::choice;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, PolicyError, Pruning};
@@ -28,7 +27,7 @@ pub struct TrainArgs {
     /// Backend to train on.
     #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Ndarray)]
     backend: BackendKind,
-    #[arg(long, default_value = "native", value_parser = parse_multiplier, help = super::multiplier_help(
+    #[arg(long, default_value = "native", help = super::multiplier_help(
         "Multiplier of every matmul/linear/conv product, forward and backward (native: the backend's own ops)"
     ))]
     multiplier: Multiplier,
@@ -86,13 +85,13 @@ pub struct TrainArgs {
     /// HiNM sparse fine-tuning at level TOTAL:vV (see `ember prune --help`): start from the
     /// --from run's weights under the masks searched on them, keep the masks through every
     /// optimizer step, and write the packed model.hinm beside model.mpk.
-    #[arg(long, value_name = "TOTAL:vV", value_parser = super::prune::parse_level, requires = "from")]
+    #[arg(long, value_name = "TOTAL:vV", requires = "from")]
     hinm: Option<burn_hinm::Level>,
     /// The trained run a --hinm fine-tuning or a --bcr run starts from (same --model).
     #[arg(long, value_name = "RUN")]
     from: Option<std::path::PathBuf>,
     /// Permutation search of --hinm: gyro, ovw or none.
-    #[arg(long, default_value = "gyro", value_parser = super::prune::parse_method, requires = "hinm")]
+    #[arg(long, default_value = "gyro", requires = "hinm")]
     perm: burn_hinm::gyro::Method,
     #[command(flatten)]
     bcr: BcrArgs,
@@ -183,7 +182,7 @@ pub struct BcrArgs {
     /// pruned (a --policy may set bcr = "RATEx:RxC" or "off" per layer). Without --admm the
     /// masks are the projection of the starting weights (one-shot) and every epoch trains
     /// masked; the packed model.bcr is written at the end.
-    #[arg(long, value_name = "RATEx:RxC", value_parser = parse_bcr_level, conflicts_with = "hinm")]
+    #[arg(long, value_name = "RATEx:RxC", conflicts_with = "hinm")]
     pub bcr: Option<burn_bcr::Level>,
     /// Train with ADMM first (the penalty ρ/2·‖W − Z + U‖², ρ from 1e-4 to 1e-1), then
     /// hard-prune and retrain masked for --retrain-epochs.
@@ -223,17 +222,12 @@ impl BcrArgs {
     }
 }
 
-/// Parses `RATEx:RxC`.
-pub fn parse_bcr_level(s: &str) -> Result<burn_bcr::Level, String> {
-    s.parse::<burn_bcr::Level>().map_err(|e| e.to_string())
-}
-
 /// SparseAct: which inputs of linear layers are kept pruned for backward.
 #[derive(clap::Args)]
 struct SparseActArgs {
     /// Prune every linear layer's saved input per sample to the top (1 − S) of its blocks of
     /// width B by L2 norm, e.g. 0.8:64 (S in [0, 1), B ≥ 1). Default: off (dense).
-    #[arg(long, value_parser = parse_pruning)]
+    #[arg(long)]
     sparse_act: Option<Pruning>,
     /// A per-layer override IN×OUT=S:B, the layer named by its weight shape (repeatable).
     #[arg(long, requires = "sparse_act")]

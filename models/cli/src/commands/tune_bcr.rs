@@ -30,7 +30,7 @@ pub struct TuneBcrArgs {
     #[arg(long, default_value_t = 256)]
     rows: usize,
     /// Candidate blocks RxC in the order tried (comma-separated).
-    #[arg(long, default_value = "1x16,2x16,4x16,8x16,16x16,32x16", value_parser = parse_block)]
+    #[arg(long, default_value = "1x16,2x16,4x16,8x16,16x16,32x16")]
     blocks: Blocks,
     /// Timed calls per candidate (the fastest counts).
     #[arg(long, default_value_t = 10)]
@@ -41,21 +41,25 @@ pub struct TuneBcrArgs {
 #[derive(Clone, Debug)]
 pub struct Blocks(Vec<burn_bcr::Block>);
 
-fn parse_block(s: &str) -> Result<Blocks, String> {
-    s.split(',')
-        .map(|b| {
-            let (r, c) = b.trim().split_once('x').ok_or_else(|| {
-                format!("{b:?} is not a block: write RxC, e.g. 4x16 (rows x columns)")
-            })?;
-            let n = |v: &str| {
-                v.trim()
-                    .parse::<usize>()
-                    .map_err(|_| format!("{b:?} is not a block: RxC with whole numbers"))
-            };
-            burn_bcr::Block::new(n(r)?, n(c)?).map_err(|e| e.to_string())
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Blocks)
+/// `RxC[,RxC...]`.
+impl std::str::FromStr for Blocks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(',')
+            .map(|b| {
+                let (r, c) = b.trim().split_once('x').ok_or_else(|| {
+                    format!("{b:?} is not a block: write RxC, e.g. 4x16 (rows x columns)")
+                })?;
+                let n = |v: &str| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("{b:?} is not a block: RxC with whole numbers"))
+                };
+                burn_bcr::Block::new(n(r)?, n(c)?).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Blocks)
+    }
 }
 
 /// Runs `ember tune-bcr`.
