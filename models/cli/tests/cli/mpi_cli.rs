@@ -183,11 +183,11 @@ fn rank_pid(mpirun: u32, rank: usize) -> Option<u32> {
     })
 }
 
-/// Starts a 2-rank run of 3 epochs into `out`, waits for its first completed epoch and sends
+/// Starts a 2-rank run of 4 epochs into `out`, waits for its first completed epoch and sends
 /// each `(rank, signal)` in turn; returns the job's output and how long it took to end after the
 /// last signal.
 fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Output, Duration) {
-    let mut args = lenet(out, "3", "640", "16");
+    let mut args = lenet(out, "4", "1280", "16");
     args.extend(["--ddp", "mpi"]);
     args.extend(extra);
     let job = spawn(2, &args);
@@ -197,7 +197,7 @@ fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Outpu
         let done = std::fs::read_to_string(&manifest)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .is_some_and(|m| m["completed_epochs"] == 1);
+            .is_some_and(|m| m["completed_epochs"].as_u64().is_some_and(|e| e >= 1));
         if done {
             break;
         }
@@ -205,7 +205,7 @@ fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Outpu
             started.elapsed() < Duration::from_secs(120),
             "no epoch completed"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(10));
     }
     for (rank, signal) in signals {
         let pid = rank_pid(job.id(), *rank).expect("the rank runs");
@@ -223,7 +223,7 @@ fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Outpu
 fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     let dir = scratch("mpi-lost");
     let whole = dir.join("whole");
-    let mut args = lenet(&whole, "3", "640", "16");
+    let mut args = lenet(&whole, "4", "1280", "16");
     args.extend(["--ddp", "mpi"]);
     ok(&mpirun(2, &args));
 
@@ -235,7 +235,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
         took < Duration::from_secs(30),
         "the job took {took:?} to end"
     );
-    let mut args = lenet(&killed, "3", "640", "16");
+    let mut args = lenet(&killed, "4", "1280", "16");
     args.extend(["--ddp", "mpi", "--resume"]);
     ok(&mpirun(2, &args));
     assert_same_run(&killed, &whole, 1e-4);
@@ -250,7 +250,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
         took < Duration::from_secs(30),
         "the job took {took:?} to end"
     );
-    let mut args = lenet(&stopped, "3", "640", "16");
+    let mut args = lenet(&stopped, "4", "1280", "16");
     args.extend(["--ddp", "mpi", "--resume"]);
     ok(&mpirun(2, &args));
     assert_same_run(&stopped, &whole, 1e-4);
@@ -267,7 +267,8 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
         took < Duration::from_secs(40),
         "the job took {took:?} to end"
     );
-    assert_eq!(read_manifest(&asked)["completed_epochs"], 1);
+    let kept = read_manifest(&asked)["completed_epochs"].as_u64().unwrap();
+    assert!((1..4).contains(&kept), "{kept} epochs kept");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
