@@ -79,7 +79,13 @@ impl FromStr for Level {
         let (r, c) = block.trim().split_once('x').ok_or_else(form)?;
         let r: usize = r.trim().parse().map_err(|_| form())?;
         let c: usize = c.trim().parse().map_err(|_| form())?;
-        if !(rate.is_finite() && rate > 1.0) {
+        if rate.is_nan() || rate == f64::INFINITY {
+            return Err(BcrError::Level(format!(
+                "pruning rate {rate}× is not a finite number: it must be above 1× and finite \
+                 (10x keeps one weight in ten; an infinite rate would keep none)"
+            )));
+        }
+        if rate <= 1.0 {
             return Err(BcrError::Level(format!(
                 "pruning rate {rate}× keeps every weight or more: it must be above 1× (10x keeps \
                  one weight in ten)"
@@ -117,8 +123,9 @@ mod tests {
             ("tenx:4x16", "RATEx:RxC"),
             ("1x:4x16", "above 1×"),
             ("0.5x:4x16", "above 1×"),
-            ("infx:4x16", "above 1×"),
-            ("NaNx:4x16", "above 1×"),
+            ("infx:4x16", "inf× is not a finite number"),
+            ("NaNx:4x16", "NaN× is not a finite number"),
+            ("-infx:4x16", "keeps every weight or more"),
             ("10x:0x16", "at least one row"),
             ("10x:4x0", "at least one row"),
         ] {

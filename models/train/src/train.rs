@@ -131,6 +131,18 @@ impl TrainOptions {
                 self.lr
             )));
         }
+        // The optimizer scales f32 tensors by it: outside f32's normal range it is 0 (nothing
+        // trains) or infinite.
+        let range = f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX);
+        if !range.contains(&self.lr) {
+            return Err(EmberError::Invalid(format!(
+                "--lr {:e} is outside what an f32 holds ({:e} to {:e}): the updates would be 0 \
+                 or infinite",
+                self.lr,
+                f32::MIN_POSITIVE,
+                f32::MAX
+            )));
+        }
         if let Some(b) = &self.bcr {
             if self.hinm.is_some() {
                 return Err(EmberError::Invalid(

@@ -42,6 +42,11 @@ fn unknown_model_and_backend_are_rejected() {
         ),
         (&["train", "--lr=-1"], "--lr must be a positive number"),
         (&["train", "--lr", "NaN"], "--lr must be a positive number"),
+        (
+            &["train", "--lr", "1e-300"],
+            "--lr 1e-300 is outside what an f32 holds",
+        ),
+        (&["train", "--lr", "1e300"], "is outside what an f32 holds"),
         (&["train", "--lr", "fast"], "invalid value 'fast'"),
         (
             &["train", "--train-limit", "0"],
