@@ -27,7 +27,7 @@ fn unknown_model_and_backend_are_rejected() {
         &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
         "--epochs must be at least 1",
     );
-    let bad: [(&[&str], &str); 10] = [
+    let bad: [(&[&str], &str); 12] = [
         (
             &["train", "--conv", "winograd"],
             "unknown convolution route `winograd` (choose gemm, im2col, burn)",
