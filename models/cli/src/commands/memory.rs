@@ -113,6 +113,10 @@ fn measure_in_child(index: usize) -> Result<MemoryRow, EmberError> {
         .args(std::env::args_os().skip(1))
         .arg("--configuration")
         .arg(index.to_string())
+        // One worker: a product's per-thread workspace is then made once, in the throw-away
+        // step, whatever the machine's load; with several, a worker that first multiplies in
+        // the measured step counts its workspace (1-2 MiB on ndarray) as activations.
+        .env("RAYON_NUM_THREADS", "1")
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
