@@ -219,6 +219,14 @@ fn signal_ranks(out: &Path, signals: &[(usize, &str)], extra: &[&str]) -> (Outpu
     (output, signalled.elapsed())
 }
 
+/// Resumes the 2-rank run in `out` under `mpirun` and checks that it ends as `whole` did.
+fn resumes_to(out: &Path, whole: &Path) {
+    let mut args = lenet(out, "4", "1280", "16");
+    args.extend(["--ddp", "mpi", "--resume"]);
+    ok(&mpirun(2, &args));
+    assert_same_run(out, whole, 1e-4);
+}
+
 #[test]
 fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     let dir = scratch("mpi-lost");
@@ -235,10 +243,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
         took < Duration::from_secs(30),
         "the job took {took:?} to end"
     );
-    let mut args = lenet(&killed, "4", "1280", "16");
-    args.extend(["--ddp", "mpi", "--resume"]);
-    ok(&mpirun(2, &args));
-    assert_same_run(&killed, &whole, 1e-4);
+    resumes_to(&killed, &whole);
 
     // stopped (it hangs): rank 0 waits past --collective-timeout and aborts the job
     let stopped = dir.join("stopped");
@@ -250,10 +255,7 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
         took < Duration::from_secs(30),
         "the job took {took:?} to end"
     );
-    let mut args = lenet(&stopped, "4", "1280", "16");
-    args.extend(["--ddp", "mpi", "--resume"]);
-    ok(&mpirun(2, &args));
-    assert_same_run(&stopped, &whole, 1e-4);
+    resumes_to(&stopped, &whole);
 
     // rank 1 hangs and rank 0 is asked to stop: rank 0 cannot reach the batch where both would
     // stop together, so it ends the job after the grace period, not after the 300 s timeout
