@@ -15,7 +15,7 @@ use crate::multiplier::Multiplier;
 use crate::ops::conv::{self, Product};
 use crate::ops::matmul;
 use crate::ops::native::{self, ConvRoute, Linear};
-use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
+use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
 use cubecl_kernels::approx::ApproxMultiply;
@@ -390,6 +390,19 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
             },
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),
         )
+    }
+
+    /// Burn's `unfold4d` is a convolution with a one-hot kernel (direct on ndarray and on
+    /// burn-cubecl without autotune): the native GEMM routes take it through Ember's im2col
+    /// instead (the packed HiNM and BCR convolutions unfold their input with it).
+    fn unfold4d(x: T<B>, kernel_size: [usize; 2], options: UnfoldOptions) -> T<B> {
+        let out = match x.config.conv() {
+            ConvRoute::Burn => B::unfold4d(x.inner, kernel_size, options),
+            ConvRoute::Gemm | ConvRoute::Im2col => {
+                conv::unfold4d::<B>(x.inner, kernel_size, &options)
+            }
+        };
+        Wrapped::new(out, x.config)
     }
 
     conv_ops!(

@@ -10,6 +10,7 @@
 //! one column pattern), and each task stores its outputs itself while they are still in L1.
 
 use rayon::prelude::*;
+use std::ops::Range;
 
 /// Activation rows of a full panel.
 pub(crate) const WIDE: usize = 32;
@@ -50,11 +51,30 @@ pub(crate) unsafe trait PanelWeight: Sync {
     fn task<const L: usize>(&self, lines: &[Line<L>], t: usize) -> (Vec<[f32; L]>, &[u32]);
 }
 
+/// How a product's activations and result are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Orient {
+    /// `x: [m, K]` and `y: [m, out]`, row-major (a linear layer's rows).
+    Rows,
+    /// Both transposed: `xᵀ: [K, m]` and `yᵀ: [out, m]`, row-major. A convolution's im2col
+    /// columns are `xᵀ` and its output channels want `yᵀ`; a panel's line is then a contiguous
+    /// copy, and a task's outputs contiguous runs: no transpose either way.
+    Cols,
+}
+
 /// `y = x · Wᵀ` for `x: [m, K]` row-major → `y: [m, out]`, through `w`'s tasks on panels.
 ///
 /// # Panics
 /// If `x` does not have `m · K` values, or a task returns as many outputs as columns.
 pub(crate) fn product<W: PanelWeight>(x: &[f32], m: usize, w: &W) -> Vec<f32> {
+    product_as(x, m, w, Orient::Rows)
+}
+
+/// The product of [`product`] with activations and result laid out as `orient` says.
+///
+/// # Panics
+/// As [`product`].
+pub(crate) fn product_as<W: PanelWeight>(x: &[f32], m: usize, w: &W, orient: Orient) -> Vec<f32> {
     let (k, out) = (w.k(), w.out());
     assert_eq!(x.len(), m * k, "sparse product: x is not [{m}, {k}]");
     // whole panels, and a remainder of more than `NARROW` rows as one more (partial) panel of
@@ -65,15 +85,40 @@ pub(crate) fn product<W: PanelWeight>(x: &[f32], m: usize, w: &W) -> Vec<f32> {
         m / WIDE * WIDE
     };
     let mut y = vec![0f32; m * out];
-    let (head, tail) = y.split_at_mut(wide * out);
-    panels::<WIDE, W>(&x[..wide * k], w, head);
-    let x = &x[wide * k..];
+    let src = Src { x, m, k, orient };
+    panels::<WIDE, W>(src, 0..wide, w, &mut y);
     if m - wide > SLIM {
-        panels::<NARROW, W>(x, w, tail);
+        panels::<NARROW, W>(src, wide..m, w, &mut y);
     } else {
-        panels::<SLIM, W>(x, w, tail);
+        panels::<SLIM, W>(src, wide..m, w, &mut y);
     }
     y
+}
+
+/// A product's activations: `m` rows of `k` values, laid out as `orient` says.
+#[derive(Clone, Copy)]
+struct Src<'a> {
+    x: &'a [f32],
+    m: usize,
+    k: usize,
+    orient: Orient,
+}
+
+impl Src<'_> {
+    /// The panel of the `n ≤ L` rows from `r0`: line `c` holds column `c` of each, lanes past
+    /// the last row zero.
+    fn panel<const L: usize>(self, r0: usize, n: usize) -> Vec<Line<L>> {
+        match self.orient {
+            Orient::Rows => transpose::<L>(&self.x[r0 * self.k..][..n * self.k], self.k),
+            Orient::Cols => {
+                let mut lines = vec![Line([0.0; L]); self.k];
+                for (c, line) in lines.iter_mut().enumerate() {
+                    line.0[..n].copy_from_slice(&self.x[c * self.m + r0..][..n]);
+                }
+                lines
+            }
+        }
+    }
 }
 
 /// `y`'s values, written by the (panel, task) pairs at the places each owns.
@@ -105,49 +150,74 @@ impl Out {
     }
 }
 
-/// The product for `x`'s rows in panels of `L` (the last one possibly partial), written into
-/// `y` (those rows of the result).
-fn panels<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32]) {
-    let (k, out) = (w.k(), w.out());
-    let m = x.len() / k;
-    if m == 0 {
+/// The product for the rows `rows` of `src` in panels of `L` (the last one possibly partial),
+/// written into `y` (the whole result, laid out as `src`).
+fn panels<const L: usize, W: PanelWeight>(src: Src<'_>, rows: Range<usize>, w: &W, y: &mut [f32]) {
+    if rows.is_empty() {
         return;
     }
-    assert_eq!(y.len(), m * out, "sparse product: y is not [{m}, {out}]");
+    assert_eq!(
+        y.len(),
+        src.m * w.out(),
+        "sparse product: y is not [{}, {}]",
+        src.m,
+        w.out()
+    );
     // a small product runs on the calling thread: handing work to rayon's pool from outside it
     // costs tens of µs, more than such a product takes
-    let serial = m.div_ceil(L) * w.pairs() < SERIAL_PAIRS;
+    let serial = rows.len().div_ceil(L) * w.pairs() < SERIAL_PAIRS;
     if serial {
-        panels_on::<L, W>(x, w, y, true);
+        panels_on::<L, W>(src, rows, w, y, true);
     } else {
-        // both parallel passes (the transposes, then the tasks) started from inside the pool:
-        // one hand-over from this thread to the pool and back, not one a pass
-        rayon::scope(|_| panels_on::<L, W>(x, w, y, false));
+        // both parallel passes (the panels, then the tasks) started from inside the pool: one
+        // hand-over from this thread to the pool and back, not one a pass
+        rayon::scope(|_| panels_on::<L, W>(src, rows, w, y, false));
     }
 }
 
-/// [`panels`] on `x`'s rows (at least one), on the calling thread or on rayon's pool.
-fn panels_on<const L: usize, W: PanelWeight>(x: &[f32], w: &W, y: &mut [f32], serial: bool) {
-    let (k, out, tasks) = (w.k(), w.out(), w.tasks());
-    let m = x.len() / k;
-    let transpose = |x: &[f32]| transpose::<L>(x, k);
+/// [`panels`] on at least one row, on the calling thread or on rayon's pool.
+fn panels_on<const L: usize, W: PanelWeight>(
+    src: Src<'_>,
+    rows: Range<usize>,
+    w: &W,
+    y: &mut [f32],
+    serial: bool,
+) {
+    let (m, out, tasks) = (src.m, w.out(), w.tasks());
+    assert!(rows.end <= m, "sparse product: rows past m");
+    let count = |p: usize| L.min(rows.end - (rows.start + p * L));
+    let panel = |p: usize| src.panel::<L>(rows.start + p * L, count(p));
+    let n_panels = rows.len().div_ceil(L);
     let lines: Vec<Vec<Line<L>>> = if serial {
-        x.chunks(L * k).map(transpose).collect()
+        (0..n_panels).map(panel).collect()
     } else {
-        x.par_chunks(L * k).map(transpose).collect()
+        (0..n_panels).into_par_iter().map(panel).collect()
     };
     let y = Out(y.as_mut_ptr());
     let run = |at: usize| {
-        let (panel, t) = (at / tasks, at % tasks);
-        let (block, columns) = w.task(&lines[panel], t);
+        let (p, t) = (at / tasks, at % tasks);
+        let (block, columns) = w.task(&lines[p], t);
         assert!(
             block.len() == columns.len() && columns.iter().all(|&c| (c as usize) < out),
             "sparse product: a task's outputs and columns disagree"
         );
+        let (r0, n) = (rows.start + p * L, count(p));
+        if src.orient == Orient::Cols {
+            for (&c, acc) in columns.iter().zip(&block) {
+                // SAFETY: `c · m + r0 + n ≤ out · m = y.len()` (`c < out`, asserted above, and
+                // `r0 + n ≤ rows.end ≤ m`); every output column belongs to one task only (the
+                // contract of `PanelWeight`) and every row to one panel, so this run of column
+                // `c` is written by this (panel, task) pair only, while `y` is borrowed mutably
+                // for the whole call.
+                let dst = unsafe { y.run(c as usize * m + r0, n) };
+                dst.copy_from_slice(&acc[..n]);
+            }
+            return;
+        }
         // consecutive columns (the common case of tasks in output order) are stored as runs
         let run = columns.windows(2).all(|c| c[1] == c[0] + 1);
-        for l in 0..L.min(m - panel * L) {
-            let row = (panel * L + l) * out;
+        for l in 0..n {
+            let row = (r0 + l) * out;
             match columns.first() {
                 Some(&c0) if run => {
                     // SAFETY: `row + c0 + block.len() ≤ m · out = y.len()` (the columns are
@@ -368,4 +438,13 @@ mod tests {
         check::<NARROW>();
         check::<SLIM>();
     }
+}
+
+/// `x: [rows, cols]` row-major, transposed: `[cols, rows]` (the tests' oracle of
+/// [`Orient::Cols`]).
+#[cfg(test)]
+pub(crate) fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols * rows)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect()
 }

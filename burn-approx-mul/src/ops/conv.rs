@@ -13,7 +13,7 @@
 //! gradient = [`weight_grad`] with the roles of input and output swapped.
 
 use super::matmul::{gemm, reshape};
-use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
+use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
@@ -244,6 +244,31 @@ pub fn forward<B: KernelBackend>(
     let (cols, out) = im2col::<B>(to_5d::<B>(x), g, kernel);
     let y = product.gemm::<B>(weight_matrix::<B>(weight, g.groups), cols);
     add_bias::<B>(unfold_output::<B>(y, batch, out, rank), bias)
+}
+
+/// Burn's `unfold4d` through the im2col lowering: `x: [B, C, h, w]` → `[B, C·kh·kw, L]`, the
+/// patches of every output position in the order a `[C_out, C, kh, kw]` weight flattens to.
+/// The values are copies of `x` or zeros (padding), as Burn's own, which multiplies by a one-hot
+/// kernel in a convolution (a direct convolution on ndarray and on burn-cubecl without
+/// autotune, with `C·kh·kw` output channels; and `inf · 0` is NaN there, not here).
+pub fn unfold4d<B: KernelBackend>(
+    x: FloatTensor<B>,
+    kernel: [usize; 2],
+    options: &UnfoldOptions,
+) -> FloatTensor<B> {
+    let g = Geometry {
+        stride: lift(&options.stride, 1),
+        padding: lift(&options.padding, 0),
+        dilation: lift(&options.dilation, 1),
+        groups: 1,
+    };
+    let batch = x.shape()[0];
+    let (cols, out) = im2col::<B>(to_5d::<B>(x), &g, lift(&kernel, 1));
+    // [1, K, B·L] → [B, K, L]
+    let k = cols.shape()[1];
+    let l: usize = out.iter().product();
+    let cols = reshape::<B>(cols, &[k, batch, l]);
+    B::float_permute(cols, &[1, 0, 2])
 }
 
 /// Gradient of a convolution with respect to its input of spatial size `input` (1 to 3 dims),

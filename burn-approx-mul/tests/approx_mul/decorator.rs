@@ -305,6 +305,54 @@ cubecl_kernels::runtime_test! {
 }
 
 cubecl_kernels::runtime_test! {
+    fn unfold4d_on_the_gemm_routes_equals_burns_own<R>() {
+        // the packed HiNM/BCR convolutions unfold their input with it: every geometry knob,
+        // and an infinity, which Burn's one-hot convolution turns into NaNs around it
+        use burn::tensor::module::unfold4d;
+        use burn::tensor::ops::UnfoldOptions;
+        fn unfold<B: burn::tensor::backend::Backend>(
+            device: &B::Device,
+            [c, h, w, k, s, p, d]: [usize; 7],
+            inf: bool,
+        ) -> Vec<f32> {
+            let mut x = data(&[2, c, h, w], 11);
+            if inf {
+                x = TensorData::new(
+                    x.to_vec::<f32>()
+                        .unwrap()
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, v)| if i == 5 { f32::INFINITY } else { v })
+                        .collect(),
+                    [2, c, h, w],
+                );
+            }
+            let x = Tensor::<B, 4>::from_data(x, device);
+            let options = UnfoldOptions::new([s, s + 1], [p, p], [d, 1]);
+            unfold4d(x, [k, k + 1], options)
+                .into_data()
+                .to_vec()
+                .unwrap()
+        }
+        for shape in [[3, 7, 8, 3, 1, 1, 1], [2, 9, 6, 2, 2, 0, 2], [4, 5, 5, 1, 1, 2, 1]] {
+            let want = unfold::<NdArray>(&Default::default(), shape, false);
+            for route in [ConvRoute::Gemm, ConvRoute::Im2col] {
+                let mul = Multiplier::native().with_conv(route);
+                let nd = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());
+                assert_eq!(unfold::<ApproxMul<NdArray>>(&nd, shape, false), want, "{shape:?}");
+                let cube = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
+                let got = unfold::<ApproxMul<TestBackend<R>>>(&cube, shape, false);
+                assert_eq!(got, want, "{} {route} {shape:?}", R::NAME);
+                // an infinity is copied where it falls, the rest stays finite
+                let inf = unfold::<ApproxMul<NdArray>>(&nd, shape, true);
+                assert_eq!(inf.iter().filter(|v| v.is_nan()).count(), 0, "{shape:?}");
+                assert!(inf.iter().any(|v| v.is_infinite()), "{shape:?}");
+            }
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
     fn native_convolutions_report_the_route_they_ran<R>() {
         use cubecl_kernels::decorator::effects::{self, Pass};
         fn routes<B: AutodiffBackend>(device: &B::Device) -> Vec<String> {

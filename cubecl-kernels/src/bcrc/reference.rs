@@ -18,7 +18,7 @@
 //! bit.
 
 use super::{Bcrc, Csr};
-use crate::panel::{Line, PanelWeight, product};
+use crate::panel::{Line, Orient, PanelWeight, product, product_as};
 
 /// Rows of one task at most.
 pub const UNIT_ROWS: usize = 32;
@@ -37,6 +37,15 @@ const _: () = assert!(UNIT_ROWS.is_multiple_of(ROWS));
 /// and offsets are checked as they are used; [`Bcrc::validate`] checks everything).
 pub fn spmm(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
     product(x, m, &Units::new(w, true))
+}
+
+/// [`spmm`] on transposed operands: `xᵀ: [K, m]` row-major → `yᵀ: [out, m]` (a convolution's
+/// im2col columns in, its output channels out), the same values bit for bit.
+///
+/// # Panics
+/// As [`spmm`].
+pub fn spmm_cols(xt: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
+    product_as(xt, m, &Units::new(w, true), Orient::Cols)
 }
 
 /// [`spmm`] without load-redundancy elimination: the same arrays, each row loading its lines
@@ -402,7 +411,7 @@ pub fn spmm_naive(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::bcrc::random_bcrc;
-    use crate::panel::SERIAL_PAIRS;
+    use crate::panel::{SERIAL_PAIRS, transposed};
 
     #[test]
     fn the_large_case_runs_on_the_pool() {
@@ -433,6 +442,12 @@ mod tests {
             assert_eq!(spmm(&x, m, &w), want, "{out}x{k} m={m}");
             assert_eq!(spmm_no_lre(&x, m, &w), want, "{out}x{k} m={m}");
             assert_eq!(spmm_csr(&x, m, &Csr::of(&w)), want, "{out}x{k} m={m}");
+            let cols = spmm_cols(&transposed(&x, m, k), m, &w);
+            assert_eq!(
+                cols,
+                transposed(&want, m, out),
+                "{out}x{k} m={m}, transposed"
+            );
         }
     }
 

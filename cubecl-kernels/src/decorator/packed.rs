@@ -24,6 +24,7 @@
 use super::effects::{self, Pass};
 use super::layout::Layout;
 use super::{CubeVisitor, KernelBackend, LayerSettings, MultiplyStrategy, with_f32};
+use crate::approx::im2col::Window;
 use burn_backend::ops::{ConvOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, DType, Shape, TensorData, TensorMetadata};
@@ -62,6 +63,9 @@ pub trait PackedWeight: fmt::Debug + Send + Sync + 'static {
     fn launch<R: CubeRuntime>(x: &CubeTensor<R>, cube: &Self::Cube<R>) -> CubeTensor<R>;
     /// The host product: `x: [m, K]` row-major → `[m, out]` row-major.
     fn host_product(&self, x: &[f32], m: usize) -> Vec<f32>;
+    /// The host product on transposed operands: `xᵀ: [K, m]` row-major → `yᵀ: [out, m]`
+    /// row-major (a convolution's im2col columns in, its output channels out).
+    fn host_product_cols(&self, xt: &[f32], m: usize) -> Vec<f32>;
 }
 
 /// A packed weight on a device: its host form, how it maps to Burn's layout, its layer, and
@@ -303,22 +307,14 @@ fn exact<B: KernelBackend, P: PackedWeight>(p: &PackedTensor<B, P>) -> bool {
     B::multiply_strategy(&B::float_device(&p.values)) == MultiplyStrategy::Exact
 }
 
-/// `x: [..., K]` through the packed weight: `[..., out]`, recorded as a contraction of `pass`.
-fn packed_product<B: KernelBackend, P: PackedWeight>(
-    x: B::FloatTensorPrimitive,
-    p: &PackedTensor<B, P>,
-    pass: Pass,
-) -> B::FloatTensorPrimitive {
-    let device = B::float_device(&p.values);
-    let dims = x.shape().as_slice().to_vec();
-    let (out, k) = p.layout.view();
-    let m: usize = dims[..dims.len() - 1].iter().product();
-    let x2 = B::float_reshape(x, Shape::new([m, k]));
+/// Records a product of `m` activation rows through `p` as a contraction of `pass`.
+fn record<B: KernelBackend, P: PackedWeight>(p: &PackedTensor<B, P>, pass: Pass, m: usize) {
     let route = if B::cube_runtime().is_some() {
         P::KERNEL_ROUTE
     } else {
         P::HOST_ROUTE
     };
+    let device = B::float_device(&p.values);
     effects::record_contraction(
         p.layer(),
         pass,
@@ -327,6 +323,19 @@ fn packed_product<B: KernelBackend, P: PackedWeight>(
         p.host.multiplies(m),
         route,
     );
+}
+
+/// `x: [..., K]` through the packed weight: `[..., out]`, recorded as a contraction of `pass`.
+fn packed_product<B: KernelBackend, P: PackedWeight>(
+    x: B::FloatTensorPrimitive,
+    p: &PackedTensor<B, P>,
+    pass: Pass,
+) -> B::FloatTensorPrimitive {
+    let dims = x.shape().as_slice().to_vec();
+    let (out, k) = p.layout.view();
+    let m: usize = dims[..dims.len() - 1].iter().product();
+    let x2 = B::float_reshape(x, Shape::new([m, k]));
+    record::<B, P>(p, pass, m);
     let y = B::visit(Spmm { packed: p }, vec![x2, p.values.clone()]);
     let mut out_dims = dims;
     *out_dims.last_mut().expect("rank ≥ 1") = out;
@@ -374,6 +383,42 @@ pub fn conv2d_unfolded<B: Backend>(
     let out_c = y.shape()[2];
     let y = B::float_swap_dims(y, 1, 2);
     let y = B::float_reshape(y, Shape::new([batch, out_c, out_hw[0], out_hw[1]]));
+    add_bias::<B>(y, bias, 1)
+}
+
+/// [`conv2d`] through a packed weight on the host: the input's im2col columns
+/// ([`crate::conv::im2col_batch`], `[K, B·L]`) are the transposed activations the host product
+/// takes without a transpose ([`PackedWeight::host_product_cols`]), and its `[c_out, B·L]`
+/// result is the output's channels, moved in front of the batch by one copy of runs of `L`.
+fn conv2d_host<B: KernelBackend, P: PackedWeight>(
+    x: B::FloatTensorPrimitive,
+    p: &PackedTensor<B, P>,
+    kernel: [usize; 2],
+    bias: Option<B::FloatTensorPrimitive>,
+    options: &ConvOptions<2>,
+) -> B::FloatTensorPrimitive {
+    let [batch, channels, h, w] = x.shape().dims::<4>();
+    let window = Window {
+        channels,
+        input: [1, h, w],
+        kernel: [1, kernel[0], kernel[1]],
+        stride: [1, options.stride[0], options.stride[1]],
+        padding: [0, options.padding[0], options.padding[1]],
+        dilation: [1, options.dilation[0], options.dilation[1]],
+        groups: 1,
+    };
+    let [_, oh, ow] = window.out();
+    let m = batch * oh * ow;
+    record::<B, P>(p, Pass::Forward, m);
+    let device = B::float_device(&x);
+    let yt = with_f32::<B, _>(x, |x| {
+        p.host
+            .host_product_cols(&crate::conv::im2col_batch(x, batch, &window), m)
+    });
+    let (out, _) = p.layout.view();
+    let y = B::float_from_data(TensorData::new(yt, [out, batch, oh * ow]), &device);
+    let y = B::float_permute(y, &[1, 0, 2]);
+    let y = B::float_reshape(y, Shape::new([batch, out, oh, ow]));
     add_bias::<B>(y, bias, 1)
 }
 
@@ -438,7 +483,9 @@ pub fn conv2d<B: KernelBackend, P: PackedWeight>(
             let Layout::Conv { dims, .. } = p.layout else {
                 unreachable!("matched above")
             };
-            if exact(&p) {
+            if exact(&p) && B::cube_runtime().is_none() {
+                conv2d_host::<B, P>(x, &p, [dims[2], dims[3]], bias, &options)
+            } else if exact(&p) {
                 conv2d_unfolded::<B>(x, [dims[2], dims[3]], bias, &options, |cols| {
                     packed_product::<B, P>(cols, &p, Pass::Forward)
                 })

@@ -12,7 +12,7 @@
 //! order, bit for bit.
 
 use super::{GROUPS_PER_WORD, Packed, meta_words};
-use crate::panel::{Line, PanelWeight, product};
+use crate::panel::{Line, Orient, PanelWeight, product_as};
 
 /// Groups of 4 walked together by every row of a tile: 32 groups touch at most 128 lines of a
 /// panel (16 KiB for 32 lanes), which stay in L1 while the tile's rows read them.
@@ -29,23 +29,44 @@ const _: () = assert!(
 /// If `x` does not have `m · K` values, a column of `w` is out of range, or its output
 /// permutation is not one.
 pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
-    let mut seen = vec![false; w.out];
-    assert!(
-        w.out_perm.len() == w.out
-            && w.out_perm
-                .iter()
-                .all(|&r| (r as usize) < w.out && !std::mem::replace(&mut seen[r as usize], true)),
-        "spmm: out_perm is not a permutation of 0..{}",
-        w.out
-    );
-    product(x, m, &Tiles(w))
+    product_as(x, m, &Tiles::checked(w), Orient::Rows)
 }
 
-/// A packed weight whose output permutation is one (checked by [`spmm`]), run tile by tile.
+/// [`spmm`] on transposed operands: `xᵀ: [K, m]` row-major → `yᵀ: [out, m]` (a convolution's
+/// im2col columns in, its output channels out), the same values bit for bit.
+///
+/// # Panics
+/// As [`spmm`].
+pub fn spmm_cols(xt: &[f32], m: usize, w: &Packed) -> Vec<f32> {
+    product_as(xt, m, &Tiles::checked(w), Orient::Cols)
+}
+
+/// A packed weight whose output permutation is one (checked by [`Tiles::checked`]), run tile
+/// by tile.
 struct Tiles<'a>(&'a Packed);
 
+impl<'a> Tiles<'a> {
+    /// `w`'s tiles.
+    ///
+    /// # Panics
+    /// If `w`'s output permutation is not one.
+    fn checked(w: &'a Packed) -> Self {
+        let mut seen = vec![false; w.out];
+        assert!(
+            w.out_perm.len() == w.out
+                && w.out_perm
+                    .iter()
+                    .all(|&r| (r as usize) < w.out
+                        && !std::mem::replace(&mut seen[r as usize], true)),
+            "spmm: out_perm is not a permutation of 0..{}",
+            w.out
+        );
+        Self(w)
+    }
+}
+
 // SAFETY: task `t` returns the columns `out_perm[t·V..(t+1)·V]`; `out_perm` is a permutation of
-// `0..out` (checked in `spmm`, the only constructor), so every column belongs to one tile.
+// `0..out` (checked in `Tiles::checked`, the only constructor), so every column belongs to one tile.
 unsafe impl PanelWeight for Tiles<'_> {
     fn k(&self) -> usize {
         self.0.k
@@ -219,6 +240,7 @@ pub fn spmm_naive(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::hinm::random_packed as random;
+    use crate::panel::transposed;
 
     #[test]
     fn the_fast_product_is_the_definition_bit_for_bit() {
@@ -237,10 +259,13 @@ mod tests {
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 37 % 97) as f32 - 48.0) / 17.0)
                 .collect();
+            let want = spmm_naive(&x, m, &w);
+            assert_eq!(spmm(&x, m, &w), want, "{out}x{k} V={v} m={m}");
+            let cols = spmm_cols(&transposed(&x, m, k), m, &w);
             assert_eq!(
-                spmm(&x, m, &w),
-                spmm_naive(&x, m, &w),
-                "{out}x{k} V={v} m={m}"
+                cols,
+                transposed(&want, m, out),
+                "{out}x{k} V={v} m={m}, transposed"
             );
         }
     }

@@ -2,7 +2,10 @@
 //! train` runs it): forward, backward and Adam's update of LeNet-5, ResNet-18 (CIFAR stem, full
 //! width and width 16), ResMLP-S12 and DeiT-Ti at CIFAR-10's shapes, and the 2 × 256 GRU at
 //! FSDD's, each under the native multiplier (convolutions on `--conv gemm`, the default, and on
-//! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers.
+//! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers; and
+//! an inference step (the forward pass of the evaluation form, no autodiff) dense and with HiNM
+//! 75 % packed weights (Gyro-permuted masks of the model's random weights, first and last layers
+//! dense as `ember prune` leaves them) for the models whose layers take HiNM's tiles.
 //!
 //! Rows: `model_step/<model>_b<batch>/<backend>-<threads>t/<variant>`. The backend is
 //! `EMBER_BENCH_BACKEND`: `ndarray` (the default), `wgpu`, or `cuda` (built with the `cuda`
@@ -18,12 +21,17 @@ use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
 use burn_approx_mul::{ConvRoute, Multiplier};
+use burn_hinm::Level;
+use burn_hinm::gyro::Method;
 use burn_sparse_act::{Policy, Pruning};
 use criterion::Criterion;
 use cubecl_kernels::decorator::KernelBackend;
+use ember_models::classifier::Classifier;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{Batch, DataSpec, ImageSpec, Inputs};
-use ember_train::backend::{Stack, stack_device};
+use ember_train::backend::{Stack, TrainBackend, stack_device};
+use ember_train::hinm;
+use ember_train::policy::contraction_layers;
 
 /// One model of the table: its kind, batch and input.
 struct Case {
@@ -32,6 +40,8 @@ struct Case {
     spec: DataSpec,
     /// Whether the model's contractions are linear layers only (SparseAct's rows).
     linear: bool,
+    /// The HiNM level of the packed inference rows, where every pruned layer takes its tiles.
+    hinm: Option<&'static str>,
 }
 
 const CIFAR: DataSpec = DataSpec::Images(ImageSpec {
@@ -50,18 +60,26 @@ fn cases() -> Vec<Case> {
         side: 28,
         classes: 10,
     });
-    let case = |kind, batch, spec, linear| Case {
+    let case = |kind, batch, spec, linear, hinm| Case {
         kind,
         batch,
         spec,
         linear,
+        hinm,
     };
     vec![
-        case(ModelKind::Lenet5, 64, mnist, false),
-        case(ModelKind::Resnet18CifarW16, 64, CIFAR, false),
-        case(ModelKind::Resnet18Cifar, 128, CIFAR, false),
-        case(ModelKind::ResmlpS12, 64, CIFAR, true),
-        case(ModelKind::DeitTi, 64, CIFAR, true),
+        // LeNet-5's 6, 120 and 84 outputs and the GRU's 39 inputs take no HiNM tile
+        case(ModelKind::Lenet5, 64, mnist, false, None),
+        case(
+            ModelKind::Resnet18CifarW16,
+            64,
+            CIFAR,
+            false,
+            Some("75:v16"),
+        ),
+        case(ModelKind::Resnet18Cifar, 128, CIFAR, false, Some("75:v64")),
+        case(ModelKind::ResmlpS12, 64, CIFAR, true, Some("75:v64")),
+        case(ModelKind::DeitTi, 64, CIFAR, true, Some("75:v64")),
         case(
             ModelKind::Gru,
             64,
@@ -70,6 +88,7 @@ fn cases() -> Vec<Case> {
                 classes: 10,
             },
             true,
+            None,
         ),
     ]
 }
@@ -98,6 +117,47 @@ fn batch<B: Backend>(case: &Case, device: &B::Device) -> Batch<B> {
     Batch {
         inputs,
         targets: Tensor::from_ints(targets.as_slice(), device),
+    }
+}
+
+/// Benchmarks one inference step (the logits of a batch, no autodiff) of the evaluation form of
+/// the model it visits, dense or with its layers packed under a HiNM level.
+struct Infer<'a, B: AutodiffBackend> {
+    c: &'a mut Criterion,
+    id: String,
+    batch: Batch<B::InnerBackend>,
+    device: B::Device,
+    kind: ModelKind,
+    hinm: Option<Level>,
+}
+
+impl<B: TrainBackend> ModelVisitor<B> for Infer<'_, B> {
+    type Output = ();
+
+    fn visit<M: TrainableClassifier<B>>(self, model: M) {
+        let shapes = ember_models::params::float_shapes(&model);
+        let model = model.valid();
+        let model = match self.hinm {
+            None => model,
+            Some(level) => {
+                let all = burn_hinm::module::params(&model);
+                let layers = contraction_layers(&shapes);
+                let plans = hinm::plan(&all, &layers, None, level, Method::Gyro, 7, false)
+                    .expect("the case's level fits its pruned layers");
+                let packed = hinm::packed_model(self.kind, &all, &plans, Default::default())
+                    .expect("the masks pack");
+                burn_hinm::module::load_packed(model, &packed).expect("the packed model loads")
+            }
+        };
+        let inputs = self.batch.inputs;
+        let device = self.device;
+        self.c.bench_function(&self.id, |b| {
+            b.iter(|| {
+                let logits = model.logits(inputs.clone());
+                B::InnerBackend::sync(&device).expect("the step completes");
+                logits
+            })
+        });
     }
 }
 
@@ -191,6 +251,26 @@ fn benches<B: KernelBackend>(
             };
             case.kind
                 .build::<Stack<B>, _>(case.spec, &device, step)
+                .expect("the case's model takes its inputs");
+        }
+        let levels = [("5-dense-infer", None), ("6-hinm-75-infer", case.hinm)];
+        for (variant, level) in levels.into_iter().filter(|_| case.hinm.is_some()) {
+            let device =
+                stack_device::<B>(native.clone().with_conv(ConvRoute::Gemm), Policy::default());
+            let id = format!(
+                "model_step/{}_b{}/{backend}-{threads}t/{variant}",
+                case.kind, case.batch
+            );
+            let infer = Infer::<Stack<B>> {
+                c,
+                id,
+                batch: batch(&case, &device),
+                device: device.clone(),
+                kind: case.kind,
+                hinm: level.map(|l| l.parse().expect("the case's level parses")),
+            };
+            case.kind
+                .build::<Stack<B>, _>(case.spec, &device, infer)
                 .expect("the case's model takes its inputs");
         }
     }
