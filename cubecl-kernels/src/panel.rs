@@ -110,13 +110,20 @@ impl Src<'_> {
     fn panel<const L: usize>(self, r0: usize, n: usize) -> Vec<Line<L>> {
         match self.orient {
             Orient::Rows => transpose::<L>(&self.x[r0 * self.k..][..n * self.k], self.k),
-            Orient::Cols => {
-                let mut lines = vec![Line([0.0; L]); self.k];
-                for (c, line) in lines.iter_mut().enumerate() {
-                    line.0[..n].copy_from_slice(&self.x[c * self.m + r0..][..n]);
-                }
-                lines
-            }
+            Orient::Cols => (0..self.k)
+                .map(|c| {
+                    let run = &self.x[c * self.m + r0..][..n];
+                    match <[f32; L]>::try_from(run) {
+                        // a full panel: one copy, no zeroing first
+                        Ok(full) => Line(full),
+                        Err(_) => {
+                            let mut line = Line([0.0; L]);
+                            line.0[..n].copy_from_slice(run);
+                            line
+                        }
+                    }
+                })
+                .collect(),
         }
     }
 }

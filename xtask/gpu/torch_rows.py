@@ -9,7 +9,8 @@ value per channel: `prelu_fwd`, `prelu_bwd` (dx and dα), `affine_fwd` (x·α + 
 (dx, dα, dβ); `model_step` (dims [batch], with "model": an Ember model name and "threads": CPU
 threads) is one training step — forward, cross-entropy, backward, Adam — of the same model as
 Ember's zoo defines it (`model_step_module` below), at CIFAR-10's shapes (MNIST's for LeNet-5,
-FSDD's for the GRU). OUT gets {"torch": version, "device": name, "tf32": bool, "rows": {row:
+FSDD's for the GRU); `model_infer` (the same keys) is one inference step of it — `eval()`,
+`no_grad`, the logits of a batch. OUT gets {"torch": version, "device": name, "tf32": bool, "rows": {row:
 ns}}: the mean time of one call followed by a device synchronisation, as every Ember device row
 waits for its device after each call; f32 throughout (on CUDA, `rows_tf32` has the model steps
 again with TF32 matmuls and convolutions, the precision of Burn's CUDA matmul). Runs on CUDA when
@@ -189,8 +190,9 @@ def model_step_module(model):
     }[model]
 
 
-def model_step(item, device):
-    """One training step of `item["model"]` at batch `item["dims"][0]`."""
+def model_step(item, device, train=True):
+    """One training step of `item["model"]` at batch `item["dims"][0]` (`train`), or one
+    inference step (`eval()`, `no_grad`, the logits)."""
     make, image = model_step_module(item["model"])
     if device.type == "cpu" and "threads" in item:
         torch.set_num_threads(int(item["threads"]))
@@ -213,7 +215,14 @@ def model_step(item, device):
         F.cross_entropy(forward(), targets).backward()
         opt.step()
 
-    return step
+    def infer():
+        with torch.no_grad():
+            return forward()
+
+    if train:
+        return step
+    net.eval()
+    return infer
 
 
 def build(op, dims, device):
@@ -264,17 +273,18 @@ def main():
     for item in request:
         key = (item["op"], tuple(item["dims"]), item.get("model"), item.get("threads"))
         if key not in done:
-            if item["op"] == "model_step":
-                fn = model_step(item, device)
+            if item["op"] in ("model_step", "model_infer"):
+                fn = model_step(item, device, item["op"] == "model_step")
             else:
                 fn = build(item["op"], item["dims"], device)
             done[key] = mean_ns(fn, device)
             print(f"{key}: {done[key] / 1e3:.1f} µs", file=sys.stderr)
         rows[item["row"]] = done[key]
-        if item["op"] == "model_step" and device.type == "cuda":
+        if item["op"] in ("model_step", "model_infer") and device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-            rows_tf32[item["row"]] = mean_ns(model_step(item, device), device)
+            train = item["op"] == "model_step"
+            rows_tf32[item["row"]] = mean_ns(model_step(item, device, train), device)
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
     out = {

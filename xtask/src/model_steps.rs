@@ -47,10 +47,17 @@ impl Step {
         })
     }
 
-    /// The PyTorch row this step is compared with: the same model, batch and threads (one
-    /// PyTorch step per group: PyTorch has no routes).
+    /// Whether this is an inference step (a `*-infer` route: the logits of a batch, no
+    /// autodiff), compared with PyTorch's inference step.
+    fn inference(&self) -> bool {
+        self.route.ends_with("-infer")
+    }
+
+    /// The PyTorch row this step is compared with: the same model, batch, threads and kind of
+    /// step (one PyTorch step per group: PyTorch has no routes).
     fn torch_key(&self) -> String {
-        format!("{}_b{}/{}t", self.model, self.batch, self.threads)
+        let kind = if self.inference() { "/infer" } else { "" };
+        format!("{}_b{}/{}t{kind}", self.model, self.batch, self.threads)
     }
 }
 
@@ -73,8 +80,13 @@ fn torch(
     let mut seen = std::collections::BTreeSet::new();
     for s in steps {
         if seen.insert(s.torch_key()) {
+            let op = if s.inference() {
+                "model_infer"
+            } else {
+                "model_step"
+            };
             request.push(serde_json::json!({
-                "row": s.torch_key(), "op": "model_step", "dims": [s.batch],
+                "row": s.torch_key(), "op": op, "dims": [s.batch],
                 "model": s.model, "threads": s.threads,
             }));
         }
@@ -143,7 +155,12 @@ fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str
          every tensor f32 on both sides, measured in one run; PyTorch's column: {what}, the \
          same model definitions (`xtask/gpu/torch_rows.py`), batch and thread count. Routes: \
          `native` is `--conv gemm` (the default), `native-burn-conv` Burn's own convolution \
-         kernels (`--conv burn`). The same rows are in `docs/model-steps.csv`.\n\n\
+         kernels (`--conv burn`). The `*-infer` rows are an inference step instead (the \
+         logits of a batch on the evaluation form, no autodiff; PyTorch: `eval()` under \
+         `no_grad`): `dense-infer` the model as trained, `hinm-75-infer` its contraction \
+         layers but the first and last packed at HiNM 75 % (Gyro-permuted masks; V = 16 for \
+         ResNet-18-w16, 64 elsewhere) and run by the HiNM product. The same rows are in \
+         `docs/model-steps.csv`.\n\n\
          | model | batch | device | threads | route | Ember | PyTorch | Ember ÷ PyTorch |\n\
          |---|---:|---|---:|---|---:|---:|---:|\n",
         crate::cores()
@@ -248,6 +265,11 @@ mod tests {
         );
         assert_eq!(s.torch_key(), "resnet18-cifar-w16_b64/2t");
         assert!(Step::parse("gemm_fc1/ndarray/1-native", 1.0).is_none());
+        // an inference step is compared with PyTorch's inference step
+        let i = Step::parse("model_step/deit-ti_b64/ndarray-1t/6-hinm-75-infer", 5e6).unwrap();
+        assert_eq!((i.route.as_str(), i.inference()), ("hinm-75-infer", true));
+        assert_eq!(i.torch_key(), "deit-ti_b64/1t/infer");
+        assert!(!s.inference());
     }
 
     #[test]
