@@ -1,6 +1,7 @@
 //! # burn-approx-mul
 //!
-//! **ApproxMul** (ApproxTrain, `shared/papers/approx-mul_approxtrain.md`): every multiply inside
+//! **ApproxMul** ("ApproxTrain: Fast Simulation of Approximate Multipliers for DNN Training and
+//! Inference"): every multiply inside
 //! matmul, linear and convolution — forward and both gradients — goes through a simulated
 //! approximate floating-point multiplier, with FP32 accumulation.
 //!

@@ -1,6 +1,7 @@
 //! # burn-bcr
 //!
-//! **Bcr** (GRIM, `shared/papers/bcr_grim.md`): block column-row pruning trained with ADMM,
+//! **Bcr** (GRIM: "A General, Real-Time Deep Learning Inference Framework for Mobile
+//! Devices based on Fine-Grained Structured Weight Sparsity"): block column-row pruning trained with ADMM,
 //! stored in the BCRC compact format (reorder, row offset, occurrence, column stride, compact
 //! column, weights) and run by a reordered sparse GEMM, with a block-size tuner.
 //!

@@ -1,6 +1,6 @@
 //! # burn-hinm
 //!
-//! **Hinm** (Gyro-Permutation, `shared/papers/hinm_gyro-permutation.md`): hierarchical N:M
+//! **Hinm** (Gyro-Permutation: "Toward Efficient Permutation for Hierarchical N:M Sparsity on GPUs"): hierarchical N:M
 //! weight sparsity (column-vector pruning per tile of `V` output rows, then 2:4), with
 //! output-channel permutations found by balanced k-means and linear assignment and tile-wise
 //! input permutations.

@@ -1,6 +1,7 @@
 //! # burn-sparse-act
 //!
-//! **SparseAct** (Barley & Fröning, `shared/papers/sparse-act_barley-froening_structured-activation-pruning.md`):
+//! **SparseAct** (Barley & Fröning, "Compressing the Backward Pass of Large-Scale Neural Architectures by
+//! Structured Activation Pruning"):
 //! a dense forward pass, but the input activation a linear layer keeps for its weight gradient
 //! is pruned per sample to its top-k blocks by L2 norm and stored block-sparse; the weight
 //! gradient is then computed from the stored blocks. The goal is less training memory.

@@ -1,4 +1,4 @@
-//! Per-channel broadcast kernels after OneFlow (`../shared/papers/kernels_oneflow-prelu-broadcast.md`):
+//! Per-channel broadcast kernels after OneFlow's vectorized broadcast kernels:
 //! PReLU with one α per channel, and the per-channel affine map `x · α + β` (ResMLP's `Affine`,
 //! its layer-scales), forward and backward, each one fused kernel.
 //!

@@ -11,10 +11,12 @@
 //!   by the effects report), and becomes packed when a layer's settings carry its packed form
 //!   ([`PackedFloat::for_layer`]).
 //! - [`linear`], [`matmul`] (a rank-2 left operand times a packed Linear weight, as Burn's
-//!   `Gru` multiplies its gate weights) and [`conv2d`] (groups = 1, through `unfold4d`) run the
-//!   format's sparse product on a packed weight: its CubeCL kernel on a CubeCL backend (the
-//!   device arrays uploaded once per device and cached), its host implementation elsewhere
-//!   (ndarray). Over an *approximate* multiplier underneath they go dense instead (the sparse
+//!   `Gru` multiplies its gate weights) and [`conv2d`] (groups = 1) run the format's sparse
+//!   product on a packed weight: its CubeCL kernel on a CubeCL backend (the device arrays
+//!   uploaded once per device and cached; a convolution's input unfolded by `unfold4d`, which
+//!   ApproxMul's GEMM routes take through Ember's im2col kernel), its host implementation
+//!   elsewhere (ndarray; a convolution's im2col columns are the transposed activations the host
+//!   product reads without a transpose, [`PackedWeight::host_product_cols`]). Over an *approximate* multiplier underneath they go dense instead (the sparse
 //!   products multiply exactly) and say so. They are the bodies of the decorator's
 //!   [`DecoratorOps`](super::DecoratorOps) overrides.
 //!

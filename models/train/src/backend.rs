@@ -29,7 +29,12 @@ ember_models::choices!(BackendKind {
 
 /// The training stack over `B`: SparseAct over autodiff over Bcr and Hinm (packed weights of
 /// either format) over ApproxMul.
-pub type Stack<B> = SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>;
+pub type Stack<B> = SparseAct<Autodiff<Decorated<B>>>;
+/// The decorators under autodiff in [`Stack<B>`]: Bcr over Hinm over ApproxMul over `B` (its
+/// inference backend is this).
+pub type Decorated<B> = Bcr<Hinm<ApproxMul<B>>>;
+/// The device of [`Stack<B>`].
+pub type StackDevice<B> = SparseDevice<Decorated<B>>;
 /// The ndarray stack used for training.
 pub type NdarrayStack = Stack<burn::backend::NdArray>;
 /// The wgpu stack used for training.
@@ -43,7 +48,7 @@ pub type CudaStack = Stack<burn::backend::Cuda>;
 pub fn stack_device<B: cubecl_kernels::decorator::KernelBackend>(
     multiplier: Multiplier,
     policy: Policy,
-) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
+) -> StackDevice<B> {
     stack_device_on::<B>(Default::default(), multiplier, policy)
 }
 
@@ -52,7 +57,7 @@ pub fn stack_device_on<B: cubecl_kernels::decorator::KernelBackend>(
     inner: B::Device,
     multiplier: Multiplier,
     policy: Policy,
-) -> SparseDevice<Bcr<Hinm<ApproxMul<B>>>> {
+) -> StackDevice<B> {
     register_fused::<B>();
     let approx = ApproxDevice::new(inner, multiplier);
     SparseDevice::new(BcrDevice::new(HinmDevice::new(approx, ()), ()), policy)
@@ -63,15 +68,13 @@ pub fn stack_device_on<B: cubecl_kernels::decorator::KernelBackend>(
 /// backend (the forward kernel). PReLU needs no registration: it is a backend op.
 pub fn register_fused<B: KernelBackend>() {
     use ember_models::broadcast::register_affine;
-    type Inner<B> = Bcr<Hinm<ApproxMul<B>>>;
     register_affine::<Stack<B>>(
         burn_sparse_act::fused_affine::<
-            Inner<B>,
+            Decorated<B>,
             burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
         >,
     );
-    type Infer<B> = <Stack<B> as AutodiffBackend>::InnerBackend;
-    register_affine::<Infer<B>>(cubecl_kernels::broadcast::ops::affine_on_axis::<Infer<B>>);
+    register_affine::<Decorated<B>>(cubecl_kernels::broadcast::ops::affine_on_axis::<Decorated<B>>);
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every
@@ -136,7 +139,7 @@ impl BackendKind {
 
     /// Runs `job` on this backend's default device carrying `multiplier` and the SparseAct
     /// `policy`, after checking that the backend can start here. Every stack is
-    /// `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>`: [`Multiplier::native`], the default (off)
+    /// [`Stack<B>`]: [`Multiplier::native`], the default (off)
     /// policy and dense weights make it `Autodiff<B>` bit for bit, so one monomorphisation serves every combination.
     pub fn dispatch<J: BackendJob>(
         self,
@@ -168,7 +171,7 @@ impl BackendKind {
             inner: Vec<B::Device>,
             multiplier: &Multiplier,
             policy: &Policy,
-        ) -> Vec<SparseDevice<Bcr<Hinm<ApproxMul<B>>>>> {
+        ) -> Vec<StackDevice<B>> {
             inner
                 .into_iter()
                 .map(|d| stack_device_on::<B>(d, multiplier.clone(), policy.clone()))

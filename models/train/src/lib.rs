@@ -23,33 +23,20 @@
 //! ```no_run
 //! use ember_models::classifier::ModelKind;
 //! use ember_models::data::{mnist::MnistSource, DataSource};
-//! use ember_train::{backend::BackendKind, run::OnExisting};
 //! use ember_train::train::{train, TrainOptions};
 //!
+//! let data = DataSource::Mnist(MnistSource::Embedded);
 //! let report = train(TrainOptions {
-//!     model: ModelKind::Lenet5,
-//!     act: Default::default(),
-//!     backend: BackendKind::Ndarray,
 //!     multiplier: burn_approx_mul::Multiplier::parse("afm16")?,
 //!     sparse_act: burn_sparse_act::Policy::uniform(burn_sparse_act::Pruning::parse("0.5:4")?),
 //!     // the first and the last layer exact (or LayerPolicy::from_arg("policy.toml")?)
 //!     policy: Some(ember_train::policy::LayerPolicy::FirstLastExact),
-//!     energy: None,
 //!     epochs: 2,
 //!     batch_size: 64,
 //!     lr: 1e-3,
-//!     seed: 42,
-//!     out: "runs/example".into(),
-//!     data: DataSource::Mnist(MnistSource::Embedded),
-//!     on_existing: OnExisting::Refuse,
-//!     train_limit: None,
-//!     test_limit: None,
 //!     plain: true,
-//!     on_nan: ember_train::train::OnNan::Stop,
-//!     hinm: None,
-//!     bcr: None,
-//!     interrupt: None,
-//!     scale: Default::default(),
+//!     // every other setting at `ember train`'s default
+//!     ..TrainOptions::new(ModelKind::Lenet5, data, "runs/example")
 //! })?;
 //! if let Some(test) = report.test {
 //!     println!("test accuracy {:.2}%", test.accuracy);

@@ -93,7 +93,7 @@ fn prune_bcr(
     level: burn_bcr::Level,
     policy: Option<ember_train::policy::LayerPolicy>,
 ) -> Result<(), EmberError> {
-    use ember_train::train::{self, OnNan, TrainOptions};
+    use ember_train::train::{self, TrainOptions};
     let (_, manifest, _) = ember_train::run::resolve_checkpoint(&args.checkpoint)?;
     let manifest = manifest.ok_or_else(|| EmberError::BadCheckpoint {
         path: args.checkpoint.clone(),
@@ -103,26 +103,18 @@ fn prune_bcr(
         let p = PathBuf::from(&manifest.data);
         p.exists().then_some(p)
     });
+    let data = ember_models::data::DataSource::new(manifest.dataset, data_dir)?;
     let report = train::train(TrainOptions {
-        model: manifest.model,
         act: manifest.act,
         backend: args.backend,
         multiplier: args.conv.apply(burn_approx_mul::Multiplier::native()),
-        sparse_act: Default::default(),
         policy,
-        energy: None,
         epochs: args.epochs,
         batch_size: manifest.batch_size,
         lr: args.lr,
         seed: args.seed,
-        out: args.out,
-        data: ember_models::data::DataSource::new(manifest.dataset, data_dir)?,
-        on_existing: ember_train::run::OnExisting::Refuse,
         train_limit: manifest.train_limit,
         test_limit: manifest.test_limit,
-        plain: false,
-        on_nan: OnNan::Stop,
-        hinm: None,
         bcr: Some(ember_train::bcr::BcrTrain {
             level,
             admm_every: None,
@@ -131,8 +123,7 @@ fn prune_bcr(
             retrain: 0,
             from: Some(args.checkpoint),
         }),
-        interrupt: None,
-        scale: Default::default(),
+        ..TrainOptions::new(manifest.model, data, args.out)
     })?;
     // one process, no MPI job: the run was evaluated
     let accuracy = report.test.map_or(f64::NAN, |t| t.accuracy);

@@ -5,7 +5,7 @@ use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
 use ember_train::EmberError;
 use ember_train::backend::BackendKind;
-use ember_train::bcr::{TuneOptions, tune, tune_table};
+use ember_train::bcr::{TuneOptions, tune, tune_table, untuned};
 
 /// Arguments of `ember tune-bcr`.
 #[derive(clap::Args)]
@@ -76,5 +76,6 @@ pub fn run(args: TuneBcrArgs) -> Result<(), EmberError> {
     };
     let layers = tune(opts.clone())?;
     print!("{}", tune_table(&opts, &layers));
-    Ok(())
+    // a layer without a block is a failure, not a table cell
+    untuned(&layers)
 }

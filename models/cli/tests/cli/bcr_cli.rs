@@ -89,6 +89,19 @@ fn one_shot_pruning_of_a_trained_run_retrains_masked_and_resumes_nothing_it_shou
     let jv = jv_dir(&dir);
     let dense = dir.join("dense");
     ok(&ember(&gru_args(&jv, &dense, "1", &[])));
+    // a rate above a layer's size would keep none of its weights: refused, nothing written
+    let zeros = dir.join("zeros");
+    let out = ember(&[
+        "prune",
+        "--bcr",
+        "1e10x:1x1",
+        "--checkpoint",
+        s(&dense),
+        "--out",
+        s(&zeros),
+    ]);
+    fails_with(&out, "would keep no weight");
+    assert!(!zeros.exists());
     let pruned = dir.join("pruned");
     let prune = [
         "prune",
@@ -324,6 +337,10 @@ fn the_tuner_prints_a_block_per_layer() {
         (vec!["--rate", "1"], "a pruning rate is a number above 1"),
         (vec!["--blocks", "4y16"], "is not a block"),
         (vec!["--blocks", "0x16"], "at least one row"),
+        (vec!["--threshold", "nan"], "--threshold NaN: a speed-up ratio above 0"),
+        (vec!["--threshold=-1"], "--threshold -1: a speed-up ratio above 0"),
+        // a block larger than every layer: no layer is tuned, whatever the table shows
+        (vec!["--blocks", "100000x100000", "--rows", "4", "--repeats", "1"], "no layer could be tuned (9 of 9 failed)"),
     ] {
         let mut all = vec!["tune-bcr", "--model", "gru", "--dataset", "fsdd"];
         all.extend(args);

@@ -286,6 +286,10 @@ fn a_diverging_loss_stops_cleanly_or_is_plotted_as_gaps() {
     assert!(diverged.join("curves.png").is_file());
     let csv = std::fs::read_to_string(diverged.join("metrics.csv")).unwrap();
     assert!(csv.contains("NaN"), "{csv}");
+    // its weights are not numbers: evaluating them is refused, naming one
+    let eval = ember(&["eval", "--checkpoint", s(&diverged)]);
+    fails_with(&eval, "holds NaN or infinite values");
+    fails_with(&eval, "its parameter ");
     let figures = tmp.join("figures");
     ok(&ember(&["compare", s(&diverged), "--out", s(&figures)]));
     assert!(figures.join("loss.png").is_file());

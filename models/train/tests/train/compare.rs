@@ -1,39 +1,36 @@
 //! `ember_train::compare`.
 
 use ember_train::compare::*;
+use ember_models::classifier::ModelKind;
+use ember_models::data::{DataSource, cifar::CifarSource};
 use ember_train::run::Manifest;
+use ember_train::train::TrainOptions;
 use plotters::style::RGBColor;
+
+/// A one-epoch ResMLP-small run's options under the SparseAct `policy`.
+fn options(policy: &str) -> TrainOptions {
+    let data = DataSource::Cifar10(CifarSource::Binary("test".into()));
+    TrainOptions {
+        sparse_act: policy.parse().unwrap(),
+        epochs: 1,
+        lr: 1e-3,
+        seed: 1,
+        ..TrainOptions::new(ModelKind::ResmlpSmall, data, "x")
+    }
+}
 
 fn run(dir: &str, policy: &str, accuracy: f64) -> RunSummary {
     RunSummary {
         dir: dir.into(),
         manifest: Manifest {
-            version: ember_train::run::MANIFEST_VERSION,
-            model: ember_models::classifier::ModelKind::ResmlpSmall,
-            act: Default::default(),
-            backend: ember_train::backend::BackendKind::Ndarray,
-            multiplier: "native".into(),
             conv: None,
-            sparse_act: policy.parse().unwrap(),
-            epochs: 1,
-            batch_size: 32,
-            lr: 1e-3,
-            seed: 1,
-            dataset: ember_models::data::DatasetKind::Cifar10,
             data: "test".into(),
-            train_limit: None,
-            test_limit: None,
-            policy: None,
-            hinm: None,
-            bcr: None,
-            replicas: 1,
-            completed_epochs: 1,
             epoch_seconds: vec![1.0],
-            history: Vec::new(),
+            completed_epochs: 1,
             test_accuracy: Some(accuracy),
             test_loss: Some(1.0),
             tested_epoch: Some(1),
-            files: Default::default(),
+            ..Manifest::new(&options(policy), None)
         },
         epochs: Vec::new(),
     }

@@ -3,38 +3,26 @@
 use burn_sparse_act::Policy;
 use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
+use ember_models::data::{DataSource, mnist::MnistSource};
+use ember_train::train::TrainOptions;
 use ember_train::EmberError;
 use ember_train::backend::BackendKind;
 use ember_train::run::*;
 
 fn manifest(model: ModelKind, completed: usize) -> Manifest {
-    Manifest {
-        version: MANIFEST_VERSION,
-        model,
-        act: Default::default(),
-        backend: BackendKind::Ndarray,
-        multiplier: "native".into(),
-        conv: None,
-        sparse_act: Policy::default(),
+    let data = DataSource::Mnist(MnistSource::Embedded);
+    let opts = TrainOptions {
         epochs: 2,
         batch_size: 8,
         lr: 1e-3,
         seed: 1,
-        dataset: DatasetKind::Mnist,
+        ..TrainOptions::new(model, data, "x")
+    };
+    Manifest {
+        conv: None,
         data: "x".into(),
-        train_limit: None,
-        test_limit: None,
-        policy: None,
-        hinm: None,
-        bcr: None,
-        replicas: 1,
         completed_epochs: completed,
-        epoch_seconds: vec![],
-        history: vec![],
-        test_accuracy: None,
-        test_loss: None,
-        tested_epoch: None,
-        files: Default::default(),
+        ..Manifest::new(&opts, None)
     }
 }
 

@@ -1,0 +1,163 @@
+//! The replicas after the first of a process: they train their shards in step with the
+//! others and write nothing.
+
+use crate::train::TrainOptions;
+use crate::train::fit::{Pruning, Shard, Stop, end_bcr_epoch, train_epoch};
+use crate::train::manifest::Optim;
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::progress::{Progress, Running};
+use crate::record;
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
+use burn::optim::{AdamConfig, Optimizer};
+use burn::prelude::*;
+use burn::train::ClassificationOutput;
+use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What every replica of a parallel run must share: the settings that decide what it computes
+/// (not where it writes or reads from) and the epoch it starts at, by name.
+pub(crate) fn shared_settings(
+    opts: &TrainOptions,
+    manifest: &Manifest,
+    train: usize,
+    test: usize,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("--model", opts.model.to_string()),
+        ("--act", opts.act.to_string()),
+        ("--backend", opts.backend.to_string()),
+        ("--multiplier", opts.multiplier.name().to_string()),
+        ("--conv", opts.multiplier.conv().to_string()),
+        ("--sparse-act", opts.sparse_act.to_string()),
+        ("--policy", format!("{:?}", manifest.policy)),
+        ("--epochs", opts.epochs.to_string()),
+        ("--batch-size", opts.batch_size.to_string()),
+        ("--lr", opts.lr.to_string()),
+        ("--seed", opts.seed.to_string()),
+        ("--dataset", opts.data.kind().to_string()),
+        ("training/test sizes", format!("{train}/{test}")),
+        ("--on-nan", opts.on_nan.to_string()),
+        (
+            "--hinm",
+            format!("{:?}", opts.hinm.as_ref().map(|h| h.describe())),
+        ),
+        (
+            "--bcr",
+            format!("{:?}", opts.bcr.as_ref().map(|b| b.describe())),
+        ),
+        ("replica count", opts.scale.replicas().to_string()),
+        ("--verify-replicas", opts.scale.verify.to_string()),
+        (
+            "first epoch (--resume)",
+            (manifest.completed_epochs + 1).to_string(),
+        ),
+    ]
+}
+
+/// Joins a replica to the others (every replica of every process calls it, in the same order)
+/// and checks that they all train the same run from the same weights.
+pub(crate) fn join<B: TrainBackend, M: TrainableClassifier<B>>(
+    replica: &Replica,
+    scale: &Scale,
+    settings: &[(&'static str, String)],
+    model: &M,
+    device: &B::Device,
+) -> Result<()> {
+    if !replica.is_parallel() {
+        return Ok(());
+    }
+    replica.register::<B::InnerBackend>(scale, device)?;
+    replica.agree_settings::<B::InnerBackend>(settings, device)?;
+    replica.agree::<B::InnerBackend>(scale::param_digest(model), device, |r| {
+        format!("replica {r} starts from other weights than replica 0")
+    })
+}
+
+/// A replica after the first of its process: it trains its shards in step with the others and
+/// writes nothing (the first replica writes the run directory and evaluates).
+pub(crate) struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
+    pub(crate) opts: TrainOptions,
+    pub(crate) replica: Replica,
+    pub(crate) settings: Vec<(&'static str, String)>,
+    pub(crate) device: B::Device,
+    pub(crate) model: M,
+    pub(crate) optim: <Optim<B, M> as Optimizer<M, B>>::Record,
+    pub(crate) masks: std::collections::BTreeMap<String, Vec<f32>>,
+    pub(crate) bcr: Option<crate::bcr::BcrState>,
+    pub(crate) first: usize,
+    pub(crate) train: Arc<InMemDataset<I>>,
+    pub(crate) batcher: Arc<dyn Fn(usize) -> T + Send + Sync>,
+}
+
+impl<B: TrainBackend, M: TrainableClassifier<B>, I, T> Follower<B, M, I, T>
+where
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, Batch<B>>,
+{
+    fn run(self) -> Result<()> {
+        let Self {
+            opts,
+            replica,
+            settings,
+            device,
+            mut model,
+            optim,
+            mut masks,
+            bcr,
+            first,
+            train,
+            batcher,
+        } = self;
+        join::<B, M>(&replica, &opts.scale, &settings, &model, &device)?;
+        let mut optim = AdamConfig::new().init::<B, M>().load_record(optim);
+        let mut pruning = Pruning {
+            masks: &mut masks,
+            bcr,
+        };
+        for epoch in first..=opts.epochs {
+            let batcher = batcher(epoch);
+            let shard = Shard {
+                model,
+                optim: &mut optim,
+                train: &train,
+                batcher: &batcher,
+            };
+            match train_epoch::<B, M, I, T>(
+                &opts,
+                &replica,
+                epoch,
+                &device,
+                shard,
+                &mut pruning,
+                None,
+            ) {
+                Ok((next, _, _)) => model = next,
+                Err(Stop::Failed(e)) => return Err(e),
+                // the first replica reports the stop
+                Err(_) => break,
+            }
+            end_bcr_epoch(&mut model, &mut pruning, epoch)?;
+            replica.end_epoch()?;
+        }
+        replica.finish::<B::InnerBackend>();
+        Ok(())
+    }
+}

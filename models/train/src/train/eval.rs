@@ -1,0 +1,323 @@
+//! Evaluation of a saved model (a run directory, a checkpoint or a packed model file) on a
+//! test split.
+
+use super::data::Splits;
+use super::fit::{Sums, energy_name};
+use super::manifest::{layer_setup, report_effects};
+use super::EvalReport;
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::progress::{Progress, Running};
+use crate::record;
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
+use burn::optim::{AdamConfig, Optimizer};
+use burn::prelude::*;
+use burn::train::ClassificationOutput;
+use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub(crate) fn evaluate_items<B, M, I, V>(
+    model: &M,
+    items: &impl Dataset<I>,
+    batcher: &V,
+    batch_size: usize,
+    device: &B::Device,
+) -> EvalReport
+where
+    B: Backend,
+    M: Classifier<B>,
+    I: Clone + Send + Sync,
+    V: Batcher<B, I, Batch<B>>,
+{
+    let mut sums = Sums::default();
+    for start in (0..items.len()).step_by(batch_size) {
+        let end = items.len().min(start.saturating_add(batch_size));
+        let chunk = (start..end).map(|i| items.get(i).expect("an index below len"));
+        let batch = batcher.batch(chunk.collect(), device);
+        sums.add(&model.forward_classification(batch));
+    }
+    EvalReport {
+        accuracy: sums.accuracy(),
+        loss: sums.loss(),
+        images: sums.seen,
+    }
+}
+
+/// Everything `ember eval` needs.
+#[derive(Clone, Debug)]
+pub struct EvalOptions {
+    /// A run directory, or a `.mpk` model or checkpoint file.
+    pub checkpoint: PathBuf,
+    /// The model the checkpoint must hold (read from the run's manifest when not given).
+    pub model: Option<ModelKind>,
+    /// Backend to evaluate on.
+    pub backend: BackendKind,
+    /// Multiplier to evaluate with (may differ from the one trained with: ApproxTrain's
+    /// cross-format testing).
+    pub multiplier: Multiplier,
+    /// The dataset (read from the run's manifest when not given; MNIST without one).
+    pub dataset: Option<DatasetKind>,
+    /// Directory of the test data (`None`: the embedded MNIST subset).
+    pub data_dir: Option<PathBuf>,
+    /// Batch size.
+    pub batch_size: usize,
+    /// Evaluate only the first N test images (`None`: all).
+    pub test_limit: Option<usize>,
+    /// Per-layer multipliers by module path (`--policy`; its SparseAct settings have no
+    /// effect on evaluation).
+    pub policy: Option<LayerPolicy>,
+    /// Energy figures for the effects report (`--energy`).
+    pub energy: Option<PathBuf>,
+}
+
+/// Evaluates a saved model on the test split.
+pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
+    if opts.batch_size == 0 {
+        return Err(EmberError::Invalid(
+            "--batch-size must be at least 1".into(),
+        ));
+    }
+    opts.backend.check_available()?;
+    let packed = Packed::find(&opts.checkpoint)?;
+    let (file, manifest, checksum) = match &packed {
+        Some((f, _)) => (f.clone(), None, None),
+        None => run::resolve_checkpoint(&opts.checkpoint)?,
+    };
+    let from_file = match &packed {
+        Some((f, m)) => {
+            Some(
+                m.model()
+                    .parse::<ModelKind>()
+                    .map_err(|_| EmberError::BadCheckpoint {
+                        path: f.clone(),
+                        reason: format!(
+                            "it holds a model this build does not know ({})",
+                            m.model()
+                        ),
+                    })?,
+            )
+        }
+        None => manifest.as_ref().map(|m| m.model),
+    };
+    let model = match (opts.model, from_file) {
+        (Some(asked), Some(trained)) if asked != trained => {
+            return Err(EmberError::BadCheckpoint {
+                path: opts.checkpoint,
+                reason: format!("it holds a {trained} model, not {asked}"),
+            });
+        }
+        (Some(m), _) | (None, Some(m)) => m,
+        (None, None) => {
+            return Err(EmberError::BadCheckpoint {
+                path: opts.checkpoint,
+                reason: "no ember-run.json beside it: pass --model".into(),
+            });
+        }
+    };
+    let packed_dataset = packed
+        .as_ref()
+        .and_then(|(_, m)| m.about().get("dataset"))
+        .and_then(|d| d.parse::<DatasetKind>().ok());
+    let dataset = opts
+        .dataset
+        .or(manifest.as_ref().map(|m| m.dataset))
+        .or(packed_dataset)
+        .unwrap_or(DatasetKind::Mnist);
+    let source = DataSource::new(dataset, opts.data_dir)?;
+    model
+        .accepts(source.spec())
+        .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
+    if opts.test_limit == Some(0) {
+        return Err(EmberError::Invalid(
+            "--test-limit must be at least 1".into(),
+        ));
+    }
+    let test = Splits::load(&source, false, None, opts.test_limit)?;
+    opts.backend.dispatch(
+        opts.multiplier.clone(),
+        Policy::default(),
+        EvalJob {
+            act: manifest.as_ref().map_or(Activation::Relu, |m| m.act),
+            file,
+            checksum,
+            model,
+            spec: source.spec(),
+            test,
+            batch_size: opts.batch_size,
+            multiplier: opts.multiplier,
+            policy: opts.policy,
+            energy: opts.energy,
+            packed: packed.map(|(_, m)| m),
+        },
+    )
+}
+
+/// A packed model file: HiNM's `model.hinm` or BCR's `model.bcr`.
+pub(crate) enum Packed {
+    Hinm(burn_hinm::file::PackedModel),
+    Bcr(burn_bcr::file::PackedModel),
+}
+
+impl Packed {
+    /// The packed model `path` is or holds (a run directory with `model.bcr` or `model.hinm`,
+    /// or such a file), read and checked; `None` when it is neither.
+    fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
+        if let Some(f) = crate::bcr::packed_file(path) {
+            let m = crate::bcr::read_packed(&f)?;
+            return Ok(Some((f, Self::Bcr(m))));
+        }
+        crate::hinm::packed_file(path)
+            .map(|f| crate::hinm::read_packed(&f).map(|m| (f, Self::Hinm(m))))
+            .transpose()
+    }
+    fn model(&self) -> &str {
+        match self {
+            Self::Hinm(m) => &m.model,
+            Self::Bcr(m) => &m.model,
+        }
+    }
+    fn about(&self) -> &std::collections::BTreeMap<String, String> {
+        match self {
+            Self::Hinm(m) => &m.about,
+            Self::Bcr(m) => &m.about,
+        }
+    }
+    fn load<B: cubecl_kernels::decorator::KernelBackend, M: Module<B>>(
+        &self,
+        model: M,
+    ) -> std::result::Result<M, String> {
+        match self {
+            Self::Hinm(m) => burn_hinm::module::load_packed(model, m),
+            Self::Bcr(m) => burn_bcr::module::load_packed(model, m).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+pub(crate) struct EvalJob {
+    /// The activation the run was trained with (its manifest's; ReLU without one).
+    pub(crate) act: Activation,
+    /// The packed model when the checkpoint is one (`ember prune`, `ember train --hinm|--bcr`).
+    pub(crate) packed: Option<Packed>,
+    pub(crate) file: PathBuf,
+    pub(crate) checksum: Option<u32>,
+    pub(crate) model: ModelKind,
+    pub(crate) spec: DataSpec,
+    pub(crate) test: Splits,
+    pub(crate) batch_size: usize,
+    pub(crate) multiplier: Multiplier,
+    pub(crate) policy: Option<LayerPolicy>,
+    pub(crate) energy: Option<PathBuf>,
+}
+
+impl BackendJob for EvalJob {
+    type Output = EvalReport;
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<EvalReport> {
+        let (kind, act, spec) = (self.model, self.act, self.spec);
+        kind.build_with::<B, _>(act, spec, &device.clone(), EvalVisit { job: self, device })?
+    }
+}
+
+/// Loads the checkpoint into the inference form of the model [`ModelKind::build`] made, and
+/// evaluates it.
+pub(crate) struct EvalVisit<B: TrainBackend> {
+    pub(crate) job: EvalJob,
+    pub(crate) device: B::Device,
+}
+
+impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
+    type Output = Result<EvalReport>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<EvalReport> {
+        let job = self.job;
+        let (choices, energy) = layer_setup(
+            &model,
+            job.policy.as_ref(),
+            &job.multiplier,
+            job.energy.as_deref(),
+        )?;
+        let model = match &job.packed {
+            // a packed model: the weights of the pruned layers stay packed (Hinm's or Bcr's
+            // primitive)
+            Some(packed) => {
+                let model = tag_layers::<B, M>(model, &choices).valid();
+                packed
+                    .load(model)
+                    .map_err(|reason| EmberError::BadCheckpoint {
+                        path: job.file.clone(),
+                        reason: format!("cannot load it as {}: {reason}", job.model),
+                    })?
+            }
+            None => {
+                let model =
+                    record::load_checked(&job.file, job.checksum, model, job.model, &self.device)?;
+                tag_layers::<B, M>(model, &choices).valid()
+            }
+        };
+        // weights that are not numbers evaluate to a loss of NaN and a chance accuracy
+        let params = burn_hinm::module::params(&model);
+        if let Some((path, _)) = params
+            .iter()
+            .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))
+        {
+            return Err(EmberError::BadCheckpoint {
+                path: job.file.clone(),
+                reason: format!(
+                    "its parameter {path} holds NaN or infinite values (a run that diverged): \
+                     there is no model to evaluate"
+                ),
+            });
+        }
+        let device: burn::tensor::Device<B::InnerBackend> = self.device;
+        effects::start();
+        let report = match job.test {
+            Splits::Mnist(_, test) => evaluate_items(
+                &model,
+                &test.dataset(),
+                &MnistBatcher,
+                job.batch_size,
+                &device,
+            ),
+            Splits::Cifar10(_, test) => evaluate_items(
+                &model,
+                &test.dataset(),
+                &CifarBatcher::plain(),
+                job.batch_size,
+                &device,
+            ),
+            Splits::Sequences(_, test, features) => evaluate_items(
+                &model,
+                &test.dataset(),
+                &SequenceBatcher { features },
+                job.batch_size,
+                &device,
+            ),
+        };
+        let seen = effects::finish();
+        let batches = report.images.div_ceil(job.batch_size) as u64;
+        let name = energy_name(job.energy.as_deref());
+        let energy = energy.as_ref().map(|e| (name.as_str(), e));
+        let step = "evaluation batch";
+        let default = job.multiplier.name();
+        report_effects(
+            &effects_report(&seen, batches, step, &choices, default, energy),
+            None,
+        )?;
+        Ok(report)
+    }
+}

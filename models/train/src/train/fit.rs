@@ -1,0 +1,487 @@
+//! The fit loop: the epochs after the manifest's completed ones, each a pass over the
+//! replica's shard with the pruning hooks, then an evaluation, a checkpoint and the manifest.
+
+use super::data::epoch_order;
+use super::eval::evaluate_items;
+use super::manifest::{Optim, report_effects};
+use super::{Batchers, EvalReport, OnNan, TrainOptions};
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::progress::{Progress, Running};
+use crate::record;
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
+use burn::optim::{AdamConfig, Optimizer};
+use burn::prelude::*;
+use burn::train::ClassificationOutput;
+use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What [`fit`] trains, and on what.
+pub(crate) struct Fit<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T, V> {
+    pub(crate) model: M,
+    pub(crate) optim: Optim<B, M>,
+    pub(crate) train: &'a InMemDataset<I>,
+    pub(crate) test: &'a InMemDataset<I>,
+    pub(crate) batchers: &'a Batchers<T, V>,
+}
+
+/// The epochs after the manifest's completed ones: after each, the checkpoint, the manifest,
+/// `metrics.csv` and `curves.png` are written (atomically), so a killed run resumes from it.
+/// At the end, `model.mpk` and the test figures. Returns the final test evaluation.
+pub(crate) fn fit<B, M, I, T, V>(
+    opts: &TrainOptions,
+    manifest: &mut Manifest,
+    device: &B::Device,
+    replica: &Replica,
+    fit: Fit<'_, B, M, I, T, V>,
+    layers: &Layers<'_>,
+    mut pruning: Pruning<'_>,
+) -> Result<EvalReport>
+where
+    B: TrainBackend,
+    M: TrainableClassifier<B>,
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, Batch<B>>,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
+{
+    let Fit {
+        mut model,
+        mut optim,
+        train,
+        test,
+        batchers,
+    } = fit;
+    let out = &opts.out;
+    let first = manifest.completed_epochs + 1;
+    let replicas = match opts.scale.replicas() {
+        1 => String::new(),
+        n => format!(" ({n} replicas, {} items a step)", n * opts.batch_size),
+    };
+    eprintln!(
+        "training {} on {}{replicas} with multiplier {}, sparse-act {} ({} train / {} test {} from {}) for epochs {first}..={}, into {}",
+        opts.model,
+        B::name(device),
+        opts.multiplier,
+        opts.sparse_act,
+        train.len(),
+        test.len(),
+        opts.data.spec().noun(),
+        opts.data,
+        opts.epochs,
+        out.display()
+    );
+    let mut progress = Progress::new(opts.plain, opts.epochs);
+    let kept = |m: &Manifest| match m.completed_epochs {
+        0 => "no epoch was completed, so nothing was kept".to_string(),
+        e => format!(
+            "the checkpoint of epoch {e} is kept in {}: continue with --resume",
+            out.display()
+        ),
+    };
+    let mut last_test = None;
+    let mut recorded = None;
+    for epoch in first..=opts.epochs {
+        let clock = std::time::Instant::now();
+        effects::start();
+        let batcher = (batchers.train)(epoch);
+        let training = std::time::Instant::now();
+        let (next, sums, batches) = match train_epoch::<B, M, I, T>(
+            opts,
+            replica,
+            epoch,
+            device,
+            Shard {
+                model,
+                optim: &mut optim,
+                train,
+                batcher: &batcher,
+            },
+            &mut pruning,
+            Some(&mut progress),
+        ) {
+            Ok(done) => done,
+            Err(stop) => {
+                progress.finish();
+                replica.finish::<B::InnerBackend>();
+                return Err(match stop {
+                    Stop::Interrupted => EmberError::Interrupted {
+                        epoch,
+                        kept: kept(manifest),
+                    },
+                    Stop::NonFinite { batch, loss } => EmberError::NonFinite {
+                        epoch,
+                        batch,
+                        loss,
+                        kept: kept(manifest),
+                    },
+                    Stop::Failed(e) => e,
+                });
+            }
+        };
+        model = next;
+        let exchange = replica.exchange_report(training.elapsed().as_secs_f64());
+        recorded = Some((effects::finish(), batches as u64, epoch));
+        if pruning.bcr.as_ref().is_some_and(|s| s.in_admm()) {
+            progress.finish();
+        }
+        for line in end_bcr_epoch(&mut model, &mut pruning, epoch)? {
+            eprintln!("  bcr: {line}");
+        }
+        let valid = evaluate_items::<B::InnerBackend, _, I, V>(
+            &model.valid(),
+            test,
+            &batchers.valid,
+            opts.batch_size.max(256),
+            device,
+        );
+        // A parallel run stops at the next batch, where every replica learns of it at once.
+        if !replica.is_parallel() && opts.interrupted() {
+            progress.finish();
+            return Err(EmberError::Interrupted {
+                epoch,
+                kept: kept(manifest),
+            });
+        }
+        let seconds = clock.elapsed().as_secs_f64();
+        let row = report::EpochMetrics {
+            epoch,
+            train_loss: sums.loss(),
+            train_accuracy: sums.accuracy(),
+            valid_loss: valid.loss,
+            valid_accuracy: valid.accuracy,
+            seconds: Some(seconds),
+        };
+        progress.end(&row);
+        if let Some(line) = exchange {
+            eprintln!("  {line}");
+        }
+        // The checkpoint first, the manifest that points at it last: a kill in between leaves
+        // the previous epoch's state, which the manifest still names.
+        for (kind, bytes) in [
+            ("model", record::bytes::<B, _>(model.clone().into_record())?),
+            ("optim", record::bytes::<B, _>(optim.to_record())?),
+        ] {
+            let file = run::checkpoint_file(out, kind, epoch);
+            std::fs::create_dir_all(file.parent().expect("in checkpoint/"))
+                .map_err(|e| EmberError::write(&file, e))?;
+            crate::atomic::write(&file, &bytes)?;
+            manifest.record_file(out, &file, &bytes);
+        }
+        if let Some(state) = &pruning.bcr {
+            let (file, bytes) = (run::bcr_state_file(out, epoch), state.to_bytes());
+            crate::atomic::write(&file, &bytes)?;
+            manifest.record_file(out, &file, &bytes);
+        }
+        manifest.completed_epochs = epoch;
+        manifest.epoch_seconds.truncate(epoch - 1);
+        manifest.epoch_seconds.push(seconds);
+        manifest.history.retain(|r| r.epoch < epoch);
+        manifest.history.push(row);
+        manifest.write(out)?;
+        replica.fresh_run(None);
+        write_reports(opts, manifest)?;
+        last_test = Some(valid);
+        replica.end_epoch()?;
+    }
+    progress.finish();
+    replica.finish::<B::InnerBackend>();
+    let test = last_test.expect("at least one epoch trained");
+    let bytes = record::bytes::<B::InnerBackend, _>(model.valid().into_record())?;
+    let file = out.join(format!("{}.mpk", run::MODEL_FILE));
+    crate::atomic::write(&file, &bytes)?;
+    manifest.record_file(out, &file, &bytes);
+    manifest.test_accuracy = Some(test.accuracy);
+    manifest.test_loss = Some(test.loss);
+    manifest.tested_epoch = Some(opts.epochs);
+    // the provenance a packed model file records
+    let about = |level: String, perm: Option<Method>| {
+        [
+            ("level", Some(level)),
+            (
+                "perm",
+                perm.map(|p| crate::hinm::method_name(p).to_string()),
+            ),
+            ("seed", Some(opts.seed.to_string())),
+            ("source", Some(file.display().to_string())),
+            ("dataset", Some(opts.data.kind().to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v?)))
+        .collect()
+    };
+    if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
+        // the fine-tuned weights, packed with the masks they were trained under
+        let about = about(h.level.to_string(), Some(h.perm));
+        let params = burn_hinm::module::params(&model.valid());
+        let packed = crate::hinm::packed_model(opts.model, &params, &t.plans, about)?;
+        let file = out.join(crate::hinm::PACKED_FILE);
+        crate::atomic::write(&file, &packed.to_bytes())?;
+    }
+    if let (Some(state), Some(b)) = (&pruning.bcr, &opts.bcr) {
+        let about = about(b.describe(), None);
+        let params = burn_hinm::module::params(&model.valid());
+        let packed = crate::bcr::packed_model(opts.model, &params, state, about)?;
+        let file = out.join(crate::bcr::PACKED_FILE);
+        crate::atomic::write(&file, &packed.to_bytes())?;
+        eprintln!("packed BCR model: {}", file.display());
+    }
+    manifest.write(out)?;
+    if let Some((seen, steps, epoch)) = recorded {
+        let step = format!("training step of epoch {epoch}");
+        let name = energy_name(opts.energy.as_deref());
+        let energy = layers.energy.map(|e| (name.as_str(), e));
+        let default = opts.multiplier.name();
+        let report = effects_report(&seen, steps, &step, layers.choices, default, energy);
+        report_effects(&report, Some(out))?;
+    }
+    Ok(test)
+}
+
+/// One replica's model and optimizer, with its share of the training data.
+pub(crate) struct Shard<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T> {
+    pub(crate) model: M,
+    pub(crate) optim: &'a mut Optim<B, M>,
+    pub(crate) train: &'a InMemDataset<I>,
+    pub(crate) batcher: &'a T,
+}
+
+/// Why an epoch ended before its last batch.
+pub(crate) enum Stop {
+    /// SIGINT/SIGTERM (on any replica of a parallel run).
+    Interrupted,
+    /// A non-finite loss under `--on-nan stop` (the loss of the whole step, all replicas).
+    NonFinite { batch: usize, loss: f64 },
+    /// Something else failed (a collective operation, a replica check).
+    Failed(EmberError),
+}
+
+/// One replica's epoch: its shard of the epoch's order ([`Replica::shard`]) in batches, each a
+/// forward and backward pass, the gradients averaged over the replicas, the pruning hooks and an
+/// optimizer step. The replicas of a parallel run exchange each step's loss, accuracy and stop
+/// request, so they report the whole step and stop at the same batch; one replica runs exactly
+/// the single-device loop. Returns the model, the epoch's sums and its number of steps.
+pub(crate) fn train_epoch<B, M, I, T>(
+    opts: &TrainOptions,
+    replica: &Replica,
+    epoch: usize,
+    device: &B::Device,
+    shard: Shard<'_, B, M, I, T>,
+    pruning: &mut Pruning<'_>,
+    mut progress: Option<&mut Progress>,
+) -> std::result::Result<(M, Sums, usize), Stop>
+where
+    B: TrainBackend,
+    M: TrainableClassifier<B>,
+    I: Clone + Send + Sync + 'static,
+    T: Batcher<B, I, Batch<B>>,
+{
+    let Shard {
+        mut model,
+        optim,
+        train,
+        batcher,
+    } = shard;
+    // The backend's RNG (SparseAct's stochastic variant draws from it) restarts from the
+    // seed and the epoch, like the data order: a resumed epoch draws what it would have.
+    B::seed(device, opts.seed.wrapping_add(epoch as u64));
+    let order = replica.shard(epoch_order(train.len(), opts.seed, epoch));
+    let batches = order.len().div_ceil(opts.batch_size);
+    if let Some(p) = progress.as_deref_mut() {
+        p.start(epoch, batches);
+    }
+    let mut sums = Sums::default();
+    for (b, chunk) in order.chunks(opts.batch_size).enumerate() {
+        if !replica.is_parallel() && opts.interrupted() {
+            return Err(Stop::Interrupted);
+        }
+        let items = chunk
+            .iter()
+            .map(|&i| train.get(i).expect("an index below len"));
+        let batch = batcher.batch(items.collect(), device);
+        let step = model.step(batch);
+        let loss = if replica.is_parallel() {
+            let (loss, correct, seen) = Sums::stats(&step.item);
+            let stop = f32::from(u8::from(opts.interrupted()));
+            let all = replica
+                .sum::<B::InnerBackend>(
+                    &[
+                        (loss * seen as f64) as f32,
+                        correct as f32,
+                        seen as f32,
+                        stop,
+                    ],
+                    device,
+                )
+                .map_err(Stop::Failed)?;
+            if all[3] > 0.0 {
+                return Err(Stop::Interrupted);
+            }
+            let seen = all[2] as usize;
+            let loss = f64::from(all[0]) / seen.max(1) as f64;
+            sums.add_stats(loss, all[1] as usize, seen);
+            loss
+        } else {
+            sums.add(&step.item)
+        };
+        if !loss.is_finite() && opts.on_nan == OnNan::Stop {
+            return Err(Stop::NonFinite { batch: b + 1, loss });
+        }
+        let mut grads = replica
+            .mean_grads::<B, M>(&model, step.grads)
+            .map_err(Stop::Failed)?;
+        if let Some(state) = &pruning.bcr {
+            state.add_penalty_grads(&model, &mut grads);
+        }
+        if !pruning.masks.is_empty() {
+            crate::hinm::mask_grads(&model, &mut grads, pruning.masks);
+        }
+        model = optim.step(opts.lr, model, grads);
+        if !pruning.masks.is_empty() {
+            model = crate::hinm::apply_masks(model, pruning.masks);
+        }
+        model = replica
+            .mean_state::<B, M>(model, device)
+            .map_err(Stop::Failed)?;
+        if let Some(state) = pruning
+            .bcr
+            .as_mut()
+            .filter(|s| s.update_due(epoch, b + 1, batches))
+        {
+            state
+                .step_update(&burn_hinm::module::params(&model))
+                .map_err(Stop::Failed)?;
+        }
+        if replica.verifies() {
+            replica
+                .verify_step::<B::InnerBackend>(scale::param_digest(&model), device, epoch, b + 1)
+                .map_err(Stop::Failed)?;
+        }
+        if let Some(p) = progress.as_deref_mut() {
+            p.batch(b + 1, &sums);
+        }
+    }
+    Ok((model, sums, batches))
+}
+
+/// BCR's end of an epoch during ADMM (Z and U updated, or hard pruning with its masks applied):
+/// the lines to report. Every replica runs it on equal parameters, so their states stay equal.
+pub(crate) fn end_bcr_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
+    model: &mut M,
+    pruning: &mut Pruning<'_>,
+    epoch: usize,
+) -> Result<Vec<String>> {
+    let Some(state) = pruning.bcr.as_mut().filter(|s| s.in_admm()) else {
+        return Ok(Vec::new());
+    };
+    let params = burn_hinm::module::params(&*model);
+    let (lines, hard) = state.end_epoch(epoch, &params)?;
+    if hard {
+        *pruning.masks = state.masks();
+        *model = crate::hinm::apply_masks(model.clone(), pruning.masks);
+    }
+    Ok(lines)
+}
+
+/// What pruning does to each training step: the fixed masks (HiNM fine-tuning, BCR's one-shot
+/// or hard-pruned ones; empty: none) and BCR's state.
+pub(crate) struct Pruning<'a> {
+    pub(crate) masks: &'a mut std::collections::BTreeMap<String, Vec<f32>>,
+    pub(crate) bcr: Option<crate::bcr::BcrState>,
+}
+
+/// The per-layer choices of a run and its energy table.
+pub(crate) struct Layers<'a> {
+    pub(crate) choices: &'a [LayerChoice],
+    pub(crate) energy: Option<&'a EnergyTable>,
+    /// HiNM fine-tuning's masks and plans.
+    pub(crate) tuning: Option<&'a crate::hinm::Tuning>,
+}
+
+pub(crate) fn energy_name(path: Option<&Path>) -> String {
+    path.map_or(String::new(), |p| p.display().to_string())
+}
+
+/// `metrics.csv` and `curves.png` of the epochs completed so far.
+pub(crate) fn write_reports(opts: &TrainOptions, manifest: &Manifest) -> Result<()> {
+    report::write_csv(&opts.out.join("metrics.csv"), &manifest.history)?;
+    report::plot_curves(
+        &opts.out.join("curves.png"),
+        &format!(
+            "{} on {}, multiplier {} ({})",
+            opts.model, opts.backend, opts.multiplier, opts.data
+        ),
+        &manifest.history,
+    )
+}
+
+/// Running sums of an epoch's training loss and accuracy.
+#[derive(Default)]
+pub(crate) struct Sums {
+    pub(crate) loss: f64,
+    pub(crate) correct: usize,
+    pub(crate) seen: usize,
+}
+
+impl Running for Sums {
+    fn loss(&self) -> f64 {
+        Sums::loss(self)
+    }
+    fn accuracy(&self) -> f64 {
+        Sums::accuracy(self)
+    }
+}
+
+impl Sums {
+    /// Adds a batch's output; returns its loss.
+    fn add<B: Backend>(&mut self, out: &ClassificationOutput<B>) -> f64 {
+        let (loss, correct, n) = Self::stats(out);
+        self.add_stats(loss, correct, n);
+        loss
+    }
+
+    /// A batch's mean loss, correct predictions and size.
+    fn stats<B: Backend>(out: &ClassificationOutput<B>) -> (f64, usize, usize) {
+        let n = out.targets.dims()[0];
+        let loss = out.loss.clone().into_scalar().elem::<f64>();
+        let pred = out.output.clone().argmax(1).squeeze_dim::<1>(1);
+        let correct = pred
+            .equal(out.targets.clone())
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>() as usize;
+        (loss, correct, n)
+    }
+
+    /// Adds a batch of `n` items with mean loss `loss` and `correct` right answers.
+    fn add_stats(&mut self, loss: f64, correct: usize, n: usize) {
+        self.correct += correct;
+        self.loss += loss * n as f64;
+        self.seen += n;
+    }
+
+    fn loss(&self) -> f64 {
+        self.loss / self.seen.max(1) as f64
+    }
+
+    fn accuracy(&self) -> f64 {
+        100.0 * self.correct as f64 / self.seen.max(1) as f64
+    }
+}

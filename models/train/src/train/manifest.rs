@@ -1,0 +1,268 @@
+//! A run's start: its manifest (new, or the previous one checked against the options), the
+//! per-layer choices, and the model and optimizer restored from the last completed epoch.
+
+use super::TrainOptions;
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::progress::{Progress, Running};
+use crate::record;
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
+use burn::optim::{AdamConfig, Optimizer};
+use burn::prelude::*;
+use burn::train::ClassificationOutput;
+use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The BCR state of this attempt: from the model's weights for a new run (ADMM's `Z = Π(W)` or
+/// the one-shot masks), from the checkpoint of the last completed epoch for a resumed one.
+pub(crate) fn bcr_state<B: Backend, M: Module<B>>(
+    opts: &TrainOptions,
+    b: &crate::bcr::BcrTrain,
+    plan: &[crate::bcr::Pruned],
+    manifest: &Manifest,
+    model: &M,
+) -> Result<crate::bcr::BcrState> {
+    let epoch = manifest.completed_epochs;
+    if epoch == 0 {
+        let params = burn_hinm::module::params(model);
+        return crate::bcr::BcrState::start(b, opts.epochs, plan, &params);
+    }
+    let file = run::bcr_state_file(&opts.out, epoch);
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.clone(),
+        reason,
+    };
+    let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if let Some(expected) = manifest.checksum(&opts.out, &file) {
+        let actual = record::checksum(&bytes);
+        if actual != expected {
+            return Err(bad(format!(
+                "it is corrupt: its CRC-32 is {actual:08x}, the run recorded {expected:08x}"
+            )));
+        }
+    }
+    crate::bcr::BcrState::from_bytes(&bytes, b, opts.epochs, plan).map_err(bad)
+}
+
+/// The manifest of this attempt: a new one, or the previous one checked against the options
+/// (every setting that shapes training must be the one the run was started with; only
+/// `--epochs` may grow).
+pub(crate) fn start_manifest(
+    opts: &TrainOptions,
+    choices: &[LayerChoice],
+    previous: Option<Manifest>,
+) -> Result<Manifest> {
+    let dataset = opts.data.kind();
+    let Some(prev) = previous else {
+        return Ok(Manifest::new(opts, policy_lines(choices, opts.policy.is_some())));
+    };
+    let refuse = |reason: String| EmberError::CannotResume {
+        path: opts.out.clone(),
+        reason,
+    };
+    let differs = |what: &str, was: String, now: String| {
+        (was != now).then(|| {
+            refuse(format!(
+                "it was started with {what} {was}, not {now} (a resumed run keeps every \
+                 setting; only --epochs may grow)"
+            ))
+        })
+    };
+    let limit = |l: Option<usize>| l.map_or("(all)".to_string(), |n| n.to_string());
+    let mut checks = vec![
+        differs(
+            "--multiplier",
+            prev.multiplier.clone(),
+            opts.multiplier.name().to_string(),
+        ),
+        differs("--dataset", prev.dataset.to_string(), dataset.to_string()),
+        differs(
+            "--sparse-act",
+            prev.sparse_act.to_string(),
+            opts.sparse_act.to_string(),
+        ),
+        differs(
+            "--backend",
+            prev.backend.to_string(),
+            opts.backend.to_string(),
+        ),
+        differs("--lr", prev.lr.to_string(), opts.lr.to_string()),
+        differs(
+            "--batch-size",
+            prev.batch_size.to_string(),
+            opts.batch_size.to_string(),
+        ),
+        differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
+        differs("--act", prev.act.to_string(), opts.act.to_string()),
+        differs(
+            "--hinm",
+            prev.hinm.clone().unwrap_or_else(|| "off".into()),
+            opts.hinm.as_ref().map_or("off".into(), |h| h.describe()),
+        ),
+        differs(
+            "--bcr",
+            prev.bcr.clone().unwrap_or_else(|| "off".into()),
+            opts.bcr.as_ref().map_or("off".into(), |b| b.describe()),
+        ),
+        differs("data", prev.data.clone(), opts.data.to_string()),
+        differs(
+            "replicas (--devices × --world)",
+            prev.replicas.to_string(),
+            opts.scale.replicas().to_string(),
+        ),
+    ];
+    // Runs before `--conv` ran Burn's kernels and did not record it.
+    checks.push(differs(
+        "--conv",
+        prev.conv.clone().unwrap_or_else(|| "burn".into()),
+        opts.multiplier.conv().to_string(),
+    ));
+    // Version 3 records the limits; older manifests did not.
+    if prev.version >= 3 {
+        checks.push(differs(
+            "--train-limit",
+            limit(prev.train_limit),
+            limit(opts.train_limit),
+        ));
+        checks.push(differs(
+            "--test-limit",
+            limit(prev.test_limit),
+            limit(opts.test_limit),
+        ));
+    }
+    let policy = policy_lines(choices, opts.policy.is_some());
+    if prev.policy != policy {
+        let show = |p: &Option<Vec<String>>| match p {
+            None => "no --policy".to_string(),
+            Some(lines) => format!("--policy [{}]", lines.join("; ")),
+        };
+        checks.push(Some(refuse(format!(
+            "it was started with {}, not {} (a resumed run keeps every setting; only --epochs \
+             may grow)",
+            show(&prev.policy),
+            show(&policy)
+        ))));
+    }
+    if let Some(refusal) = checks.into_iter().flatten().next() {
+        return Err(refusal);
+    }
+    if prev.completed_epochs >= opts.epochs {
+        return Err(refuse(format!(
+            "it has already completed {} epochs; pass --epochs larger than that",
+            prev.completed_epochs
+        )));
+    }
+    Ok(Manifest {
+        version: run::MANIFEST_VERSION,
+        epochs: opts.epochs,
+        train_limit: opts.train_limit,
+        test_limit: opts.test_limit,
+        ..prev
+    })
+}
+
+/// What a manifest records of a resolved policy: one line per layer, `None` without `--policy`.
+pub(crate) fn policy_lines(choices: &[LayerChoice], given: bool) -> Option<Vec<String>> {
+    given.then(|| choices.iter().map(|c| c.to_string()).collect())
+}
+
+/// The resolved per-layer choices of `model` under `policy` (every layer with the run's own
+/// settings without one), and the energy table when `energy` names a file: both checked
+/// before anything runs.
+pub(crate) fn layer_setup<B: Backend, M: Module<B>>(
+    model: &M,
+    policy: Option<&LayerPolicy>,
+    multiplier: &Multiplier,
+    energy: Option<&Path>,
+) -> Result<(Vec<LayerChoice>, Option<EnergyTable>)> {
+    let layers = contraction_layers(&ember_models::params::float_shapes(model));
+    let choices = match policy {
+        None => crate::policy::uniform(&layers),
+        Some(p) => p.resolve(&layers)?,
+    };
+    let energy = energy
+        .map(|path| {
+            let mut needed: Vec<String> = choices
+                .iter()
+                .filter_map(|c| c.multiplier.as_ref().map(|m| m.name().to_string()))
+                .collect();
+            needed.push(multiplier.name().to_string());
+            needed.sort();
+            EnergyTable::read(path, &needed)
+        })
+        .transpose()?;
+    Ok((choices, energy))
+}
+
+/// Prints the effects table and, with `dir`, writes `effects.json` / `effects.md` there.
+pub(crate) fn report_effects(report: &EffectsReport, dir: Option<&Path>) -> Result<()> {
+    eprintln!("\nWhat each layer ran:\n{}", report.markdown());
+    match dir {
+        Some(dir) => report.write(dir),
+        None => Ok(()),
+    }
+}
+
+/// The model and optimizer to train: fresh, or loaded from the checkpoint of the last
+/// completed epoch (checked before anything in the run changes).
+pub(crate) fn restore<B: TrainBackend, M: TrainableClassifier<B>>(
+    out: &Path,
+    manifest: &Manifest,
+    model: M,
+    device: &B::Device,
+) -> Result<(M, Optim<B, M>)> {
+    let optim = AdamConfig::new().init::<B, M>();
+    let epoch = manifest.completed_epochs;
+    if epoch == 0 {
+        return Ok((model, optim));
+    }
+    let model = load_model(
+        &run::checkpoint_file(out, "model", epoch),
+        manifest,
+        model,
+        manifest.model,
+        device,
+    )?;
+    let file = run::checkpoint_file(out, "optim", epoch);
+    let record =
+        record::load::<B, _>(&file, manifest.checksum(out, &file), device).map_err(|reason| {
+            EmberError::BadCheckpoint {
+                path: file.clone(),
+                reason,
+            }
+        })?;
+    Ok((model, optim.load_record(record)))
+}
+
+/// Loads `file` into `model`, refusing a record of another shape (naming the first parameter
+/// that differs) or one whose checksum is not the one the manifest recorded.
+pub(crate) fn load_model<B: Backend, M: Module<B>>(
+    file: &Path,
+    manifest: &Manifest,
+    model: M,
+    kind: ModelKind,
+    device: &B::Device,
+) -> Result<M> {
+    let dir = run::manifest_dir(file);
+    let checksum = dir.as_deref().and_then(|d| manifest.checksum(d, file));
+    record::load_checked(file, checksum, model, kind, device)
+}
+
+pub(crate) type Optim<B, M> = burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, B>;

@@ -1,0 +1,599 @@
+//! Training (Ember's own loop: Adam, a checkpoint and manifest update after every epoch, a
+//! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
+//! evaluation of saved models.
+
+
+mod data;
+mod eval;
+pub(crate) mod fit;
+pub(crate) mod manifest;
+
+pub use eval::{EvalOptions, eval};
+use crate::scale::follower::{Follower, join, shared_settings};
+use data::Splits;
+use fit::{Fit, Layers, Pruning, fit};
+use manifest::{bcr_state, layer_setup, restore, start_manifest};
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::error::{EmberError, Result};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::progress::{Progress, Running};
+use crate::record;
+use crate::report;
+use crate::run::{self, Manifest, OnExisting};
+use crate::scale::{self, Replica, Scale};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, InMemDataset};
+use burn::optim::{AdamConfig, Optimizer};
+use burn::prelude::*;
+use burn::train::ClassificationOutput;
+use burn_approx_mul::Multiplier;
+use burn_hinm::gyro::Method;
+use burn_sparse_act::Policy;
+use cubecl_kernels::decorator::effects;
+use ember_models::act::Activation;
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What training does when a batch's loss is NaN or infinite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnNan {
+    /// End the run with an error naming the epoch and batch; the last completed epoch's
+    /// checkpoint stays, and the run resumes from it.
+    #[default]
+    Stop,
+    /// Go on (the epoch's metrics become non-finite; plots show them as gaps).
+    Continue,
+}
+
+ember_models::choices!(OnNan {
+    Stop => "stop",
+    Continue => "continue",
+});
+
+/// Everything `ember train` needs.
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    /// Model to train.
+    pub model: ModelKind,
+    /// Its activation (`--act`: ReLU, or PReLU(channels) on the LeNets and the ResNets).
+    pub act: Activation,
+    /// Backend to train on.
+    pub backend: BackendKind,
+    /// Multiplier of every contraction, forward and backward.
+    pub multiplier: Multiplier,
+    /// SparseAct pruning of the inputs linear layers keep for backward (`Policy::default()`:
+    /// off).
+    pub sparse_act: Policy,
+    /// Per-layer multipliers and pruning by module path (`--policy`); layers it does not set
+    /// run `multiplier` and `sparse_act`.
+    pub policy: Option<LayerPolicy>,
+    /// Energy figures for the effects report (`--energy`).
+    pub energy: Option<PathBuf>,
+    /// Total number of epochs.
+    pub epochs: usize,
+    /// Batch size.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Seed for initialisation and shuffling.
+    pub seed: u64,
+    /// Run directory.
+    pub out: PathBuf,
+    /// Training and test data.
+    pub data: DataSource,
+    /// What to do when `out` already holds something.
+    pub on_existing: OnExisting,
+    /// Use only the first N training images.
+    pub train_limit: Option<usize>,
+    /// Use only the first N test images.
+    pub test_limit: Option<usize>,
+    /// Force plain progress lines even in a terminal.
+    pub plain: bool,
+    /// What a non-finite loss does.
+    pub on_nan: OnNan,
+    /// HiNM fine-tuning (`--hinm LEVEL --from RUN`): start from the run's weights under the
+    /// masks searched on them, re-apply the masks after every optimizer step (gradients of
+    /// pruned weights masked too), and write the packed `model.hinm` at the end.
+    pub hinm: Option<crate::hinm::HinmTune>,
+    /// BCR pruning (`--bcr LEVEL [--admm]`): ADMM training then hard pruning and masked
+    /// retraining, or one-shot masks and masked training; the packed `model.bcr` at the end
+    /// ([`crate::bcr`]).
+    pub bcr: Option<crate::bcr::BcrTrain>,
+    /// Set (by a signal handler, or another thread) to end training before the next batch;
+    /// the run keeps its last completed epoch and resumes from it.
+    pub interrupt: Option<Arc<AtomicBool>>,
+    /// Data parallelism: replicas on several devices (`--devices`) and processes (`--ddp`);
+    /// `batch_size` is per replica ([`crate::scale`]).
+    pub scale: Scale,
+}
+
+impl TrainOptions {
+    /// The options of `ember train --model MODEL --out OUT` on `data` with every other flag at
+    /// its default: ReLU, ndarray, the native multiplier with convolutions as GEMMs
+    /// (`--conv gemm`), no SparseAct, no policy, 3 epochs of
+    /// batch 32 at learning rate 2e-3, seed 42, an existing `out` refused, no limits, no
+    /// pruning, one replica. Set the rest with struct update syntax:
+    /// `TrainOptions { epochs: 10, ..TrainOptions::new(model, data, out) }`.
+    pub fn new(model: ModelKind, data: DataSource, out: impl Into<PathBuf>) -> Self {
+        Self {
+            model,
+            act: Activation::default(),
+            backend: BackendKind::Ndarray,
+            multiplier: Multiplier::native().with_conv(burn_approx_mul::ConvRoute::Gemm),
+            sparse_act: Policy::default(),
+            policy: None,
+            energy: None,
+            epochs: 3,
+            batch_size: 32,
+            lr: 2e-3,
+            seed: 42,
+            out: out.into(),
+            data,
+            on_existing: OnExisting::Refuse,
+            train_limit: None,
+            test_limit: None,
+            plain: false,
+            on_nan: OnNan::Stop,
+            hinm: None,
+            bcr: None,
+            interrupt: None,
+            scale: Scale::default(),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.scale.validate()?;
+        self.model
+            .takes_activation(self.act)
+            .map_err(EmberError::Invalid)?;
+        if self.epochs == 0 {
+            return Err(EmberError::Invalid("--epochs must be at least 1".into()));
+        }
+        if self.batch_size == 0 {
+            return Err(EmberError::Invalid(
+                "--batch-size must be at least 1".into(),
+            ));
+        }
+        for (name, limit) in [
+            ("--train-limit", self.train_limit),
+            ("--test-limit", self.test_limit),
+        ] {
+            if limit == Some(0) {
+                return Err(EmberError::Invalid(format!("{name} must be at least 1")));
+            }
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(EmberError::Invalid(format!(
+                "--lr must be a positive number, got {}",
+                self.lr
+            )));
+        }
+        // The optimizer scales f32 tensors by it: outside f32's normal range it is 0 (nothing
+        // trains) or infinite.
+        let range = f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX);
+        if !range.contains(&self.lr) {
+            return Err(EmberError::Invalid(format!(
+                "--lr {:e} is outside what an f32 holds ({:e} to {:e}): the updates would be 0 \
+                 or infinite",
+                self.lr,
+                f32::MIN_POSITIVE,
+                f32::MAX
+            )));
+        }
+        if let Some(b) = &self.bcr {
+            if self.hinm.is_some() {
+                return Err(EmberError::Invalid(
+                    "--bcr and --hinm prune the same weights: choose one".into(),
+                ));
+            }
+            b.validate(self.epochs)?;
+        }
+        self.model
+            .accepts(self.data.spec())
+            .map_err(|why| EmberError::Invalid(format!("--dataset {}: {why}", self.data.kind())))
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::SeqCst))
+    }
+}
+
+/// What a training run produced.
+#[derive(Clone, Debug)]
+pub struct TrainReport {
+    /// The run directory.
+    pub out: PathBuf,
+    /// Metrics of every epoch of the run (including epochs before a resume; empty on an MPI
+    /// rank other than 0).
+    pub epochs: Vec<report::EpochMetrics>,
+    /// Final evaluation on the test split (`None` on an MPI rank other than 0: rank 0
+    /// evaluates and writes the run).
+    pub test: Option<EvalReport>,
+}
+
+/// The result of evaluating a model on a test split.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalReport {
+    /// Accuracy in percent.
+    pub accuracy: f64,
+    /// Mean cross-entropy.
+    pub loss: f64,
+    /// Number of images.
+    pub images: usize,
+}
+
+/// Trains a model as `opts` says, writing the run directory.
+pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
+    opts.validate()?;
+    // Before the data: a missing driver is one line, whatever else is wrong.
+    opts.backend.check_available()?;
+    // Load data first: a bad dataset must not leave a half-made run directory behind.
+    let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
+    // The masks before the run directory: a level the model cannot take writes nothing.
+    let tuning = opts
+        .hinm
+        .as_ref()
+        .map(|t| crate::hinm::tuning(t, opts.model, opts.policy.as_ref(), opts.seed))
+        .transpose()?;
+    let bcr_source = opts
+        .bcr
+        .as_ref()
+        .and_then(|b| b.from.as_ref())
+        .map(|from| source_run(from, opts.model))
+        .transpose()?;
+    // The MPI job is joined before the run directory is touched.
+    scale::connect(&mut opts.scale)?;
+    opts.backend.dispatch_on(
+        opts.scale.devices,
+        opts.scale.job.map_or(0, |j| j.local_rank),
+        opts.multiplier.clone(),
+        opts.sparse_act.clone(),
+        TrainJob {
+            opts,
+            splits,
+            tuning,
+            bcr_source,
+        },
+    )
+}
+
+/// The model file of a trained run (`--from`) and its recorded checksum; the run must hold a
+/// `model` model.
+fn source_run(from: &Path, model: ModelKind) -> Result<(PathBuf, Option<u32>)> {
+    let (file, manifest, checksum) = run::resolve_checkpoint(from)?;
+    if let Some(m) = &manifest
+        && m.model != model
+    {
+        return Err(EmberError::BadCheckpoint {
+            path: from.to_path_buf(),
+            reason: format!("it holds a {} model, not {model}", m.model),
+        });
+    }
+    Ok((file, checksum))
+}
+
+struct TrainJob {
+    opts: TrainOptions,
+    splits: Splits,
+    tuning: Option<crate::hinm::Tuning>,
+    /// The model file `--bcr --from` starts from, and its checksum.
+    bcr_source: Option<(PathBuf, Option<u32>)>,
+}
+
+impl BackendJob for TrainJob {
+    type Output = TrainReport;
+    fn run<B: TrainBackend>(self, device: B::Device) -> Result<TrainReport> {
+        self.run_on::<B>(vec![device])
+    }
+
+    fn run_on<B: TrainBackend>(self, devices: Vec<B::Device>) -> Result<TrainReport> {
+        let device = devices[0].clone();
+        // Seeded before the model is built: the seed fixes its initialisation.
+        B::seed(&device, self.opts.seed);
+        let (kind, act, spec) = (self.opts.model, self.opts.act, self.opts.data.spec());
+        kind.build_with::<B, _>(act, spec, &device, TrainVisit { job: self, devices })?
+    }
+}
+
+/// Trains the model [`ModelKind::build`] made.
+struct TrainVisit<B: TrainBackend> {
+    job: TrainJob,
+    devices: Vec<B::Device>,
+}
+
+impl<B: TrainBackend> ModelVisitor<B> for TrainVisit<B> {
+    type Output = Result<TrainReport>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<TrainReport> {
+        train_on::<B, M>(self.job, self.devices, model)
+    }
+}
+
+/// The batchers of a dataset: training (by epoch: augmentation is seeded by the run's seed and
+/// the epoch, so a resumed run augments as an uninterrupted one would; shared with the
+/// replica threads of a parallel run) and validation.
+pub(crate) struct Batchers<T, V> {
+    pub(crate) train: Arc<dyn Fn(usize) -> T + Send + Sync>,
+    pub(crate) valid: V,
+}
+
+fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
+    job: TrainJob,
+    devices: Vec<B::Device>,
+    model: M,
+) -> Result<TrainReport> {
+    let seed = job.opts.seed;
+    let tuning = Start {
+        hinm: job.tuning,
+        bcr_source: job.bcr_source,
+    };
+    match job.splits {
+        Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
+            job.opts,
+            tuning,
+            devices.clone(),
+            model,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: Arc::new(|_| MnistBatcher),
+                valid: MnistBatcher,
+            },
+        ),
+        Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
+            job.opts,
+            tuning,
+            devices.clone(),
+            model,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: Arc::new(move |epoch| {
+                    CifarBatcher::augmented(seed.wrapping_add(epoch as u64))
+                }),
+                valid: CifarBatcher::plain(),
+            },
+        ),
+        Splits::Sequences(train, test, features) => train_model::<B, M, _, _, _>(
+            job.opts,
+            tuning,
+            devices.clone(),
+            model,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: Arc::new(move |_| SequenceBatcher { features }),
+                valid: SequenceBatcher { features },
+            },
+        ),
+    }
+}
+
+/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run.
+struct Start {
+    hinm: Option<crate::hinm::Tuning>,
+    bcr_source: Option<(PathBuf, Option<u32>)>,
+}
+
+fn train_model<B, M, I, T, V>(
+    opts: TrainOptions,
+    start: Start,
+    devices: Vec<B::Device>,
+    model: M,
+    train_split: InMemDataset<I>,
+    test_split: InMemDataset<I>,
+    batchers: Batchers<T, V>,
+) -> Result<TrainReport>
+where
+    B: TrainBackend,
+    M: TrainableClassifier<B>,
+    I: Clone + Send + Sync + core::fmt::Debug + 'static,
+    T: Batcher<B, I, Batch<B>> + 'static,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
+{
+    let device = devices[0].clone();
+    let train_split = Arc::new(train_split);
+    // Everything that can be refused is checked before the run directory is touched.
+    let (train_len, test_len) = (train_split.len(), test_split.len());
+    if opts.batch_size > train_len {
+        return Err(EmberError::Invalid(format!(
+            "--batch-size {} is larger than the {train_len} training {}",
+            opts.batch_size,
+            opts.data.spec().noun()
+        )));
+    }
+    for warning in opts
+        .sparse_act
+        .check_layers(&ember_models::params::linear_layers(&model))
+        .map_err(|e| EmberError::Invalid(e.to_string()))?
+    {
+        eprintln!("warning: --sparse-act: {warning}");
+    }
+    let (choices, energy) = layer_setup(
+        &model,
+        opts.policy.as_ref(),
+        &opts.multiplier,
+        opts.energy.as_deref(),
+    )?;
+    let tuning = start.hinm;
+    let bcr_plan = opts
+        .bcr
+        .as_ref()
+        .map(|b| {
+            let shapes = ember_models::params::float_shapes(&model);
+            let layers = contraction_layers(&shapes);
+            let (plan, notes) = crate::bcr::plan(
+                &shapes.into_iter().collect(),
+                &layers,
+                opts.policy.as_ref(),
+                b.level,
+            )?;
+            for note in notes {
+                eprintln!("--bcr: {note}");
+            }
+            Ok::<_, EmberError>(plan)
+        })
+        .transpose()?;
+    let out = opts.out.clone();
+    let existed = out.exists();
+    // Only rank 0 of an MPI job writes the run directory; the other ranks read it (what a
+    // --resume continues from) before rank 0 may change it.
+    let writes = opts.scale.writes();
+    let previous = match writes {
+        true => {
+            scale::barrier(&opts.scale);
+            run::prepare(&out, opts.model, opts.on_existing)?
+        }
+        false => {
+            let previous = run::inspect(&out, opts.model, opts.on_existing)?;
+            scale::barrier(&opts.scale);
+            previous
+        }
+    };
+    let fresh = writes && previous.is_none();
+    let result = (|| {
+        let mut manifest = start_manifest(&opts, &choices, previous)?;
+        let (mut model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
+        if let Some(t) = &tuning
+            && manifest.completed_epochs == 0
+        {
+            model = record::load_checked(&t.file, t.checksum, model, opts.model, &device)?;
+        }
+        if let Some((file, checksum)) = &start.bcr_source
+            && manifest.completed_epochs == 0
+        {
+            model = record::load_checked(file, *checksum, model, opts.model, &device)?;
+        }
+        // A loaded record brings untagged weights: tag after restoring. Tagging also
+        // initialises Burn's lazy parameters, from the seed the model was built under.
+        let model = tag_layers::<B, M>(model, &choices);
+        let bcr = match (&opts.bcr, &bcr_plan) {
+            (Some(b), Some(plan)) => Some(bcr_state(&opts, b, plan, &manifest, &model)?),
+            _ => None,
+        };
+        let mut masks = match (&tuning, &bcr) {
+            (Some(t), _) => t.masks.clone(),
+            (None, Some(state)) => state.masks(),
+            (None, None) => Default::default(),
+        };
+        let model = crate::hinm::apply_masks(model, &masks);
+        if writes {
+            manifest.write(&out)?;
+        }
+        let replicas = Replica::local_replicas(&opts.scale, opts.interrupt.clone());
+        let settings = shared_settings(&opts, &manifest, train_len, test_len);
+        if !writes {
+            // an MPI rank other than 0: trains in step and writes nothing
+            Follower {
+                opts: opts.clone(),
+                replica: replicas[0].clone(),
+                settings,
+                device: device.clone(),
+                model,
+                optim: optim.to_record(),
+                masks,
+                bcr,
+                first: manifest.completed_epochs + 1,
+                train: train_split.clone(),
+                batcher: batchers.train.clone(),
+            }
+            .run()?;
+            return Ok(None);
+        }
+        for (replica, device) in replicas.iter().zip(&devices).skip(1) {
+            let follower = Follower {
+                opts: opts.clone(),
+                replica: replica.clone(),
+                settings: settings.clone(),
+                device: device.clone(),
+                model: model.clone().fork(device),
+                optim: optim.to_record(),
+                masks: masks.clone(),
+                bcr: bcr.clone(),
+                first: manifest.completed_epochs + 1,
+                train: train_split.clone(),
+                batcher: batchers.train.clone(),
+            };
+            let replica = replica.clone();
+            std::thread::Builder::new()
+                .name(format!("ember-replica-{}", replica.local()))
+                .spawn(move || {
+                    let local = replica.local();
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| follower.run()));
+                    match outcome {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => replica.fail(format!("replica {local}: {e}")),
+                        Err(_) => replica.fail(format!("replica {local} panicked")),
+                    }
+                })
+                .map_err(|e| EmberError::Collective(format!("cannot start a replica: {e}")))?;
+        }
+        let replica = &replicas[0];
+        replica.fresh_run((manifest.completed_epochs == 0 && fresh).then_some((&out, !existed)));
+        join::<B, M>(replica, &opts.scale, &settings, &model, &device)?;
+        fit(
+            &opts,
+            &mut manifest,
+            &device,
+            replica,
+            Fit {
+                model,
+                optim,
+                train: &train_split,
+                test: &test_split,
+                batchers: &batchers,
+            },
+            &Layers {
+                choices: &choices,
+                energy: energy.as_ref(),
+                tuning: tuning.as_ref(),
+            },
+            Pruning {
+                masks: &mut masks,
+                bcr,
+            },
+        )
+        .map(|test| Some((manifest, test)))
+    })();
+    match result {
+        Ok(Some((manifest, test))) => Ok(TrainReport {
+            out,
+            epochs: manifest.history,
+            test: Some(test),
+        }),
+        Ok(None) => Ok(TrainReport {
+            out,
+            epochs: Vec::new(),
+            test: None,
+        }),
+        Err(e) => {
+            // A new run that did not complete an epoch leaves nothing behind (its directory
+            // would only block the same --out).
+            let completed = Manifest::read_if_present(&out)
+                .ok()
+                .flatten()
+                .map_or(0, |m| m.completed_epochs);
+            if fresh && completed == 0 {
+                let _ = run::clear(&out);
+                if !existed {
+                    let _ = std::fs::remove_dir(&out);
+                }
+            }
+            eprintln!(
+                "({train_len} training / {test_len} test {}; run directory {})",
+                opts.data.spec().noun(),
+                out.display()
+            );
+            Err(e)
+        }
+    }
+}
