@@ -413,6 +413,15 @@ fn turn(r: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
     out
 }
 
+/// `x: [rows, cols]` row-major, transposed: `[cols, rows]` (the tests' oracle of
+/// [`Orient::Cols`]).
+#[cfg(test)]
+pub(crate) fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols * rows)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,13 +454,4 @@ mod tests {
         check::<NARROW>();
         check::<SLIM>();
     }
-}
-
-/// `x: [rows, cols]` row-major, transposed: `[cols, rows]` (the tests' oracle of
-/// [`Orient::Cols`]).
-#[cfg(test)]
-pub(crate) fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    (0..cols * rows)
-        .map(|i| x[(i % rows) * cols + i / rows])
-        .collect()
 }

@@ -58,7 +58,7 @@ pub(super) struct Assignment<T: Solve> {
 }
 
 impl<T: Solve> Assignment<T> {
-    fn new(n: usize, solver: Solver<T>) -> Self {
+    pub(super) fn new(n: usize, solver: Solver<T>) -> Self {
         Self {
             n,
             order: scattered(n),
@@ -70,11 +70,11 @@ impl<T: Solve> Assignment<T> {
     }
 
     /// An assignment whose reduced matrices [`Lap`] solves (the input search's).
-    fn with_lap(n: usize) -> Self {
+    pub(super) fn with_lap(n: usize) -> Self {
         Self::new(n, Solver::Lap(Lap::new(n)))
     }
 
-    fn solve(&mut self, cost: &[f64]) -> Result<(Vec<usize>, f64), HinmError> {
+    pub(super) fn solve(&mut self, cost: &[f64]) -> Result<(Vec<usize>, f64), HinmError> {
         let n = self.n;
         if cost.len() != n * n {
             return Err(HinmError::Shape(format!(
@@ -133,7 +133,7 @@ impl<T: Solve> Assignment<T> {
     /// every reduced cost is finite and whether every one rounded to `T` is at most
     /// `T::LIMIT`; an error where a cost is not finite. Compiled for AVX-512 or AVX2 where the
     /// CPU has it: the same operations in the same order, so the same bits.
-    fn reduce(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
+    pub(super) fn reduce(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx512f") {
@@ -151,20 +151,20 @@ impl<T: Solve> Assignment<T> {
     /// [`Assignment::reduce_passes`] compiled for AVX-512.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    fn reduce_avx512(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
+    pub(super) fn reduce_avx512(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
         self.reduce_passes(cost)
     }
 
     /// [`Assignment::reduce_passes`] compiled for AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn reduce_avx2(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
+    pub(super) fn reduce_avx2(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
         self.reduce_passes(cost)
     }
 
     /// [`Assignment::reduce`] in two passes over `cost`.
     #[inline(always)]
-    fn reduce_passes(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
+    pub(super) fn reduce_passes(&mut self, cost: &[f64]) -> Result<(bool, bool), HinmError> {
         let n = self.n;
         // first pass: each row's minimum (rows in the scattered order), and the column minima
         // of the rows less theirs
@@ -204,7 +204,11 @@ impl<T: Solve> Assignment<T> {
 /// A row of costs less its minimum `lo` and the column minima `col_min` of the rows less
 /// theirs: the reduced row.
 #[inline(always)]
-pub(super) fn reduced<'a>(row: &'a [f64], lo: f64, col_min: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
+pub(super) fn reduced<'a>(
+    row: &'a [f64],
+    lo: f64,
+    col_min: &'a [f64],
+) -> impl Iterator<Item = f64> + 'a {
     row.iter().zip(col_min).map(move |(&x, &m)| (x - lo) - m)
 }
 

@@ -23,8 +23,8 @@ pub(super) fn pruned(g: [f64; 4]) -> f64 {
 pub(super) struct Panels {
     v: usize,
     n: usize,
-    b: Vec<f64>,
-    x: Vec<f64>,
+    pub(super) b: Vec<f64>,
+    pub(super) x: Vec<f64>,
 }
 
 /// Groups and taken-out columns a panel of [`Panels`] holds side by side.
@@ -32,7 +32,7 @@ pub(super) const PANEL_ROWS: usize = 8;
 pub(super) const PANEL_COLS: usize = 16;
 
 impl Panels {
-    fn new(v: usize, n: usize) -> Self {
+    pub(super) fn new(v: usize, n: usize) -> Self {
         Self {
             v,
             n,
@@ -42,13 +42,13 @@ impl Panels {
     }
 
     /// Where group `i`'s value of tile row 0 is in `b` (row `r` is `r · PANEL_ROWS` further).
-    fn b_at(&self, i: usize) -> usize {
+    pub(super) fn b_at(&self, i: usize) -> usize {
         (i / PANEL_ROWS) * self.v * PANEL_ROWS + i % PANEL_ROWS
     }
 
     /// Where taken-out column `j`'s value of tile row 0 is in `x` (row `r` is
     /// `r · PANEL_COLS` further).
-    fn x_at(&self, j: usize) -> usize {
+    pub(super) fn x_at(&self, j: usize) -> usize {
         (j / PANEL_COLS) * self.v * PANEL_COLS + j % PANEL_COLS
     }
 }
@@ -91,7 +91,11 @@ pub(super) fn min_plus_avx2(p: &Panels, base: &[f64], cost: &mut [f64]) {
 /// [`min_plus`] in blocks of `R` groups × `C` columns (`R` divides [`PANEL_ROWS`], `C` divides
 /// [`PANEL_COLS`]).
 #[inline(always)]
-pub(super) fn min_plus_blocks<const R: usize, const C: usize>(p: &Panels, base: &[f64], cost: &mut [f64]) {
+pub(super) fn min_plus_blocks<const R: usize, const C: usize>(
+    p: &Panels,
+    base: &[f64],
+    cost: &mut [f64],
+) {
     let (v, n) = (p.v, p.n);
     for ib in (0..n).step_by(R) {
         let (b_off, b_panel) = (ib % PANEL_ROWS, p.b_at(ib - ib % PANEL_ROWS));

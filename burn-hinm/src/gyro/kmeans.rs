@@ -37,7 +37,12 @@ pub(super) fn distances_avx2(points: &[f64], transposed: &[f64], dim: usize, k: 
 }
 
 #[inline(always)]
-pub(super) fn distances_blocks(points: &[f64], transposed: &[f64], dim: usize, k: usize) -> Vec<f64> {
+pub(super) fn distances_blocks(
+    points: &[f64],
+    transposed: &[f64],
+    dim: usize,
+    k: usize,
+) -> Vec<f64> {
     let n = points.len() / dim;
     let wk = transposed.len() / dim;
     let mut out = vec![0.0; n * k];
@@ -108,13 +113,13 @@ pub fn balanced_kmeans(
         let distances = (0..n.div_ceil(per))
             .into_par_iter()
             .map(|b| {
-            let points = b * per..((b + 1) * per).min(n);
-            distances_to(
-                &data[points.start * dim..points.end * dim],
-                &transposed,
-                dim,
-                k,
-            )
+                let points = b * per..((b + 1) * per).min(n);
+                distances_to(
+                    &data[points.start * dim..points.end * dim],
+                    &transposed,
+                    dim,
+                    k,
+                )
             })
             .collect::<Vec<_>>()
             .concat();

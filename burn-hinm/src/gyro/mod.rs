@@ -79,8 +79,12 @@ pub fn search(
 
 #[cfg(test)]
 mod tests {
+    use super::assign::*;
+    use super::input::*;
+    use super::kmeans::*;
+    use super::output::*;
     use super::*;
-    use crate::mask::top_k;
+    use crate::mask::{column_sums, smallest_sum, top_k};
     use rand::Rng;
 
     fn random_scores(rows: usize, cols: usize, seed: u64) -> Scores {

@@ -25,7 +25,13 @@ pub(super) const BRACKET_TRIES: usize = 4;
 /// is 1 where `lo ≤ y[i] ≤ hi`, else 0. Not inlined: inlined into its caller the loop is no
 /// longer vectorised (measured: three times slower; compiled for AVX2, 15 % slower again).
 #[inline(never)]
-pub(super) fn bracket_pass(r: &[f64], c: &[f64], lo: f64, hi: f64, marks: &mut [u8]) -> (f64, usize, usize) {
+pub(super) fn bracket_pass(
+    r: &[f64],
+    c: &[f64],
+    lo: f64,
+    hi: f64,
+    marks: &mut [u8],
+) -> (f64, usize, usize) {
     let mut sum = [0.0f64; LANES];
     let mut below = [0u64; LANES];
     let mut upto = [0u64; LANES];
@@ -106,7 +112,7 @@ impl Level {
     /// tried again, and after [`BRACKET_TRIES`] the whole vector is selected from. Either way
     /// the result is the sum of the `m` smallest (only the order of the additions differs from
     /// a plain selection's).
-    fn smallest_sum(
+    pub(super) fn smallest_sum(
         &mut self,
         r: &[f64],
         c: &[f64],

@@ -337,10 +337,19 @@ fn the_tuner_prints_a_block_per_layer() {
         (vec!["--rate", "1"], "a pruning rate is a number above 1"),
         (vec!["--blocks", "4y16"], "is not a block"),
         (vec!["--blocks", "0x16"], "at least one row"),
-        (vec!["--threshold", "nan"], "--threshold NaN: a speed-up ratio above 0"),
-        (vec!["--threshold=-1"], "--threshold -1: a speed-up ratio above 0"),
+        (
+            vec!["--threshold", "nan"],
+            "--threshold NaN: a speed-up ratio above 0",
+        ),
+        (
+            vec!["--threshold=-1"],
+            "--threshold -1: a speed-up ratio above 0",
+        ),
         // a block larger than every layer: no layer is tuned, whatever the table shows
-        (vec!["--blocks", "100000x100000", "--rows", "4", "--repeats", "1"], "no layer could be tuned (9 of 9 failed)"),
+        (
+            vec!["--blocks", "100000x100000", "--rows", "4", "--repeats", "1"],
+            "no layer could be tuned (9 of 9 failed)",
+        ),
     ] {
         let mut all = vec!["tune-bcr", "--model", "gru", "--dataset", "fsdd"];
         all.extend(args);

@@ -19,13 +19,9 @@ pub use tune::{TuneOptions, TunedLayer, tune, tune_table, untuned};
 
 use crate::error::{EmberError, Result};
 use crate::policy::{LayerPolicy, uniform};
-use burn::module::{ModuleVisitor, Param};
-use burn::optim::GradientsParams;
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Tensor, TensorData};
 use burn_bcr::Level;
-use burn_bcr::admm::{Admm, Schedule};
-use burn_bcr::project::{View, project};
+use burn_bcr::admm::Schedule;
+use burn_bcr::project::View;
 use cubecl_kernels::decorator::layout::Layout;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -3,17 +3,13 @@
 
 use super::*;
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerPolicy, uniform};
 use burn::module::{ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_bcr::Level;
-use burn_bcr::admm::{Admm, Schedule};
+use burn_bcr::admm::Admm;
 use burn_bcr::project::{View, project};
-use cubecl_kernels::decorator::layout::Layout;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// One pruned layer's state: ADMM (`Z`, `U`, `ρ`) while it runs, then the fixed mask.
 #[derive(Clone, Debug)]
@@ -27,7 +23,7 @@ pub(super) struct Layer {
 }
 
 impl Layer {
-    fn refresh_target(&mut self) {
+    pub(crate) fn refresh_target(&mut self) {
         if let Some(a) = &self.admm {
             let zu = View {
                 rows: a.z.rows,

@@ -2,17 +2,8 @@
 
 use super::*;
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerPolicy, uniform};
-use burn::module::{ModuleVisitor, Param};
-use burn::optim::GradientsParams;
+use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Tensor, TensorData};
-use burn_bcr::Level;
-use burn_bcr::admm::{Admm, Schedule};
-use burn_bcr::project::{View, project};
-use cubecl_kernels::decorator::layout::Layout;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// `ember tune-bcr`: GRIM's Listing 1 per contraction layer of a model.
 #[derive(Clone, Debug)]

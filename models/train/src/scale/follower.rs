@@ -1,36 +1,19 @@
 //! The replicas after the first of a process: they train their shards in step with the
 //! others and write nothing.
 
+use crate::backend::TrainBackend;
+use crate::error::Result;
+use crate::run::Manifest;
+use crate::scale::{self, Replica, Scale};
 use crate::train::TrainOptions;
 use crate::train::fit::{Pruning, Shard, Stop, end_bcr_epoch, train_epoch};
 use crate::train::manifest::Optim;
-use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
-use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
-use crate::progress::{Progress, Running};
-use crate::record;
-use crate::report;
-use crate::run::{self, Manifest, OnExisting};
-use crate::scale::{self, Replica, Scale};
 use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::{Dataset, InMemDataset};
+use burn::data::dataset::InMemDataset;
 use burn::optim::{AdamConfig, Optimizer};
-use burn::prelude::*;
-use burn::train::ClassificationOutput;
-use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
-use burn_sparse_act::Policy;
-use cubecl_kernels::decorator::effects;
-use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
-use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::{Path, PathBuf};
+use ember_models::classifier::TrainableClassifier;
+use ember_models::data::Batch;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What every replica of a parallel run must share: the settings that decide what it computes
 /// (not where it writes or reads from) and the epoch it starts at, by name.
@@ -112,7 +95,7 @@ where
     I: Clone + Send + Sync + 'static,
     T: Batcher<B, I, Batch<B>>,
 {
-    fn run(self) -> Result<()> {
+    pub(crate) fn run(self) -> Result<()> {
         let Self {
             opts,
             replica,

@@ -1,33 +1,11 @@
 //! The datasets a run trains and evaluates on: their splits, loaded once, and the seeded
 //! order of the training items in each epoch.
 
-use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
-use crate::progress::{Progress, Running};
-use crate::record;
-use crate::report;
-use crate::run::{self, Manifest, OnExisting};
-use crate::scale::{self, Replica, Scale};
-use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::{AdamConfig, Optimizer};
-use burn::prelude::*;
-use burn::train::ClassificationOutput;
-use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
-use burn_sparse_act::Policy;
-use cubecl_kernels::decorator::effects;
-use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
-use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use ember_models::data::cifar::{self};
+use ember_models::data::mnist::{self};
+use ember_models::data::sequence::{self, SequenceSplit};
+use ember_models::data::{DataSource, DataSpec};
 
 /// The loaded splits of a dataset: training (when asked for) and test.
 pub(crate) enum Splits {
@@ -38,7 +16,7 @@ pub(crate) enum Splits {
 }
 
 impl Splits {
-    fn load(
+    pub(crate) fn load(
         source: &DataSource,
         with_train: bool,
         train_limit: Option<usize>,

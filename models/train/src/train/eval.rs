@@ -1,37 +1,29 @@
 //! Evaluation of a saved model (a run directory, a checkpoint or a packed model file) on a
 //! test split.
 
+use super::EvalReport;
 use super::data::Splits;
 use super::fit::{Sums, energy_name};
 use super::manifest::{layer_setup, report_effects};
-use super::EvalReport;
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::effects::report as effects_report;
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
-use crate::progress::{Progress, Running};
+use crate::policy::{LayerPolicy, tag_layers};
 use crate::record;
-use crate::report;
-use crate::run::{self, Manifest, OnExisting};
-use crate::scale::{self, Replica, Scale};
+use crate::run::{self};
 use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::{AdamConfig, Optimizer};
+use burn::data::dataset::Dataset;
 use burn::prelude::*;
-use burn::train::ClassificationOutput;
 use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
 use ember_models::act::Activation;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
+use ember_models::data::cifar::CifarBatcher;
+use ember_models::data::mnist::MnistBatcher;
+use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(crate) fn evaluate_items<B, M, I, V>(
     model: &M,
@@ -178,7 +170,7 @@ pub(crate) enum Packed {
 impl Packed {
     /// The packed model `path` is or holds (a run directory with `model.bcr` or `model.hinm`,
     /// or such a file), read and checked; `None` when it is neither.
-    fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
+    pub(crate) fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
         if let Some(f) = crate::bcr::packed_file(path) {
             let m = crate::bcr::read_packed(&f)?;
             return Ok(Some((f, Self::Bcr(m))));
@@ -187,19 +179,19 @@ impl Packed {
             .map(|f| crate::hinm::read_packed(&f).map(|m| (f, Self::Hinm(m))))
             .transpose()
     }
-    fn model(&self) -> &str {
+    pub(crate) fn model(&self) -> &str {
         match self {
             Self::Hinm(m) => &m.model,
             Self::Bcr(m) => &m.model,
         }
     }
-    fn about(&self) -> &std::collections::BTreeMap<String, String> {
+    pub(crate) fn about(&self) -> &std::collections::BTreeMap<String, String> {
         match self {
             Self::Hinm(m) => &m.about,
             Self::Bcr(m) => &m.about,
         }
     }
-    fn load<B: cubecl_kernels::decorator::KernelBackend, M: Module<B>>(
+    pub(crate) fn load<B: cubecl_kernels::decorator::KernelBackend, M: Module<B>>(
         &self,
         model: M,
     ) -> std::result::Result<M, String> {

@@ -5,33 +5,25 @@ use super::data::epoch_order;
 use super::eval::evaluate_items;
 use super::manifest::{Optim, report_effects};
 use super::{Batchers, EvalReport, OnNan, TrainOptions};
-use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::backend::TrainBackend;
+use crate::effects::{EnergyTable, report as effects_report};
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
+use crate::policy::LayerChoice;
 use crate::progress::{Progress, Running};
 use crate::record;
 use crate::report;
-use crate::run::{self, Manifest, OnExisting};
-use crate::scale::{self, Replica, Scale};
+use crate::run::{self, Manifest};
+use crate::scale::{self, Replica};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::{AdamConfig, Optimizer};
+use burn::optim::Optimizer;
 use burn::prelude::*;
 use burn::train::ClassificationOutput;
-use burn_approx_mul::Multiplier;
 use burn_hinm::gyro::Method;
-use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
-use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
-use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use ember_models::classifier::TrainableClassifier;
+use ember_models::data::Batch;
+use std::path::Path;
 
 /// What [`fit`] trains, and on what.
 pub(crate) struct Fit<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T, V> {
@@ -450,14 +442,14 @@ impl Running for Sums {
 
 impl Sums {
     /// Adds a batch's output; returns its loss.
-    fn add<B: Backend>(&mut self, out: &ClassificationOutput<B>) -> f64 {
+    pub(crate) fn add<B: Backend>(&mut self, out: &ClassificationOutput<B>) -> f64 {
         let (loss, correct, n) = Self::stats(out);
         self.add_stats(loss, correct, n);
         loss
     }
 
     /// A batch's mean loss, correct predictions and size.
-    fn stats<B: Backend>(out: &ClassificationOutput<B>) -> (f64, usize, usize) {
+    pub(crate) fn stats<B: Backend>(out: &ClassificationOutput<B>) -> (f64, usize, usize) {
         let n = out.targets.dims()[0];
         let loss = out.loss.clone().into_scalar().elem::<f64>();
         let pred = out.output.clone().argmax(1).squeeze_dim::<1>(1);
@@ -471,17 +463,17 @@ impl Sums {
     }
 
     /// Adds a batch of `n` items with mean loss `loss` and `correct` right answers.
-    fn add_stats(&mut self, loss: f64, correct: usize, n: usize) {
+    pub(crate) fn add_stats(&mut self, loss: f64, correct: usize, n: usize) {
         self.correct += correct;
         self.loss += loss * n as f64;
         self.seen += n;
     }
 
-    fn loss(&self) -> f64 {
+    pub(crate) fn loss(&self) -> f64 {
         self.loss / self.seen.max(1) as f64
     }
 
-    fn accuracy(&self) -> f64 {
+    pub(crate) fn accuracy(&self) -> f64 {
         100.0 * self.correct as f64 / self.seen.max(1) as f64
     }
 }

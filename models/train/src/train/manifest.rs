@@ -2,33 +2,17 @@
 //! per-layer choices, and the model and optimizer restored from the last completed epoch.
 
 use super::TrainOptions;
-use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
+use crate::backend::TrainBackend;
+use crate::effects::{EffectsReport, EnergyTable};
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
-use crate::progress::{Progress, Running};
+use crate::policy::{LayerChoice, LayerPolicy, contraction_layers};
 use crate::record;
-use crate::report;
-use crate::run::{self, Manifest, OnExisting};
-use crate::scale::{self, Replica, Scale};
-use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::{Dataset, InMemDataset};
+use crate::run::{self, Manifest};
 use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
-use burn::train::ClassificationOutput;
 use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
-use burn_sparse_act::Policy;
-use cubecl_kernels::decorator::effects;
-use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
-use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use ember_models::classifier::{ModelKind, TrainableClassifier};
+use std::path::Path;
 
 /// The BCR state of this attempt: from the model's weights for a new run (ADMM's `Z = Π(W)` or
 /// the one-shot masks), from the checkpoint of the last completed epoch for a resumed one.
@@ -71,7 +55,10 @@ pub(crate) fn start_manifest(
 ) -> Result<Manifest> {
     let dataset = opts.data.kind();
     let Some(prev) = previous else {
-        return Ok(Manifest::new(opts, policy_lines(choices, opts.policy.is_some())));
+        return Ok(Manifest::new(
+            opts,
+            policy_lines(choices, opts.policy.is_some()),
+        ));
     };
     let refuse = |reason: String| EmberError::CannotResume {
         path: opts.out.clone(),

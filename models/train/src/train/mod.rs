@@ -2,41 +2,34 @@
 //! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
 //! evaluation of saved models.
 
-
 mod data;
 mod eval;
 pub(crate) mod fit;
 pub(crate) mod manifest;
 
-pub use eval::{EvalOptions, eval};
-use crate::scale::follower::{Follower, join, shared_settings};
-use data::Splits;
-use fit::{Fit, Layers, Pruning, fit};
-use manifest::{bcr_state, layer_setup, restore, start_manifest};
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
-use crate::effects::{EffectsReport, EnergyTable, report as effects_report};
 use crate::error::{EmberError, Result};
-use crate::policy::{LayerChoice, LayerPolicy, contraction_layers, tag_layers};
-use crate::progress::{Progress, Running};
+use crate::policy::{LayerPolicy, contraction_layers, tag_layers};
 use crate::record;
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
+use crate::scale::follower::{Follower, join, shared_settings};
 use crate::scale::{self, Replica, Scale};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::{AdamConfig, Optimizer};
-use burn::prelude::*;
-use burn::train::ClassificationOutput;
+use burn::optim::Optimizer;
 use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
 use burn_sparse_act::Policy;
-use cubecl_kernels::decorator::effects;
+use data::Splits;
 use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::cifar::{self, CifarBatcher};
-use ember_models::data::mnist::{self, MnistBatcher};
-use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
-use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::data::cifar::CifarBatcher;
+use ember_models::data::mnist::MnistBatcher;
+use ember_models::data::sequence::SequenceBatcher;
+use ember_models::data::{Batch, DataSource};
+pub use eval::{EvalOptions, eval};
+use fit::{Fit, Layers, Pruning, fit};
+use manifest::{bcr_state, layer_setup, restore, start_manifest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,8 +1,8 @@
 //! `ember_train::compare`.
 
-use ember_train::compare::*;
 use ember_models::classifier::ModelKind;
 use ember_models::data::{DataSource, cifar::CifarSource};
+use ember_train::compare::*;
 use ember_train::run::Manifest;
 use ember_train::train::TrainOptions;
 use plotters::style::RGBColor;

@@ -1,13 +1,11 @@
 //! `ember_train::run`.
 
-use burn_sparse_act::Policy;
 use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
 use ember_models::data::{DataSource, mnist::MnistSource};
-use ember_train::train::TrainOptions;
 use ember_train::EmberError;
-use ember_train::backend::BackendKind;
 use ember_train::run::*;
+use ember_train::train::TrainOptions;
 
 fn manifest(model: ModelKind, completed: usize) -> Manifest {
     let data = DataSource::Mnist(MnistSource::Embedded);
