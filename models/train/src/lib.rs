@@ -10,8 +10,8 @@
 //!   optimizer records, checksummed; [`atomic`]: every file written whole or not at all.
 //! - [`report`]: metrics as CSV and curves as PNG; [`progress`]: progress bar or lines.
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
-//!   `SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>` whose device carries the multiplier and the SparseAct
-//!   policy.
+//!   [`backend::Stack`] (`SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>`, named there once)
+//!   whose device carries the multiplier and the SparseAct policy.
 //! - [`scale`]: data-parallel training on several devices of one process (`--devices`, Burn's
 //!   collective all-reduce) and across the processes of an MPI job (`--ddp mpi`).
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).

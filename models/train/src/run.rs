@@ -145,39 +145,6 @@ fn policy_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result
 }
 
 impl Manifest {
-    /// The manifest of a new run of `opts` (no epoch completed), with the per-layer policy as
-    /// it resolved (`policy`: one line per layer, `None` without `--policy`).
-    pub fn new(opts: &crate::train::TrainOptions, policy: Option<Vec<String>>) -> Self {
-        Self {
-            version: MANIFEST_VERSION,
-            model: opts.model,
-            act: opts.act,
-            backend: opts.backend,
-            multiplier: opts.multiplier.name().to_string(),
-            conv: Some(opts.multiplier.conv().to_string()),
-            sparse_act: opts.sparse_act.clone(),
-            epochs: opts.epochs,
-            batch_size: opts.batch_size,
-            lr: opts.lr,
-            seed: opts.seed,
-            dataset: opts.data.kind(),
-            data: opts.data.to_string(),
-            train_limit: opts.train_limit,
-            test_limit: opts.test_limit,
-            policy,
-            hinm: opts.hinm.as_ref().map(|h| h.describe()),
-            bcr: opts.bcr.as_ref().map(|b| b.describe()),
-            replicas: opts.scale.replicas(),
-            completed_epochs: 0,
-            epoch_seconds: Vec::new(),
-            history: Vec::new(),
-            test_accuracy: None,
-            test_loss: None,
-            tested_epoch: None,
-            files: Default::default(),
-        }
-    }
-
     /// Reads `dir/ember-run.json` (an older layout's history from burn-train's logs).
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST);

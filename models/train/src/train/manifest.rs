@@ -14,6 +14,43 @@ use burn_approx_mul::Multiplier;
 use ember_models::classifier::{ModelKind, TrainableClassifier};
 use std::path::Path;
 
+/// The manifest a run writes (kept with the run directory's other code in [`crate::run`]),
+/// made here from the options it records.
+impl Manifest {
+    /// The manifest of a new run of `opts` (no epoch completed), with the per-layer policy as
+    /// it resolved (`policy`: one line per layer, `None` without `--policy`).
+    pub fn new(opts: &TrainOptions, policy: Option<Vec<String>>) -> Self {
+        Self {
+            version: run::MANIFEST_VERSION,
+            model: opts.model,
+            act: opts.act,
+            backend: opts.backend,
+            multiplier: opts.multiplier.name().to_string(),
+            conv: Some(opts.multiplier.conv().to_string()),
+            sparse_act: opts.sparse_act.clone(),
+            epochs: opts.epochs,
+            batch_size: opts.batch_size,
+            lr: opts.lr,
+            seed: opts.seed,
+            dataset: opts.data.kind(),
+            data: opts.data.to_string(),
+            train_limit: opts.train_limit,
+            test_limit: opts.test_limit,
+            policy,
+            hinm: opts.hinm.as_ref().map(|h| h.describe()),
+            bcr: opts.bcr.as_ref().map(|b| b.describe()),
+            replicas: opts.scale.replicas(),
+            completed_epochs: 0,
+            epoch_seconds: Vec::new(),
+            history: Vec::new(),
+            test_accuracy: None,
+            test_loss: None,
+            tested_epoch: None,
+            files: Default::default(),
+        }
+    }
+}
+
 /// The BCR state of this attempt: from the model's weights for a new run (ADMM's `Z = Π(W)` or
 /// the one-shot masks), from the checkpoint of the last completed epoch for a resumed one.
 pub(crate) fn bcr_state<B: Backend, M: Module<B>>(

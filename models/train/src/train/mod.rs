@@ -1,6 +1,13 @@
 //! Training (Ember's own loop: Adam, a checkpoint and manifest update after every epoch, a
 //! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
 //! evaluation of saved models.
+//!
+//! Laid out as burn-train is: this file holds the options ([`TrainOptions`]) and the entry
+//! ([`train`]: checks, data, the run directory, the replicas); `data` the loaded splits and the
+//! epochs' order; `manifest` a run's start (its manifest checked against the options, the
+//! per-layer choices, the restored model and optimizer); `fit` the epoch loop with its pruning
+//! hooks, checkpoints and the final export; `eval` the evaluation of saved models ([`eval`]).
+//! The replicas after the first of a process are `crate::scale::follower`'s.
 
 mod data;
 mod eval;
