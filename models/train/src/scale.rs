@@ -23,7 +23,6 @@ use std::time::Duration;
 
 #[cfg(feature = "mpi")]
 mod flat;
-pub(crate) mod follower;
 #[cfg(feature = "mpi")]
 mod mpi_job;
 mod replica;

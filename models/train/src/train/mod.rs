@@ -6,13 +6,16 @@
 //! ([`train`]: checks, data, the run directory, the replicas); `data` the loaded splits and the
 //! epochs' order; `manifest` a run's start (its manifest checked against the options, the
 //! per-layer choices, the restored model and optimizer); `fit` the epoch loop with its pruning
-//! hooks, checkpoints and the final export; `eval` the evaluation of saved models ([`eval`]).
-//! The replicas after the first of a process are `crate::scale::follower`'s.
+//! hooks, checkpoints and the final export; `follower` the replicas after the first of a
+//! process, which run the same epochs and write nothing (with the exchange itself in
+//! [`crate::scale`], which knows nothing of training); `eval` the evaluation of saved models
+//! ([`eval`]).
 
 mod data;
 mod eval;
-pub(crate) mod fit;
-pub(crate) mod manifest;
+mod fit;
+mod follower;
+mod manifest;
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
@@ -20,7 +23,6 @@ use crate::policy::{LayerPolicy, contraction_layers, tag_layers};
 use crate::record;
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
-use crate::scale::follower::{Follower, join, shared_settings};
 use crate::scale::{self, Replica, Scale};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
@@ -36,6 +38,7 @@ use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource};
 pub use eval::{EvalOptions, eval};
 use fit::{Fit, Layers, Pruning, fit};
+use follower::{Follower, join, shared_settings};
 use manifest::{bcr_state, layer_setup, restore, start_manifest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

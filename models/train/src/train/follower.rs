@@ -1,13 +1,13 @@
 //! The replicas after the first of a process: they train their shards in step with the
 //! others and write nothing.
 
+use super::TrainOptions;
+use super::fit::{Pruning, Shard, Stop, end_bcr_epoch, train_epoch};
+use super::manifest::Optim;
 use crate::backend::TrainBackend;
 use crate::error::Result;
 use crate::run::Manifest;
 use crate::scale::{self, Replica, Scale};
-use crate::train::TrainOptions;
-use crate::train::fit::{Pruning, Shard, Stop, end_bcr_epoch, train_epoch};
-use crate::train::manifest::Optim;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::InMemDataset;
 use burn::optim::{AdamConfig, Optimizer};
