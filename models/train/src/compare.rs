@@ -272,6 +272,20 @@ impl Comparison {
     /// policies) and `summary.md` into `out`, which must not hold any of them. Returns the
     /// files written.
     pub fn write(&self, out: &Path, title: &str) -> Result<Vec<PathBuf>> {
+        // a run directory is Ember's: the figures go next to the runs, not into one
+        let resolved = resolve(out);
+        if let Some(run) = self
+            .runs
+            .iter()
+            .find(|r| resolved.starts_with(resolve(&r.dir)))
+        {
+            return Err(EmberError::Invalid(format!(
+                "--out {} is inside the compared run {}: choose a directory outside the runs; \
+                 nothing was written",
+                out.display(),
+                run.dir.display()
+            )));
+        }
         let files = ["loss.png", "accuracy-heatmap.png", "summary.md"].map(|f| out.join(f));
         if let Some(f) = files.iter().find(|f| f.exists()) {
             return Err(EmberError::Invalid(format!(
@@ -336,6 +350,29 @@ impl Comparison {
                 ("test loss", "cross-entropy", &series(|e| e.valid_loss)),
             ],
         )
+    }
+}
+
+/// `path` made absolute with its links resolved, as far as it exists (the rest appended as
+/// given): where it is, whether or not it exists yet.
+fn resolve(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return missing.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_os_string());
+                at = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 

@@ -60,6 +60,23 @@ fn compares_runs_and_never_overwrites() {
         "never overwrites",
     );
     assert_eq!(std::fs::read(out.join("summary.md")).unwrap(), before);
+    // the figures never go into a compared run (nor a new folder inside one)
+    let listing = |d: &std::path::Path| {
+        let mut names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let files = listing(&dense);
+    for into in [dense.clone(), dense.join("figures")] {
+        fails_with(
+            &ember(&["compare", s(&dense), s(&sparse), "--out", s(&into)]),
+            "is inside the compared run",
+        );
+        assert_eq!(listing(&dense), files);
+    }
     // Not runs: a missing directory, a directory without a manifest.
     fails_with(
         &ember(&["compare", s(&tmp.join("nope")), "--out", s(&tmp.join("o1"))]),
