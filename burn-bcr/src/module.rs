@@ -2,12 +2,12 @@
 //! file into one: BCR's use of the model walks every weight-sparsity decorator shares
 //! ([`cubecl_kernels::decorator::module`]).
 
-use crate::backend::BcrLayer;
 use crate::error::BcrError;
 use crate::file::PackedModel;
 use burn::module::Module;
 use cubecl_kernels::bcrc::Bcrc;
 use cubecl_kernels::decorator::module as shared;
+use cubecl_kernels::decorator::packed::PackedLayer;
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub fn pack_module<B: KernelBackend, M: Module<B>>(
 ) -> M {
     shared::pack_module(model, &|layer| {
         let w = packed.get(layer)?;
-        Some(LayerSettings::new(layer).with(BcrLayer(w.clone())))
+        Some(LayerSettings::new(layer).with(PackedLayer(w.clone())))
     })
 }
 

@@ -109,7 +109,7 @@ impl PackedFormat for HinmFormat {
     }
 
     fn fits(p: &Packed, dims: &[usize]) -> Result<(), String> {
-        crate::pack::check_fits(p, dims)
+        crate::pack::check_fits(p, dims).map_err(|e| e.to_string())
     }
 }
 

@@ -2,10 +2,10 @@
 //! one: HiNM's use of the model walks every weight-sparsity decorator shares
 //! ([`cubecl_kernels::decorator::module`]).
 
-use crate::backend::HinmLayer;
 use crate::file::PackedModel;
 use burn::module::Module;
 use cubecl_kernels::decorator::module as shared;
+use cubecl_kernels::decorator::packed::PackedLayer;
 use cubecl_kernels::decorator::{KernelBackend, LayerSettings};
 use cubecl_kernels::hinm::Packed;
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ pub fn pack_module<B: KernelBackend, M: Module<B>>(
 ) -> M {
     shared::pack_module(model, &|layer| {
         let p = packed.get(layer)?;
-        Some(LayerSettings::new(layer).with(HinmLayer(p.clone())))
+        Some(LayerSettings::new(layer).with(PackedLayer(p.clone())))
     })
 }
 

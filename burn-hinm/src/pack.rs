@@ -74,21 +74,21 @@ pub fn pack(weight: &[f32], dims: &[usize], mask: &HinmMask) -> Result<Packed, H
 
 /// The dense masked weight of a packed one, in Burn's layout for `dims`.
 pub fn masked(packed: &Packed, dims: &[usize]) -> Result<Vec<f32>, HinmError> {
-    check_fits(packed, dims).map_err(HinmError::Shape)?;
+    check_fits(packed, dims)?;
     let layout = Layout::of(dims).expect("checked by check_fits");
     Ok(layout.from_view(&packed.dense()))
 }
 
 /// Whether `packed` fits a weight of shape `dims` (Burn's layout).
-pub fn check_fits(packed: &Packed, dims: &[usize]) -> Result<(), String> {
-    let layout =
-        Layout::of(dims).ok_or_else(|| format!("a weight of shape {dims:?} cannot be packed"))?;
+pub fn check_fits(packed: &Packed, dims: &[usize]) -> Result<(), HinmError> {
+    let layout = Layout::of(dims)
+        .ok_or_else(|| HinmError::Shape(format!("a weight of shape {dims:?} cannot be packed")))?;
     let (out, k) = layout.view();
     if (out, k) != (packed.out, packed.k) {
-        return Err(format!(
+        return Err(HinmError::Shape(format!(
             "the packed weight is {}×{} (out × K), the model's weight {dims:?} is {out}×{k}",
             packed.out, packed.k
-        ));
+        )));
     }
     Ok(())
 }
@@ -126,7 +126,12 @@ mod tests {
         let s = scores(&w, &[16, 8], Saliency::Magnitude).unwrap();
         let (mask, _) = search(&s, 4, 0.5, Method::None, 1).unwrap();
         let packed = pack(&w, &[16, 8], &mask).unwrap();
-        assert!(check_fits(&packed, &[8, 16]).unwrap_err().contains("8×16"));
+        assert!(
+            check_fits(&packed, &[8, 16])
+                .unwrap_err()
+                .to_string()
+                .contains("8×16")
+        );
         assert!(pack(&w, &[8, 16], &mask).is_err());
         assert!(check_fits(&packed, &[128]).is_err());
     }

@@ -107,6 +107,7 @@ impl<R: CubeRuntime> BcrcCube<R> {
 /// A BCRC weight as `Bcr<B>` holds it: its kept values `[nnz]` are the device tensor (one
 /// unused zero when it keeps none), the index arrays go up on first use.
 impl crate::decorator::packed::PackedWeight for super::Bcrc {
+    const NAME: &'static str = "bcr";
     const KERNEL_ROUTE: &'static str = "bcrc kernel";
     const HOST_ROUTE: &'static str = "bcrc host";
     type Cube<R: CubeRuntime> = BcrcCube<R>;

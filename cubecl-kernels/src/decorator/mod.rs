@@ -35,10 +35,10 @@
 #[rustfmt::skip]
 #[path = "generated/forward.rs"]
 mod forward;
+mod backend;
 pub mod effects;
 #[cfg(feature = "module")]
 pub mod file;
-mod kernel;
 mod layer;
 pub mod layout;
 #[cfg(feature = "module")]
@@ -50,7 +50,7 @@ mod transparent;
 
 pub use forward::DecoratorOps;
 
-pub use kernel::{
+pub use backend::{
     CubeVisitor, KernelBackend, MultiplyStrategy, float_to_device, read_f32, with_f32,
 };
 pub use layer::LayerSettings;

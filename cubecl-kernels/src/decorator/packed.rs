@@ -25,7 +25,10 @@
 
 use super::effects::{self, Pass};
 use super::layout::Layout;
-use super::{CubeVisitor, KernelBackend, LayerSettings, MultiplyStrategy, with_f32};
+use super::{
+    CubeVisitor, Decorated, Decoration, DecoratorOps, FloatPrimitive, KernelBackend, LayerSettings,
+    MultiplyStrategy, Wrapped, with_f32,
+};
 use crate::approx::im2col::Window;
 use burn_backend::ops::{ConvOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
@@ -34,11 +37,14 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use core::any::Any;
 use core::fmt;
+use core::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 /// A packed weight format, host side: its `out × K` GEMM view and its sparse product
 /// `y = x · Wᵀ` (`x: [m, K]` → `y: [m, out]`) on a CubeCL device and on the host.
 pub trait PackedWeight: fmt::Debug + Send + Sync + 'static {
+    /// The decorator's name (`Backend::name`): `hinm`, `bcr`.
+    const NAME: &'static str;
     /// The effects report's route of a product through the CubeCL kernel (`hinm kernel`).
     const KERNEL_ROUTE: &'static str;
     /// The effects report's route of a product through the host implementation (`hinm host`).
@@ -497,5 +503,103 @@ pub fn conv2d<B: KernelBackend, P: PackedWeight>(
             }
         }
         w => B::conv2d(x, w.into_inner("conv2d"), bias, options),
+    }
+}
+
+/// The decoration of a weight-sparsity decorator whose packed weights are `P`: HiNM's
+/// `Hinm<B> = Decorated<B, PackedOps<Packed>>`, BCR's `Bcr<B> = Decorated<B, PackedOps<Bcrc>>`.
+/// No configuration (what is packed is carried by the weights, [`PackedLayer`]); `linear`,
+/// `float_matmul` and `conv2d` through a packed weight run its sparse product ([`linear`],
+/// [`matmul`], [`conv2d`]); any other op densifies a packed weight and the effects report
+/// names the op.
+pub struct PackedOps<P>(PhantomData<fn() -> P>);
+
+impl<P> Clone for PackedOps<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for PackedOps<P> {}
+
+impl<P> Default for PackedOps<P> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<P: PackedWeight> fmt::Debug for PackedOps<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PackedOps({})", P::NAME)
+    }
+}
+
+impl<P: PackedWeight> Decoration for PackedOps<P> {
+    type Config = ();
+    const NAME: &'static str = P::NAME;
+}
+
+/// The packed form of one layer's weight, as a per-layer setting: [`PackedFloat::Packed`] for
+/// the layer's weight when [`KernelBackend::float_for_layer`] hands it down (when its `out × K`
+/// view is the weight's: check the packed form against the model first).
+#[derive(Debug)]
+pub struct PackedLayer<P>(pub Arc<P>);
+
+impl<P> Clone for PackedLayer<P> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<B: Backend, P: PackedWeight> FloatPrimitive<B> for PackedOps<P> {
+    type Float = PackedFloat<B, P>;
+
+    fn float_inner(tensor: PackedFloat<B, P>, op: &'static str) -> B::FloatTensorPrimitive {
+        tensor.into_inner(op)
+    }
+    fn float_from_inner(tensor: B::FloatTensorPrimitive) -> PackedFloat<B, P> {
+        PackedFloat::Dense(tensor)
+    }
+    fn float_peek(tensor: &PackedFloat<B, P>) -> &B::FloatTensorPrimitive {
+        tensor.peek()
+    }
+    fn float_map(
+        tensor: PackedFloat<B, P>,
+        f: &dyn Fn(B::FloatTensorPrimitive) -> B::FloatTensorPrimitive,
+    ) -> PackedFloat<B, P> {
+        tensor.map(f)
+    }
+    fn float_layer(tensor: PackedFloat<B, P>, layer: &LayerSettings) -> PackedFloat<B, P> {
+        let host = layer.get::<PackedLayer<P>>().map(|l| &l.0);
+        tensor.for_layer(layer, host)
+    }
+}
+
+type Packed<B, P> = FloatTensor<Decorated<B, PackedOps<P>>>;
+
+impl<B: KernelBackend, P: PackedWeight> DecoratorOps<B> for PackedOps<P> {
+    fn linear(x: Packed<B, P>, weight: Packed<B, P>, bias: Option<Packed<B, P>>) -> Packed<B, P> {
+        let x = Self::float_inner(x.inner, "linear");
+        let bias = bias.map(|b| Self::float_inner(b.inner, "linear"));
+        let y = linear::<B, P>(x, weight.inner, bias);
+        Wrapped::new(PackedFloat::Dense(y), ())
+    }
+
+    fn float_matmul(lhs: Packed<B, P>, rhs: Packed<B, P>) -> Packed<B, P> {
+        let lhs = Self::float_inner(lhs.inner, "float_matmul");
+        let y = matmul::<B, P>(lhs, rhs.inner);
+        Wrapped::new(PackedFloat::Dense(y), ())
+    }
+
+    fn conv2d(
+        x: Packed<B, P>,
+        weight: Packed<B, P>,
+        bias: Option<Packed<B, P>>,
+        options: ConvOptions<2>,
+    ) -> Packed<B, P> {
+        let x = Self::float_inner(x.inner, "conv2d");
+        let bias = bias.map(|b| Self::float_inner(b.inner, "conv2d"));
+        let y = conv2d::<B, P>(x, weight.inner, bias, options);
+        Wrapped::new(PackedFloat::Dense(y), ())
     }
 }

@@ -80,6 +80,7 @@ impl<R: CubeRuntime> PackedCube<R> {
 /// A HiNM-packed weight as `Hinm<B>` holds it: its kept values `[out, nnz / 2]` are the device
 /// tensor, the index arrays go up on first use.
 impl crate::decorator::packed::PackedWeight for super::Packed {
+    const NAME: &'static str = "hinm";
     const KERNEL_ROUTE: &'static str = "hinm kernel";
     const HOST_ROUTE: &'static str = "hinm host";
     type Cube<R: CubeRuntime> = PackedCube<R>;

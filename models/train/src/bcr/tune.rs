@@ -174,8 +174,9 @@ impl crate::backend::BackendJob for TuneJob {
                         TensorData::new(view.to_linear(), [k, rows_out]),
                         &device,
                     );
-                    let settings = LayerSettings::new(&path)
-                        .with(burn_bcr::backend::BcrLayer(std::sync::Arc::new(bcrc)));
+                    let settings = LayerSettings::new(&path).with(
+                        cubecl_kernels::decorator::packed::PackedLayer(std::sync::Arc::new(bcrc)),
+                    );
                     let packed = Tensor::<I<B>, 2>::from_primitive(TensorPrimitive::Float(
                         <I<B> as KernelBackend>::float_for_layer(
                             dense.into_primitive().tensor(),
