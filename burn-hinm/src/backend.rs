@@ -3,7 +3,7 @@
 //! Its float primitive is [`HinmFloat`]: the inner backend's tensor (`Dense`) or a weight in
 //! HiNM's packed layout (`Packed`, [`cubecl_kernels::hinm::Packed`]). A weight becomes packed
 //! when a per-layer setting carries its packed form ([`HinmLayer`], handed down the stack by
-//! [`KernelBackend::float_for_layer`]); nothing else changes a model. The plumbing is the one
+//! [`KernelBackend::float_for_layer`](cubecl_kernels::decorator::KernelBackend::float_for_layer)); nothing else changes a model. The plumbing is the one
 //! every weight-sparsity decorator shares ([`cubecl_kernels::decorator::packed`]).
 //!
 //! `Hinm<B>` is the shared weight-sparsity decorator ([`PackedOps`]) instantiated with HiNM's
@@ -14,7 +14,7 @@
 //!   sparse product: the CubeCL kernel on a CubeCL backend, the vectorised host implementation
 //!   elsewhere (ndarray). The effects report's routes are `hinm kernel` and `hinm host`.
 //! - Any other op on a packed weight densifies it first (the generated forwarding calls
-//!   [`FloatPrimitive::float_inner`]) and the per-layer effects report names the op. So does a
+//!   [`FloatPrimitive::float_inner`](cubecl_kernels::decorator::FloatPrimitive::float_inner)) and the per-layer effects report names the op. So does a
 //!   packed contraction over an *approximate* multiplier underneath (`Hinm<ApproxMul<B>>`): the
 //!   sparse kernel multiplies exactly, so the dense masked weight goes to ApproxMul's op instead.
 

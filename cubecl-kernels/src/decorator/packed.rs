@@ -18,7 +18,7 @@
 //!   elsewhere (ndarray; a convolution's im2col columns are the transposed activations the host
 //!   product reads without a transpose, [`PackedWeight::host_product_cols`]). Over an *approximate* multiplier underneath they go dense instead (the sparse
 //!   products multiply exactly) and say so. They are the bodies of the decorator's
-//!   [`DecoratorOps`](super::DecoratorOps) overrides.
+//!   [`DecoratorOps`] overrides.
 //!
 //! [`FloatPrimitive`]: super::FloatPrimitive
 //! [`FloatPrimitive::Float`]: super::FloatPrimitive::Float
@@ -207,7 +207,7 @@ impl<B: Backend, P: PackedWeight> PackedFloat<B, P> {
 
     /// The inner backend's tensor with the same values, for the op `op`: a packed weight
     /// densifies, and the effects report records that `op` made it
-    /// ([`FloatPrimitive::float_inner`](super::FloatPrimitive::float_inner)).
+    /// ([`FloatPrimitive::float_inner`]).
     pub fn into_inner(self, op: &'static str) -> B::FloatTensorPrimitive {
         match self {
             Self::Dense(t) => t,
@@ -219,7 +219,7 @@ impl<B: Backend, P: PackedWeight> PackedFloat<B, P> {
     }
 
     /// An inner tensor on the same device, for device queries
-    /// ([`FloatPrimitive::float_peek`](super::FloatPrimitive::float_peek)).
+    /// ([`FloatPrimitive::float_peek`]).
     pub fn peek(&self) -> &B::FloatTensorPrimitive {
         match self {
             Self::Dense(t) => t,
@@ -228,7 +228,7 @@ impl<B: Backend, P: PackedWeight> PackedFloat<B, P> {
     }
 
     /// `f` applied to the inner tensor(s), the kind unchanged: a packed weight's values
-    /// ([`FloatPrimitive::float_map`](super::FloatPrimitive::float_map)).
+    /// ([`FloatPrimitive::float_map`]).
     pub fn map(self, f: &dyn Fn(B::FloatTensorPrimitive) -> B::FloatTensorPrimitive) -> Self {
         match self {
             Self::Dense(t) => Self::Dense(f(t)),
@@ -244,7 +244,7 @@ impl<B: Backend, P: PackedWeight> PackedFloat<B, P> {
 
     /// A dense weight of the layer `layer` packed as `host` when the layer's settings carry a
     /// packed form (`host`, the decorator's own settings entry) that fits its shape
-    /// ([`FloatPrimitive::float_layer`](super::FloatPrimitive::float_layer)). A weight the
+    /// ([`FloatPrimitive::float_layer`]). A weight the
     /// packed form does not fit stays dense rather than be replaced by another layer's: check
     /// packed forms against the model before handing them down.
     pub fn for_layer(self, layer: &LayerSettings, host: Option<&Arc<P>>) -> Self {
