@@ -57,6 +57,16 @@ pub fn synthesize(
     Ok((view, mask))
 }
 
+/// Refuses a tuner threshold that is not a positive speed-up ratio (NaN, infinite, ≤ 0).
+pub fn check_threshold(threshold: f64) -> Result<(), BcrError> {
+    if !(threshold.is_finite() && threshold > 0.0) {
+        return Err(BcrError::Level(format!(
+            "tuner threshold {threshold}: it must be a positive speed-up ratio, e.g. 1.05"
+        )));
+    }
+    Ok(())
+}
+
 /// Listing 1: tries `sizes` in order on an `out × k` layer at `rate`, timing each synthesized
 /// layer with `latency` (seconds), and stops at the first whose speed-up over the best so far
 /// is below `threshold` (e.g. 1.05: keep growing the block while it buys at least 5 %). Sizes
@@ -69,11 +79,7 @@ pub fn find_opt_blk(
     threshold: f64,
     mut latency: impl FnMut(&View, &BcrMask) -> f64,
 ) -> Result<Tuned, BcrError> {
-    if !(threshold.is_finite() && threshold > 0.0) {
-        return Err(BcrError::Level(format!(
-            "tuner threshold {threshold}: it must be a positive speed-up ratio, e.g. 1.05"
-        )));
-    }
+    check_threshold(threshold)?;
     let mut best: Option<(Block, f64)> = None;
     let mut trials = Vec::new();
     for (i, &block) in sizes.iter().enumerate() {

@@ -190,7 +190,7 @@ fn sync_running_state<B: Backend, M: Module<B>>(model: &M) {
 pub fn param_digest<B: Backend, M: Module<B>>(model: &M) -> u64 {
     sync_running_state(model);
     let mut h = Fnv::default();
-    for (path, (shape, values)) in burn_hinm::module::params(model) {
+    for (path, (shape, values)) in cubecl_kernels::decorator::module::params(model) {
         h.write(path.as_bytes());
         for d in shape {
             h.write(&(d as u64).to_le_bytes());

@@ -14,6 +14,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The library's defaults ([`TrainOptions::new`]), which the flags' defaults are.
+fn defaults() -> TrainOptions {
+    let data = DataSource::Mnist(ember_models::data::mnist::MnistSource::Embedded);
+    TrainOptions::new(ModelKind::Lenet5, data, "")
+}
+
 /// Arguments of `ember train`.
 #[derive(clap::Args)]
 pub struct TrainArgs {
@@ -38,16 +44,16 @@ pub struct TrainArgs {
     #[command(flatten)]
     layers: super::LayerArgs,
     /// Total number of epochs.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults().epochs)]
     epochs: usize,
     /// Batch size (per replica with --devices or --ddp mpi).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = defaults().batch_size)]
     batch_size: usize,
     /// Adam learning rate.
-    #[arg(long, default_value_t = 2e-3)]
+    #[arg(long, default_value_t = defaults().lr)]
     lr: f64,
     /// Seed for parameter initialisation and shuffling.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = defaults().seed)]
     seed: u64,
     /// Run directory (default: runs/<model>-<date>-<time>).
     #[arg(long)]

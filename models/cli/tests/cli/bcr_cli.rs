@@ -339,11 +339,11 @@ fn the_tuner_prints_a_block_per_layer() {
         (vec!["--blocks", "0x16"], "at least one row"),
         (
             vec!["--threshold", "nan"],
-            "--threshold NaN: a speed-up ratio above 0",
+            "--threshold: level: tuner threshold NaN",
         ),
         (
             vec!["--threshold=-1"],
-            "--threshold -1: a speed-up ratio above 0",
+            "--threshold: level: tuner threshold -1",
         ),
         // a block larger than every layer: no layer is tuned, whatever the table shows
         (

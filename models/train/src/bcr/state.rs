@@ -1,7 +1,7 @@
 //! The BCR state of a run: ADMM (`Z`, `U`, `ρ`) per pruned layer, then the fixed masks, and
 //! the bytes a killed run resumes from.
 
-use super::*;
+use super::{BcrTrain, Pruned, from_view, mask_values, view_dims, view_of};
 use crate::error::{EmberError, Result};
 use burn::module::{ModuleVisitor, Param};
 use burn::optim::GradientsParams;

@@ -1,6 +1,6 @@
 //! `ember tune-bcr`: the block-size tuner run over a model's contraction layers.
 
-use super::*;
+use super::view_dims;
 use crate::error::{EmberError, Result};
 use burn::tensor::TensorData;
 use burn::tensor::backend::AutodiffBackend;
@@ -98,12 +98,9 @@ pub fn tune(opts: TuneOptions) -> Result<Vec<TunedLayer>> {
             opts.rate
         )));
     }
-    if !(opts.threshold.is_finite() && opts.threshold > 0.0) {
-        return Err(EmberError::Invalid(format!(
-            "--threshold {}: a speed-up ratio above 0 (1.10 for 10 % faster)",
-            opts.threshold
-        )));
-    }
+    // once for every layer, before any is timed
+    burn_bcr::tune::check_threshold(opts.threshold)
+        .map_err(|e| EmberError::Invalid(format!("--threshold: {e}")))?;
     if opts.rows == 0 || opts.repeats == 0 || opts.sizes.is_empty() {
         return Err(EmberError::Invalid(
             "--rows, --repeats and the block list must be at least 1".into(),

@@ -262,7 +262,7 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
             }
         };
         // weights that are not numbers evaluate to a loss of NaN and a chance accuracy
-        let params = burn_hinm::module::params(&model);
+        let params = cubecl_kernels::decorator::module::params(&model);
         if let Some((path, _)) = params
             .iter()
             .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))

@@ -221,14 +221,14 @@ where
     if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
         // the fine-tuned weights, packed with the masks they were trained under
         let about = about(h.level.to_string(), Some(h.perm));
-        let params = burn_hinm::module::params(&model.valid());
+        let params = cubecl_kernels::decorator::module::params(&model.valid());
         let packed = crate::hinm::packed_model(opts.model, &params, &t.plans, about)?;
         let file = out.join(crate::hinm::PACKED_FILE);
         crate::atomic::write(&file, &packed.to_bytes())?;
     }
     if let (Some(state), Some(b)) = (&pruning.bcr, &opts.bcr) {
         let about = about(b.describe(), None);
-        let params = burn_hinm::module::params(&model.valid());
+        let params = cubecl_kernels::decorator::module::params(&model.valid());
         let packed = crate::bcr::packed_model(opts.model, &params, state, about)?;
         let file = out.join(crate::bcr::PACKED_FILE);
         crate::atomic::write(&file, &packed.to_bytes())?;
@@ -357,7 +357,7 @@ where
             .filter(|s| s.update_due(epoch, b + 1, batches))
         {
             state
-                .step_update(&burn_hinm::module::params(&model))
+                .step_update(&cubecl_kernels::decorator::module::params(&model))
                 .map_err(Stop::Failed)?;
         }
         if replica.verifies() {
@@ -382,7 +382,7 @@ pub(crate) fn end_bcr_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
     let Some(state) = pruning.bcr.as_mut().filter(|s| s.in_admm()) else {
         return Ok(Vec::new());
     };
-    let params = burn_hinm::module::params(&*model);
+    let params = cubecl_kernels::decorator::module::params(&*model);
     let (lines, hard) = state.end_epoch(epoch, &params)?;
     if hard {
         *pruning.masks = state.masks();

@@ -62,7 +62,7 @@ pub(crate) fn bcr_state<B: Backend, M: Module<B>>(
 ) -> Result<crate::bcr::BcrState> {
     let epoch = manifest.completed_epochs;
     if epoch == 0 {
-        let params = burn_hinm::module::params(model);
+        let params = cubecl_kernels::decorator::module::params(model);
         return crate::bcr::BcrState::start(b, opts.epochs, plan, &params);
     }
     let file = run::bcr_state_file(&opts.out, epoch);
