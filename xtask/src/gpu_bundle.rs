@@ -20,29 +20,60 @@ pub const MAX_BYTES: u64 = 64 << 20;
 /// The archive of the binaries, inside the bundle folder.
 pub const ARCHIVE: &str = "ember-gpu.tar.xz";
 
-/// The crates built, each with its `cuda` feature.
-const PACKAGES: [&str; 7] = [
-    "cubecl-kernels",
-    "burn-approx-mul",
-    "burn-sparse-act",
-    "burn-hinm",
-    "burn-bcr",
-    "ember-train",
-    "ember-cli",
-];
+/// What the bundle builds, read from the workspace's `cargo metadata` (so a new technique crate
+/// is in it once it has a `cuda` feature): every package with a `cuda` feature (built with it),
+/// the test targets of those outside `models/` (the kernel and technique crates, whose tests
+/// are generic over the runtime; the zoo's train whole models on the CPU), and the bench
+/// targets of them all.
+#[derive(Debug, PartialEq)]
+pub struct Targets {
+    /// Package names.
+    pub packages: Vec<String>,
+    /// Test target names.
+    pub tests: Vec<String>,
+    /// Bench target names.
+    pub benches: Vec<String>,
+}
 
-/// The test targets that hold kernel tests (each generic over the runtime).
-const TESTS: [&str; 6] = [
-    "kernels",
-    "approx_mul",
-    "broadcast",
-    "gradients",
-    "hinm",
-    "bcr",
-];
+impl Targets {
+    /// The workspace's.
+    pub fn of_workspace() -> Result<Self> {
+        Ok(Self::from_metadata(&crate::metadata()?))
+    }
 
-/// The bench targets (GEMM, BSpMM, HiNM, BCRC, broadcast, whole-model training steps).
-const BENCHES: [&str; 6] = ["gemm", "bspmm", "hinm", "bcrc", "broadcast", "model_step"];
+    /// Those of the packages `meta` (`cargo metadata --no-deps` output) describes.
+    pub fn from_metadata(meta: &serde_json::Value) -> Self {
+        let mut t = Self {
+            packages: Vec::new(),
+            tests: Vec::new(),
+            benches: Vec::new(),
+        };
+        let root = meta["workspace_root"].as_str().unwrap_or_default();
+        for package in meta["packages"].as_array().into_iter().flatten() {
+            if package["features"].get("cuda").is_none() {
+                continue;
+            }
+            let manifest = package["manifest_path"].as_str().unwrap_or_default();
+            let zoo = manifest
+                .strip_prefix(root)
+                .is_some_and(|rel| rel.trim_start_matches('/').starts_with("models/"));
+            t.packages
+                .push(package["name"].as_str().unwrap_or_default().to_string());
+            for target in package["targets"].as_array().into_iter().flatten() {
+                let name = target["name"].as_str().unwrap_or_default().to_string();
+                let kinds = target["kind"].as_array().into_iter().flatten();
+                for kind in kinds.filter_map(|k| k.as_str()) {
+                    match kind {
+                        "test" if !zoo => t.tests.push(name.clone()),
+                        "bench" => t.benches.push(name.clone()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        t
+    }
+}
 
 /// The runner's shell entry point, copied into the bundle.
 const RUN_SH: &str = include_str!("../gpu/run.sh");
@@ -52,8 +83,9 @@ const TORCH_ROWS: &str = include_str!("../gpu/torch_rows.py");
 const README: &str = include_str!("../gpu/README.txt");
 
 /// The `cargo build` arguments of the bundle's binaries.
-pub fn build_args() -> Vec<String> {
-    let features = PACKAGES
+pub fn build_args(t: &Targets) -> Vec<String> {
+    let features = t
+        .packages
         .iter()
         .map(|p| format!("{p}/cuda"))
         .collect::<Vec<_>>()
@@ -67,14 +99,14 @@ pub fn build_args() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
-    for p in PACKAGES {
-        args.extend(["-p".into(), p.into()]);
+    for p in &t.packages {
+        args.extend(["-p".into(), p.clone()]);
     }
-    for t in TESTS {
-        args.extend(["--test".into(), t.into()]);
+    for test in &t.tests {
+        args.extend(["--test".into(), test.clone()]);
     }
-    for b in BENCHES {
-        args.extend(["--bench".into(), b.into()]);
+    for b in &t.benches {
+        args.extend(["--bench".into(), b.clone()]);
     }
     args.extend(["--bin".into(), "ember".into()]);
     args
@@ -107,8 +139,8 @@ fn bundle_name(message: &serde_json::Value) -> Option<String> {
 }
 
 /// Builds the binaries; returns each one's bundle name and path.
-fn build() -> Result<Vec<(String, PathBuf)>> {
-    let args = build_args();
+fn build(targets: &Targets) -> Result<Vec<(String, PathBuf)>> {
+    let args = build_args(targets);
     println!("==> cargo {}", args.join(" "));
     let mut child = Command::new(env!("CARGO"))
         .args(&args)
@@ -134,7 +166,7 @@ fn build() -> Result<Vec<(String, PathBuf)>> {
     }
     built.sort();
     built.dedup();
-    let want = TESTS.len() + BENCHES.len() + 1;
+    let want = targets.tests.len() + targets.benches.len() + 1;
     if built.len() != want {
         bail!(
             "cargo reported {} executables, {want} expected: {:?}",
@@ -209,7 +241,8 @@ pub fn run(out: Option<PathBuf>) -> Result<()> {
             bail!("`{tool}` is needed to make the bundle and was not found on PATH");
         }
     }
-    let built = build()?;
+    let targets = Targets::of_workspace()?;
+    let built = build(&targets)?;
 
     let target = crate::target_dir();
     let staging = target.join("gpu-bundle-staging");
@@ -233,7 +266,7 @@ pub fn run(out: Option<PathBuf>) -> Result<()> {
         staging.join("BUNDLE.txt"),
         format!(
             "commit {commit}\nbuilt with: cargo {}\n",
-            build_args()[..5].join(" ")
+            build_args(&targets)[..5].join(" ")
         ),
     )?;
 
@@ -341,12 +374,65 @@ mod tests {
     }
 
     #[test]
+    fn the_targets_are_the_workspaces_cuda_crates_with_their_kernel_tests_and_benches() {
+        let t = Targets::of_workspace().unwrap();
+        let sorted = |v: &[String]| {
+            let mut v = v.to_vec();
+            v.sort();
+            v
+        };
+        let packages = [
+            "burn-approx-mul",
+            "burn-bcr",
+            "burn-hinm",
+            "burn-sparse-act",
+            "cubecl-kernels",
+            "ember-cli",
+            "ember-train",
+        ];
+        assert_eq!(sorted(&t.packages), packages);
+        let tests = [
+            "approx_mul",
+            "bcr",
+            "broadcast",
+            "gradients",
+            "hinm",
+            "kernels",
+        ];
+        assert_eq!(sorted(&t.tests), tests);
+        let benches = ["bcrc", "broadcast", "bspmm", "gemm", "hinm", "model_step"];
+        assert_eq!(sorted(&t.benches), benches);
+    }
+
+    #[test]
+    fn a_package_without_cuda_is_left_out_and_the_zoos_tests_too() {
+        let meta = serde_json::json!({
+            "workspace_root": "/w",
+            "packages": [
+                {"name": "cpu-only", "features": {}, "manifest_path": "/w/cpu/Cargo.toml",
+                 "targets": [{"name": "t", "kind": ["test"]}]},
+                {"name": "kern", "features": {"cuda": []}, "manifest_path": "/w/kern/Cargo.toml",
+                 "targets": [{"name": "kern", "kind": ["lib"]}, {"name": "k", "kind": ["test"]},
+                             {"name": "b", "kind": ["bench"]}]},
+                {"name": "zoo", "features": {"cuda": []},
+                 "manifest_path": "/w/models/train/Cargo.toml",
+                 "targets": [{"name": "z", "kind": ["test"]}, {"name": "s", "kind": ["bench"]}]}
+            ]
+        });
+        let t = Targets::from_metadata(&meta);
+        assert_eq!(t.packages, ["kern", "zoo"]);
+        assert_eq!(t.tests, ["k"]);
+        assert_eq!(t.benches, ["b", "s"]);
+    }
+
+    #[test]
     fn every_package_is_built_with_its_cuda_feature() {
-        let args = build_args();
+        let t = Targets::of_workspace().unwrap();
+        let args = build_args(&t);
         let features = &args[args.iter().position(|a| a == "--features").unwrap() + 1];
-        for p in PACKAGES {
+        for p in &t.packages {
             assert!(features.contains(&format!("{p}/cuda")), "{p}");
-            assert!(args.windows(2).any(|w| w[0] == "-p" && w[1] == p), "{p}");
+            assert!(args.windows(2).any(|w| w[0] == "-p" && w[1] == *p), "{p}");
         }
         assert!(args.contains(&"--release".to_string()));
     }

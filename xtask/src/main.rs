@@ -233,15 +233,26 @@ fn mpi_available() -> Result<bool> {
     }
 }
 
-/// Every feature of the workspace's crates but `mpi`, as `crate/feature` (what `--all-features`
-/// means on a machine without MPI).
-fn features_but_mpi() -> Result<String> {
+/// The workspace's own packages as `cargo metadata --no-deps` describes them.
+pub fn metadata() -> Result<serde_json::Value> {
     let out = Command::new(env!("CARGO"))
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .current_dir(root())
         .output()
         .context("cargo metadata")?;
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Every feature of the workspace's crates but `mpi`, as `crate/feature` (what `--all-features`
+/// means on a machine without MPI).
+fn features_but_mpi() -> Result<String> {
+    let meta = metadata()?;
     let mut all = Vec::new();
     for package in meta["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();

@@ -123,18 +123,10 @@ fn damaged_files_are_refused_with_the_reason() {
     let (_, file) = packed_file();
     let bytes = file.to_bytes();
 
+    cubecl_kernels::testing::assert_damage_refused(&bytes, "EMBERBCR", PackedModel::from_bytes);
+    // the framing's refusals are file errors
     let cut = refusal(&bytes[..bytes.len() - 9]);
-    assert!(
-        matches!(&cut, BcrError::File(e) if e.contains("corrupt")),
-        "{cut}"
-    );
-    let mut flipped = bytes.clone();
-    flipped[bytes.len() / 2] ^= 0x04;
-    let e = refusal(&flipped);
-    assert!(
-        matches!(&e, BcrError::File(m) if m.contains("CRC-32")),
-        "{e}"
-    );
+    assert!(matches!(&cut, BcrError::File(_)), "{cut}");
     let mut magic = bytes.clone();
     magic[..8].copy_from_slice(b"EMBERHNM");
     let e = refusal(&magic).to_string();
@@ -142,7 +134,6 @@ fn damaged_files_are_refused_with_the_reason() {
         e.contains("not a packed BCR model (no EMBERBCR header)"),
         "{e}"
     );
-    assert!(refusal(b"").to_string().contains("EMBERBCR"));
 
     // a structurally broken BCRC weight under a valid checksum
     let mut broken = file.clone();

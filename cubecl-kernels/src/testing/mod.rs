@@ -3,6 +3,7 @@
 //! runtime every kernel test runs on (`EMBER_TEST_RUNTIME`: [`runtime_test!`](crate::runtime_test),
 //! [`TestRuntime`], [`TestBackend`]).
 
+pub mod cases;
 mod runtime;
 
 pub use runtime::{
@@ -302,4 +303,33 @@ pub fn reloaded<A: Backend, B: Backend, M: Module<A>, N: Module<B>>(
     let recorder = BinBytesRecorder::<FullPrecisionSettings>::default();
     let bytes = Recorder::<A>::record(&recorder, model.into_record(), ()).unwrap();
     into.load_record(Recorder::<B>::load(&recorder, bytes, device).unwrap())
+}
+
+/// Asserts that `read` refuses damaged copies of `bytes`, a well-formed file of a format whose
+/// magic is `magic`, each with its reason: a flipped byte and a truncated copy are corrupt
+/// (their CRC-32), and bytes of another kind (an empty file, text) name the magic they lack.
+///
+/// # Panics
+/// When a damaged copy is read, or refused for another reason.
+pub fn assert_damage_refused<T: std::fmt::Debug, E: std::fmt::Display>(
+    bytes: &[u8],
+    magic: &str,
+    read: impl Fn(&[u8]) -> Result<T, E>,
+) {
+    let refusal = |b: &[u8], what: &str| match read(b) {
+        Ok(read) => panic!("{what} was read: {read:?}"),
+        Err(e) => e.to_string(),
+    };
+    for at in [magic.len() + 8, bytes.len() / 2, bytes.len() - 1] {
+        let mut flipped = bytes.to_vec();
+        flipped[at] ^= 0x04;
+        let e = refusal(&flipped, &format!("a copy with byte {at} flipped"));
+        assert!(e.contains("corrupt") && e.contains("CRC-32"), "{e}");
+    }
+    let e = refusal(&bytes[..bytes.len() - 9], "a truncated copy");
+    assert!(e.contains("corrupt"), "{e}");
+    for other in [&b""[..], b"not a model at all"] {
+        let e = refusal(other, "another file");
+        assert!(e.contains(magic), "{e}");
+    }
 }

@@ -1,98 +1,29 @@
 //! The identity decorators (wrapping and transparent) reproduce their inner backend bit for bit,
-//! forward and backward, for the ops later decorators override (matmul, linear, conv1d/2d,
-//! conv_transpose2d, prelu), on ndarray and on the runtime `EMBER_TEST_RUNTIME` selects (wgpu by
-//! default, lavapipe where there is no GPU).
+//! forward and backward, for the ops later decorators override (every contraction of the shared
+//! suite, `cubecl_kernels::testing::cases`, and prelu), on ndarray and on the runtime
+//! `EMBER_TEST_RUNTIME` selects (wgpu by default, lavapipe where there is no GPU).
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::module::{conv_transpose2d, conv1d, conv2d, linear};
-use burn::tensor::ops::{ConvOptions, ConvTransposeOptions};
 use burn::tensor::{Tensor, TensorData, activation::prelu};
 use cubecl_kernels::decorator::{
     CubeVisitor, Decorated, DecoratedDevice, Identity, KernelBackend, Transparent,
     TransparentIdentity,
 };
 
-/// Deterministic data in [-1, 1) (a 64-bit LCG).
+use cubecl_kernels::testing::cases::contraction_cases;
 use cubecl_kernels::testing::{TestBackend, lcg_data as data, leaf};
 
-/// Outputs and gradients of every case, by name.
+/// Outputs and gradients of every case, by name: every contraction, and PReLU.
 fn run_cases<B: AutodiffBackend>(device: &B::Device) -> Vec<(String, Vec<f32>)> {
-    let mut out = Vec::new();
+    let mut out = contraction_cases::<B>(device);
     let mut record =
         |name: &str, t: TensorData| out.push((name.to_string(), t.to_vec::<f32>().unwrap()));
-
     macro_rules! case {
         ($($case:tt)*) => {
             cubecl_kernels::record_case!(record, device, B, $($case)*)
         };
     }
-
-    let (a, b) = (
-        leaf::<B, 3>([2, 3, 4], 1, device),
-        leaf::<B, 3>([2, 4, 5], 2, device),
-    );
-    case!("matmul", [a, b], a.clone().matmul(b.clone()));
-
-    let (x, w, bias) = (
-        leaf::<B, 3>([3, 7, 5], 3, device),
-        leaf::<B, 2>([5, 6], 4, device),
-        leaf::<B, 1>([6], 5, device),
-    );
-    case!(
-        "linear",
-        [x, w, bias],
-        linear(x.clone(), w.clone(), Some(bias.clone()))
-    );
-
-    let (x, w, bias) = (
-        leaf::<B, 3>([2, 4, 9], 6, device),
-        leaf::<B, 3>([6, 2, 3], 7, device),
-        leaf::<B, 1>([6], 8, device),
-    );
-    case!(
-        "conv1d",
-        [x, w, bias],
-        conv1d(
-            x.clone(),
-            w.clone(),
-            Some(bias.clone()),
-            ConvOptions::new([2], [1], [1], 2)
-        )
-    );
-
-    let (x, w, bias) = (
-        leaf::<B, 4>([2, 3, 8, 7], 9, device),
-        leaf::<B, 4>([4, 3, 3, 3], 10, device),
-        leaf::<B, 1>([4], 11, device),
-    );
-    case!(
-        "conv2d",
-        [x, w, bias],
-        conv2d(
-            x.clone(),
-            w.clone(),
-            Some(bias.clone()),
-            ConvOptions::new([1, 2], [1, 1], [2, 1], 1)
-        )
-    );
-
-    let (x, w, bias) = (
-        leaf::<B, 4>([2, 4, 5, 5], 12, device),
-        leaf::<B, 4>([4, 3, 3, 3], 13, device),
-        leaf::<B, 1>([3], 14, device),
-    );
-    case!(
-        "conv_transpose2d",
-        [x, w, bias],
-        conv_transpose2d(
-            x.clone(),
-            w.clone(),
-            Some(bias.clone()),
-            ConvTransposeOptions::new([2, 2], [1, 1], [1, 1], [1, 1], 1)
-        )
-    );
-
     let (x, alpha) = (
         leaf::<B, 3>([2, 3, 4], 15, device),
         leaf::<B, 1>([3], 16, device),

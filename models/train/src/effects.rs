@@ -148,7 +148,7 @@ fn pass_text(l: &LayerEffects, pass: Pass) -> String {
     let mut names: Vec<String> = list
         .iter()
         .map(|c| {
-            if c.route.starts_with("hinm") || c.route.starts_with("bcrc") {
+            if crate::technique::is_packed_route(&c.route) {
                 format!("{} ({})", c.multiplier, c.route)
             } else if let Some(conv) = c.route.strip_prefix("native, ") {
                 let conv = conv.split(';').next().unwrap_or(conv);

@@ -8,10 +8,10 @@ use crate::error::{EmberError, Result};
 use crate::policy::{LayerPolicy, contraction_layers, uniform};
 use crate::record::load_checked;
 use crate::run::{Manifest, resolve_checkpoint};
-use burn::module::{ModuleMapper, ModuleVisitor, Param};
+use crate::technique::{self, Masks, Registration, Technique};
+use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{Tensor, TensorData};
 use burn_hinm::Level;
 use burn_hinm::file::{PackedModel, Stored};
 use burn_hinm::gyro::{Method, search};
@@ -26,6 +26,7 @@ use std::time::Instant;
 
 /// File name of a packed model in a prune output directory.
 pub const PACKED_FILE: &str = "model.hinm";
+const _: () = assert!(technique::HINM.packs);
 
 /// Everything `ember prune --hinm` needs.
 #[derive(Clone, Debug)]
@@ -124,23 +125,9 @@ pub fn method_name(m: Method) -> &'static str {
     }
 }
 
-/// Whether `path` is (or holds) a packed model: where `ember eval` takes the packed route.
+/// Whether `path` is (or holds) a packed HiNM model: where `ember eval` takes the packed route.
 pub fn packed_file(path: &Path) -> Option<PathBuf> {
-    if path.is_dir() {
-        let file = path.join(PACKED_FILE);
-        return file.is_file().then_some(file);
-    }
-    (path.extension().is_some_and(|e| e == "hinm")).then(|| path.to_path_buf())
-}
-
-/// Reads a packed model file; every failure names the file.
-pub fn read_packed(file: &Path) -> Result<PackedModel> {
-    let bad = |reason: String| EmberError::BadCheckpoint {
-        path: file.to_path_buf(),
-        reason,
-    };
-    let bytes = std::fs::read(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    PackedModel::from_bytes(&bytes).map_err(bad)
+    technique::packed_file_at(&technique::HINM, path)
 }
 
 /// Loads a run's trained model and returns its float parameters by path.
@@ -423,12 +410,14 @@ impl HinmTune {
 /// from.
 #[derive(Clone, Debug)]
 pub struct Tuning {
-    /// The source run's model file and its recorded checksum.
+    /// The model the source run holds.
+    pub kind: ModelKind,
+    /// The source run's model file.
     pub file: PathBuf,
     /// Its CRC-32 as its run recorded it.
     pub checksum: Option<u32>,
     /// Per pruned weight (full path), its 0/1 mask in Burn's layout.
-    pub masks: BTreeMap<String, Vec<f32>>,
+    pub masks: Masks,
     /// The per-layer plans (for the packed model written at the end).
     pub plans: Vec<LayerPlan>,
 }
@@ -489,8 +478,7 @@ pub fn run_params(checkpoint: &Path) -> Result<SourceRun> {
     })
 }
 
-/// Parameters by full path: shape and values.
-pub type Params = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+pub use crate::technique::Params;
 
 /// The starting point of `ember train --hinm`: the `--from` run must hold a `model` model.
 pub fn tuning(
@@ -515,6 +503,7 @@ pub fn tuning(
     }
     let plans = plan(&all, &layers, policy, tune.level, tune.perm, seed, false)?;
     Ok(Tuning {
+        kind,
         file,
         checksum,
         masks: weight_masks(&all, &plans),
@@ -522,77 +511,49 @@ pub fn tuning(
     })
 }
 
-/// Every masked weight of `model` multiplied by its mask (values only: parameter ids and
-/// `require_grad` unchanged): after every optimizer step of a HiNM fine-tuning.
-pub fn apply_masks<B: AutodiffBackend, M: burn::module::Module<B>>(
-    model: M,
-    masks: &BTreeMap<String, Vec<f32>>,
-) -> M {
-    struct Mask<'a> {
-        path: Vec<String>,
-        masks: &'a BTreeMap<String, Vec<f32>>,
-    }
-    impl<B: AutodiffBackend> ModuleMapper<B> for Mask<'_> {
-        fn enter_module(&mut self, name: &str, _: &str) {
-            self.path.push(name.to_string());
-        }
-        fn exit_module(&mut self, _: &str, _: &str) {
-            self.path.pop();
-        }
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-            let (id, tensor, mapper) = param.consume();
-            let tensor = match self.masks.get(&self.path.join(".")) {
-                None => tensor,
-                Some(mask) => {
-                    let grad = tensor.is_require_grad();
-                    let inner = tensor.inner();
-                    let m = Tensor::from_data(
-                        TensorData::new(mask.clone(), inner.shape()),
-                        &inner.device(),
-                    );
-                    Tensor::from_inner(inner * m).set_require_grad(grad)
-                }
-            };
-            Param::from_mapped_value(id, tensor, mapper)
-        }
-    }
-    model.map(&mut Mask {
-        path: Vec::new(),
-        masks,
-    })
+/// HiNM fine-tuning's part in a training run: the run starts from the source run's weights
+/// under the masks, the gradients of pruned weights are masked and the masks re-applied after
+/// every optimizer step, and `model.hinm` is written at the end with the masks' plans.
+#[derive(Clone, Debug)]
+pub struct HinmRun {
+    /// What was asked for.
+    pub tune: HinmTune,
+    /// The masks searched on the source run's weights.
+    pub tuning: Tuning,
 }
 
-/// The gradients of every masked weight multiplied by its mask (pruned weights get none).
-pub fn mask_grads<B: AutodiffBackend, M: burn::module::Module<B>>(
-    model: &M,
-    grads: &mut GradientsParams,
-    masks: &BTreeMap<String, Vec<f32>>,
-) {
-    struct Grads<'a> {
-        path: Vec<String>,
-        masks: &'a BTreeMap<String, Vec<f32>>,
-        grads: &'a mut GradientsParams,
+impl<B: AutodiffBackend, M: Module<B>> Technique<B, M> for HinmRun {
+    fn registration(&self) -> &'static Registration {
+        &technique::HINM
     }
-    impl<B: AutodiffBackend> ModuleVisitor<B> for Grads<'_> {
-        fn enter_module(&mut self, name: &str, _: &str) {
-            self.path.push(name.to_string());
-        }
-        fn exit_module(&mut self, _: &str, _: &str) {
-            self.path.pop();
-        }
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            let Some(mask) = self.masks.get(&self.path.join(".")) else {
-                return;
-            };
-            if let Some(g) = self.grads.remove::<B::InnerBackend, D>(param.id) {
-                let m = Tensor::from_data(TensorData::new(mask.clone(), g.shape()), &g.device());
-                self.grads.register(param.id, g * m);
-            }
-        }
+    fn settings(&self) -> Vec<String> {
+        vec![self.tune.describe()]
     }
-    model.visit(&mut Grads {
-        path: Vec::new(),
-        masks,
-        grads,
-    });
+    fn source(&self) -> Option<(PathBuf, Option<u32>)> {
+        Some((self.tuning.file.clone(), self.tuning.checksum))
+    }
+    fn start(&mut self, model: M, _: Option<technique::Resumed>) -> Result<M> {
+        Ok(technique::apply_masks(model, &self.tuning.masks))
+    }
+    fn grads(&self, model: &M, grads: &mut GradientsParams) {
+        technique::mask_grads(model, grads, &self.tuning.masks);
+    }
+    fn after_step(&mut self, model: M, _: usize, _: usize, _: usize) -> Result<M> {
+        Ok(technique::apply_masks(model, &self.tuning.masks))
+    }
+    fn export(
+        &self,
+        params: &Params,
+        mut about: BTreeMap<String, String>,
+    ) -> Result<Option<Vec<u8>>> {
+        about.insert("level".into(), self.tune.level.to_string());
+        about.insert("perm".into(), method_name(self.tune.perm).to_string());
+        let kind = self.tuning.kind;
+        Ok(Some(
+            packed_model(kind, params, &self.tuning.plans, about)?.to_bytes(),
+        ))
+    }
+    fn boxed(&self) -> Box<dyn Technique<B, M>> {
+        Box::new(self.clone())
+    }
 }

@@ -12,6 +12,10 @@
 //! - [`backend`]: the backends selectable at run time (`ndarray`, `wgpu`, `cuda`), each as
 //!   [`backend::Stack`] (`SparseAct<Autodiff<Bcr<Hinm<ApproxMul<B>>>>>`, named there once)
 //!   whose device carries the multiplier and the SparseAct policy.
+//! - [`technique`]: each technique's part in a run — its registration (the flags, files and
+//!   routes it adds, one [`technique::REGISTRY`]) and the [`technique::Technique`] trait the fit
+//!   loop calls (gradients, after the optimizer step, end of epoch, checkpoint state, packed
+//!   export); [`hinm`] and [`bcr`] hold the pruning techniques' implementations.
 //! - [`scale`]: data-parallel training on several devices of one process (`--devices`, Burn's
 //!   collective all-reduce) and across the processes of an MPI job (`--ddp mpi`).
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
@@ -70,6 +74,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scale;
+pub mod technique;
 pub mod train;
 
 pub use error::{EmberError, Result};

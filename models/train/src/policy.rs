@@ -251,27 +251,14 @@ impl std::fmt::Display for LayerChoice {
     }
 }
 
-fn parse_hinm(text: &str) -> std::result::Result<Option<Level>, String> {
+/// `off`, or what `T`'s `FromStr` reads (a per-layer level or pruning).
+fn off_or<T: std::str::FromStr>(text: &str) -> std::result::Result<Option<T>, String>
+where
+    T::Err: std::fmt::Display,
+{
     match text.trim() {
         "off" => Ok(None),
-        spec => spec.parse::<Level>().map(Some).map_err(|e| e.to_string()),
-    }
-}
-
-fn parse_bcr(text: &str) -> std::result::Result<Option<burn_bcr::Level>, String> {
-    match text.trim() {
-        "off" => Ok(None),
-        spec => spec
-            .parse::<burn_bcr::Level>()
-            .map(Some)
-            .map_err(|e| e.to_string()),
-    }
-}
-
-fn parse_sparse(text: &str) -> std::result::Result<Option<Pruning>, String> {
-    match text.trim() {
-        "off" => Ok(None),
-        spec => Pruning::parse(spec).map(Some).map_err(|e| e.to_string()),
+        spec => spec.parse::<T>().map(Some).map_err(|e| e.to_string()),
     }
 }
 
@@ -306,13 +293,15 @@ impl LayerPolicy {
                 Multiplier::parse(m).map_err(|e| error(format!("{what}: {e}")))?;
             }
             if let Some(p) = &s.sparse_act {
-                parse_sparse(p).map_err(|e| error(format!("{what}: sparse-act {p:?}: {e}")))?;
+                off_or::<Pruning>(p)
+                    .map_err(|e| error(format!("{what}: sparse-act {p:?}: {e}")))?;
             }
             if let Some(h) = &s.hinm {
-                parse_hinm(h).map_err(|e| error(format!("{what}: hinm {h:?}: {e}")))?;
+                off_or::<Level>(h).map_err(|e| error(format!("{what}: hinm {h:?}: {e}")))?;
             }
             if let Some(b) = &s.bcr {
-                parse_bcr(b).map_err(|e| error(format!("{what}: bcr {b:?}: {e}")))?;
+                off_or::<burn_bcr::Level>(b)
+                    .map_err(|e| error(format!("{what}: bcr {b:?}: {e}")))?;
             }
             Ok(())
         };
@@ -389,11 +378,19 @@ impl LayerPolicy {
                             .map_err(|e| error(e.to_string()))?;
                         let sparse_act = s
                             .sparse_act
-                            .map(|p| parse_sparse(&p))
+                            .map(|p| off_or::<Pruning>(&p))
                             .transpose()
                             .map_err(error)?;
-                        let hinm = s.hinm.map(|h| parse_hinm(&h)).transpose().map_err(error)?;
-                        let bcr = s.bcr.map(|b| parse_bcr(&b)).transpose().map_err(error)?;
+                        let hinm = s
+                            .hinm
+                            .map(|h| off_or::<Level>(&h))
+                            .transpose()
+                            .map_err(error)?;
+                        let bcr = s
+                            .bcr
+                            .map(|b| off_or::<burn_bcr::Level>(&b))
+                            .transpose()
+                            .map_err(error)?;
                         Ok(LayerChoice {
                             path: path.clone(),
                             multiplier,

@@ -10,6 +10,7 @@
 use crate::backend::BackendKind;
 use crate::error::{EmberError, Result};
 use crate::report::EpochMetrics;
+use crate::technique::{self, REGISTRY};
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
 use ember_models::classifier::ModelKind;
@@ -82,6 +83,10 @@ pub struct Manifest {
     /// BCR pruning (`--bcr LEVEL`, ADMM or one-shot, the source run); `None` without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bcr: Option<String>,
+    /// The settings of registered techniques the fields above do not hold, by flag
+    /// ([`crate::technique::REGISTRY`]); a technique absent here was off.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
     /// Data-parallel replicas that trained it (`--devices` × `--world`; 1 when absent): each
     /// took `batch_size` items per step.
     #[serde(default = "one", skip_serializing_if = "is_one")]
@@ -215,14 +220,15 @@ pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
     dir.join("checkpoint").join(format!("{kind}-{epoch}.mpk"))
 }
 
-/// `dir/checkpoint/bcr-<epoch>.bin`: the BCR state (ADMM's `Z`, `U`, `ρ`, or the fixed masks)
-/// after `epoch` of a `--bcr` run.
-pub fn bcr_state_file(dir: &Path, epoch: usize) -> PathBuf {
-    dir.join("checkpoint").join(format!("bcr-{epoch}.bin"))
+/// `dir/checkpoint/<name>-<epoch>.bin`: the state technique `name` checkpoints after `epoch`
+/// (BCR's: ADMM's `Z`, `U`, `ρ`, or the fixed masks).
+pub fn state_file(dir: &Path, name: &str, epoch: usize) -> PathBuf {
+    dir.join("checkpoint").join(format!("{name}-{epoch}.bin"))
 }
 
 /// Whether `name` (a path relative to a run directory, `/`-separated) is a file Ember writes
-/// there: the manifest, `model.mpk`, `metrics.csv`, `curves.png`, checkpoints, burn-train's
+/// there: the manifest, `model.mpk`, `metrics.csv`, `curves.png`, the registered techniques'
+/// packed models and checkpointed states ([`technique::REGISTRY`]), checkpoints, burn-train's
 /// logs of version-2 runs (`train/epoch-<e>/*.log`, `valid/…`), and temporary files of
 /// interrupted writes.
 pub fn is_ember_file(name: &str) -> bool {
@@ -242,17 +248,20 @@ pub fn is_ember_file(name: &str) -> bool {
                 "curves.png",
                 "effects.json",
                 "effects.md",
-                "model.bcr",
-                "model.hinm",
             ]
             .contains(f)
+                || REGISTRY
+                    .iter()
+                    .any(|r| r.packs && *f == technique::packed_file(r))
                 || temp(f)
         }
         ["checkpoint", f] => {
             ["model-", "optim-", "scheduler-"]
                 .iter()
                 .any(|p| numbered(f, p, ".mpk"))
-                || numbered(f, "bcr-", ".bin")
+                || REGISTRY
+                    .iter()
+                    .any(|r| r.state && numbered(f, &format!("{}-", r.name), ".bin"))
                 || temp(f)
         }
         ["train" | "valid", epoch, log] => numbered(epoch, "epoch-", "") && log.ends_with(".log"),

@@ -12,9 +12,12 @@
 //! are `Π(W)` of the starting weights (one-shot) and every epoch is masked retraining.
 
 mod state;
+mod technique;
 mod tune;
 
-pub use state::{BcrState, Params};
+pub use crate::technique::Params;
+pub use state::BcrState;
+pub use technique::BcrRun;
 pub use tune::{TuneOptions, TunedLayer, tune, tune_table, untuned};
 
 use crate::error::{EmberError, Result};
@@ -28,6 +31,7 @@ use std::path::PathBuf;
 
 /// File name of a packed BCR model in a run directory.
 pub const PACKED_FILE: &str = "model.bcr";
+const _: () = assert!(crate::technique::BCR.packs);
 
 /// `ember train --bcr`: the level, ADMM or one-shot, and where the weights start.
 #[derive(Clone, Debug, PartialEq)]
@@ -268,23 +272,4 @@ pub fn packed_model(
         about,
         params: out,
     })
-}
-
-/// Whether `path` is (or holds) a packed BCR model: where `ember eval` takes the packed route.
-pub fn packed_file(path: &std::path::Path) -> Option<PathBuf> {
-    if path.is_dir() {
-        let file = path.join(PACKED_FILE);
-        return file.is_file().then_some(file);
-    }
-    (path.extension().is_some_and(|e| e == "bcr")).then(|| path.to_path_buf())
-}
-
-/// Reads a packed BCR model file; every failure names the file.
-pub fn read_packed(file: &std::path::Path) -> Result<burn_bcr::file::PackedModel> {
-    let bad = |reason: String| EmberError::BadCheckpoint {
-        path: file.to_path_buf(),
-        reason,
-    };
-    let bytes = std::fs::read(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    burn_bcr::file::PackedModel::from_bytes(&bytes).map_err(|e| bad(e.to_string()))
 }

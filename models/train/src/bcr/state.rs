@@ -3,6 +3,7 @@
 
 use super::{BcrTrain, Pruned, from_view, mask_values, view_dims, view_of};
 use crate::error::{EmberError, Result};
+use crate::technique::Params;
 use burn::module::{ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::AutodiffBackend;
@@ -48,9 +49,6 @@ pub struct BcrState {
     /// The last ADMM epoch (0: none).
     admm_epochs: usize,
 }
-
-/// Parameters by full path: shape and values.
-pub type Params = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
 
 pub(super) fn weight_of<'a>(params: &'a Params, p: &Pruned) -> Result<&'a Vec<f32>> {
     params

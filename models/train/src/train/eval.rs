@@ -11,6 +11,7 @@ use crate::error::{EmberError, Result};
 use crate::policy::{LayerPolicy, tag_layers};
 use crate::record;
 use crate::run::{self};
+use crate::technique::Packed;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::prelude::*;
@@ -23,7 +24,7 @@ use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub(crate) fn evaluate_items<B, M, I, V>(
     model: &M,
@@ -159,47 +160,6 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             packed: packed.map(|(_, m)| m),
         },
     )
-}
-
-/// A packed model file: HiNM's `model.hinm` or BCR's `model.bcr`.
-pub(crate) enum Packed {
-    Hinm(burn_hinm::file::PackedModel),
-    Bcr(burn_bcr::file::PackedModel),
-}
-
-impl Packed {
-    /// The packed model `path` is or holds (a run directory with `model.bcr` or `model.hinm`,
-    /// or such a file), read and checked; `None` when it is neither.
-    pub(crate) fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
-        if let Some(f) = crate::bcr::packed_file(path) {
-            let m = crate::bcr::read_packed(&f)?;
-            return Ok(Some((f, Self::Bcr(m))));
-        }
-        crate::hinm::packed_file(path)
-            .map(|f| crate::hinm::read_packed(&f).map(|m| (f, Self::Hinm(m))))
-            .transpose()
-    }
-    pub(crate) fn model(&self) -> &str {
-        match self {
-            Self::Hinm(m) => &m.model,
-            Self::Bcr(m) => &m.model,
-        }
-    }
-    pub(crate) fn about(&self) -> &std::collections::BTreeMap<String, String> {
-        match self {
-            Self::Hinm(m) => &m.about,
-            Self::Bcr(m) => &m.about,
-        }
-    }
-    pub(crate) fn load<B: cubecl_kernels::decorator::KernelBackend, M: Module<B>>(
-        &self,
-        model: M,
-    ) -> std::result::Result<M, String> {
-        match self {
-            Self::Hinm(m) => burn_hinm::module::load_packed(model, m),
-            Self::Bcr(m) => burn_bcr::module::load_packed(model, m).map_err(|e| e.to_string()),
-        }
-    }
 }
 
 pub(crate) struct EvalJob {

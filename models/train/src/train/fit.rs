@@ -14,15 +14,16 @@ use crate::record;
 use crate::report;
 use crate::run::{self, Manifest};
 use crate::scale::{self, Replica};
+use crate::technique::{self, Technique};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
 use burn::optim::Optimizer;
 use burn::prelude::*;
 use burn::train::ClassificationOutput;
-use burn_hinm::gyro::Method;
 use cubecl_kernels::decorator::effects;
 use ember_models::classifier::TrainableClassifier;
 use ember_models::data::Batch;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// What [`fit`] trains, and on what.
@@ -44,7 +45,7 @@ pub(crate) fn fit<B, M, I, T, V>(
     replica: &Replica,
     fit: Fit<'_, B, M, I, T, V>,
     layers: &Layers<'_>,
-    mut pruning: Pruning<'_>,
+    techniques: &mut [Box<dyn Technique<B, M>>],
 ) -> Result<EvalReport>
 where
     B: TrainBackend,
@@ -105,7 +106,7 @@ where
                 train,
                 batcher: &batcher,
             },
-            &mut pruning,
+            techniques,
             Some(&mut progress),
         ) {
             Ok(done) => done,
@@ -130,11 +131,13 @@ where
         model = next;
         let exchange = replica.exchange_report(training.elapsed().as_secs_f64());
         recorded = Some((effects::finish(), batches as u64, epoch));
-        if pruning.bcr.as_ref().is_some_and(|s| s.in_admm()) {
+        if techniques.iter().any(|t| t.ends_epoch()) {
             progress.finish();
         }
-        for line in end_bcr_epoch(&mut model, &mut pruning, epoch)? {
-            eprintln!("  bcr: {line}");
+        let (next, lines) = end_epoch(model, techniques, epoch)?;
+        model = next;
+        for line in lines {
+            eprintln!("  {line}");
         }
         let valid = evaluate_items::<B::InnerBackend, _, I, V>(
             &model.valid(),
@@ -176,10 +179,12 @@ where
             crate::atomic::write(&file, &bytes)?;
             manifest.record_file(out, &file, &bytes);
         }
-        if let Some(state) = &pruning.bcr {
-            let (file, bytes) = (run::bcr_state_file(out, epoch), state.to_bytes());
-            crate::atomic::write(&file, &bytes)?;
-            manifest.record_file(out, &file, &bytes);
+        for t in techniques.iter() {
+            if let Some(bytes) = t.state() {
+                let file = run::state_file(out, t.registration().name, epoch);
+                crate::atomic::write(&file, &bytes)?;
+                manifest.record_file(out, &file, &bytes);
+            }
         }
         manifest.completed_epochs = epoch;
         manifest.epoch_seconds.truncate(epoch - 1);
@@ -202,37 +207,24 @@ where
     manifest.test_accuracy = Some(test.accuracy);
     manifest.test_loss = Some(test.loss);
     manifest.tested_epoch = Some(opts.epochs);
-    // the provenance a packed model file records
-    let about = |level: String, perm: Option<Method>| {
-        [
-            ("level", Some(level)),
-            (
-                "perm",
-                perm.map(|p| crate::hinm::method_name(p).to_string()),
-            ),
-            ("seed", Some(opts.seed.to_string())),
-            ("source", Some(file.display().to_string())),
-            ("dataset", Some(opts.data.kind().to_string())),
+    if techniques.iter().any(|t| t.registration().packs) {
+        // the provenance every packed model file records, to which each technique adds its own
+        let about: BTreeMap<String, String> = [
+            ("seed", opts.seed.to_string()),
+            ("source", file.display().to_string()),
+            ("dataset", opts.data.kind().to_string()),
         ]
         .into_iter()
-        .filter_map(|(k, v)| Some((k.to_string(), v?)))
-        .collect()
-    };
-    if let (Some(t), Some(h)) = (layers.tuning, &opts.hinm) {
-        // the fine-tuned weights, packed with the masks they were trained under
-        let about = about(h.level.to_string(), Some(h.perm));
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
         let params = cubecl_kernels::decorator::module::params(&model.valid());
-        let packed = crate::hinm::packed_model(opts.model, &params, &t.plans, about)?;
-        let file = out.join(crate::hinm::PACKED_FILE);
-        crate::atomic::write(&file, &packed.to_bytes())?;
-    }
-    if let (Some(state), Some(b)) = (&pruning.bcr, &opts.bcr) {
-        let about = about(b.describe(), None);
-        let params = cubecl_kernels::decorator::module::params(&model.valid());
-        let packed = crate::bcr::packed_model(opts.model, &params, state, about)?;
-        let file = out.join(crate::bcr::PACKED_FILE);
-        crate::atomic::write(&file, &packed.to_bytes())?;
-        eprintln!("packed BCR model: {}", file.display());
+        for t in techniques.iter() {
+            if let Some(bytes) = t.export(&params, about.clone())? {
+                let file = out.join(technique::packed_file(t.registration()));
+                crate::atomic::write(&file, &bytes)?;
+                eprintln!("packed {} model: {}", t.registration().name, file.display());
+            }
+        }
     }
     manifest.write(out)?;
     if let Some((seen, steps, epoch)) = recorded {
@@ -275,7 +267,7 @@ pub(crate) fn train_epoch<B, M, I, T>(
     epoch: usize,
     device: &B::Device,
     shard: Shard<'_, B, M, I, T>,
-    pruning: &mut Pruning<'_>,
+    techniques: &mut [Box<dyn Technique<B, M>>],
     mut progress: Option<&mut Progress>,
 ) -> std::result::Result<(M, Sums, usize), Stop>
 where
@@ -338,28 +330,18 @@ where
         let mut grads = replica
             .mean_grads::<B, M>(&model, step.grads)
             .map_err(Stop::Failed)?;
-        if let Some(state) = &pruning.bcr {
-            state.add_penalty_grads(&model, &mut grads);
-        }
-        if !pruning.masks.is_empty() {
-            crate::hinm::mask_grads(&model, &mut grads, pruning.masks);
+        for t in techniques.iter() {
+            t.grads(&model, &mut grads);
         }
         model = optim.step(opts.lr, model, grads);
-        if !pruning.masks.is_empty() {
-            model = crate::hinm::apply_masks(model, pruning.masks);
+        for t in techniques.iter_mut() {
+            model = t
+                .after_step(model, epoch, b + 1, batches)
+                .map_err(Stop::Failed)?;
         }
         model = replica
             .mean_state::<B, M>(model, device)
             .map_err(Stop::Failed)?;
-        if let Some(state) = pruning
-            .bcr
-            .as_mut()
-            .filter(|s| s.update_due(epoch, b + 1, batches))
-        {
-            state
-                .step_update(&cubecl_kernels::decorator::module::params(&model))
-                .map_err(Stop::Failed)?;
-        }
         if replica.verifies() {
             replica
                 .verify_step::<B::InnerBackend>(scale::param_digest(&model), device, epoch, b + 1)
@@ -372,38 +354,28 @@ where
     Ok((model, sums, batches))
 }
 
-/// BCR's end of an epoch during ADMM (Z and U updated, or hard pruning with its masks applied):
-/// the lines to report. Every replica runs it on equal parameters, so their states stay equal.
-pub(crate) fn end_bcr_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
-    model: &mut M,
-    pruning: &mut Pruning<'_>,
+/// Every technique's end of an epoch ([`Technique::end_epoch`]): the model, and the lines to
+/// report, each after its technique's name. Every replica runs it on equal parameters, so their
+/// techniques' states stay equal.
+pub(crate) fn end_epoch<B: TrainBackend, M: TrainableClassifier<B>>(
+    mut model: M,
+    techniques: &mut [Box<dyn Technique<B, M>>],
     epoch: usize,
-) -> Result<Vec<String>> {
-    let Some(state) = pruning.bcr.as_mut().filter(|s| s.in_admm()) else {
-        return Ok(Vec::new());
-    };
-    let params = cubecl_kernels::decorator::module::params(&*model);
-    let (lines, hard) = state.end_epoch(epoch, &params)?;
-    if hard {
-        *pruning.masks = state.masks();
-        *model = crate::hinm::apply_masks(model.clone(), pruning.masks);
+) -> Result<(M, Vec<String>)> {
+    let mut lines = Vec::new();
+    for t in techniques.iter_mut() {
+        let (next, said) = t.end_epoch(model, epoch)?;
+        model = next;
+        let name = t.registration().name;
+        lines.extend(said.into_iter().map(|l| format!("{name}: {l}")));
     }
-    Ok(lines)
-}
-
-/// What pruning does to each training step: the fixed masks (HiNM fine-tuning, BCR's one-shot
-/// or hard-pruned ones; empty: none) and BCR's state.
-pub(crate) struct Pruning<'a> {
-    pub(crate) masks: &'a mut std::collections::BTreeMap<String, Vec<f32>>,
-    pub(crate) bcr: Option<crate::bcr::BcrState>,
+    Ok((model, lines))
 }
 
 /// The per-layer choices of a run and its energy table.
 pub(crate) struct Layers<'a> {
     pub(crate) choices: &'a [LayerChoice],
     pub(crate) energy: Option<&'a EnergyTable>,
-    /// HiNM fine-tuning's masks and plans.
-    pub(crate) tuning: Option<&'a crate::hinm::Tuning>,
 }
 
 pub(crate) fn energy_name(path: Option<&Path>) -> String {

@@ -2,12 +2,13 @@
 //! others and write nothing.
 
 use super::TrainOptions;
-use super::fit::{Pruning, Shard, Stop, end_bcr_epoch, train_epoch};
+use super::fit::{Shard, Stop, end_epoch, train_epoch};
 use super::manifest::Optim;
 use crate::backend::TrainBackend;
 use crate::error::Result;
 use crate::run::Manifest;
 use crate::scale::{self, Replica, Scale};
+use crate::technique::Technique;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::InMemDataset;
 use burn::optim::{AdamConfig, Optimizer};
@@ -16,20 +17,20 @@ use ember_models::data::Batch;
 use std::sync::Arc;
 
 /// What every replica of a parallel run must share: the settings that decide what it computes
-/// (not where it writes or reads from) and the epoch it starts at, by name.
+/// (not where it writes or reads from: the techniques' settings by flag, the rest) and the
+/// epoch it starts at, by name.
 pub(crate) fn shared_settings(
     opts: &TrainOptions,
     manifest: &Manifest,
+    techniques: &[(&'static str, String)],
     train: usize,
     test: usize,
 ) -> Vec<(&'static str, String)> {
-    vec![
+    let mut settings = techniques.to_vec();
+    settings.extend([
         ("--model", opts.model.to_string()),
         ("--act", opts.act.to_string()),
         ("--backend", opts.backend.to_string()),
-        ("--multiplier", opts.multiplier.name().to_string()),
-        ("--conv", opts.multiplier.conv().to_string()),
-        ("--sparse-act", opts.sparse_act.to_string()),
         ("--policy", format!("{:?}", manifest.policy)),
         ("--epochs", opts.epochs.to_string()),
         ("--batch-size", opts.batch_size.to_string()),
@@ -38,21 +39,14 @@ pub(crate) fn shared_settings(
         ("--dataset", opts.data.kind().to_string()),
         ("training/test sizes", format!("{train}/{test}")),
         ("--on-nan", opts.on_nan.to_string()),
-        (
-            "--hinm",
-            format!("{:?}", opts.hinm.as_ref().map(|h| h.describe())),
-        ),
-        (
-            "--bcr",
-            format!("{:?}", opts.bcr.as_ref().map(|b| b.describe())),
-        ),
         ("replica count", opts.scale.replicas().to_string()),
         ("--verify-replicas", opts.scale.verify.to_string()),
         (
             "first epoch (--resume)",
             (manifest.completed_epochs + 1).to_string(),
         ),
-    ]
+    ]);
+    settings
 }
 
 /// Joins a replica to the others (every replica of every process calls it, in the same order)
@@ -83,8 +77,7 @@ pub(crate) struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
     pub(crate) device: B::Device,
     pub(crate) model: M,
     pub(crate) optim: <Optim<B, M> as Optimizer<M, B>>::Record,
-    pub(crate) masks: std::collections::BTreeMap<String, Vec<f32>>,
-    pub(crate) bcr: Option<crate::bcr::BcrState>,
+    pub(crate) techniques: Vec<Box<dyn Technique<B, M>>>,
     pub(crate) first: usize,
     pub(crate) train: Arc<InMemDataset<I>>,
     pub(crate) batcher: Arc<dyn Fn(usize) -> T + Send + Sync>,
@@ -103,18 +96,13 @@ where
             device,
             mut model,
             optim,
-            mut masks,
-            bcr,
+            mut techniques,
             first,
             train,
             batcher,
         } = self;
         join::<B, M>(&replica, &opts.scale, &settings, &model, &device)?;
         let mut optim = AdamConfig::new().init::<B, M>().load_record(optim);
-        let mut pruning = Pruning {
-            masks: &mut masks,
-            bcr,
-        };
         for epoch in first..=opts.epochs {
             let batcher = batcher(epoch);
             let shard = Shard {
@@ -129,7 +117,7 @@ where
                 epoch,
                 &device,
                 shard,
-                &mut pruning,
+                &mut techniques,
                 None,
             ) {
                 Ok((next, _, _)) => model = next,
@@ -137,7 +125,7 @@ where
                 // the first replica reports the stop
                 Err(_) => break,
             }
-            end_bcr_epoch(&mut model, &mut pruning, epoch)?;
+            model = end_epoch(model, &mut techniques, epoch)?.0;
             replica.end_epoch()?;
         }
         replica.finish::<B::InnerBackend>();

@@ -8,6 +8,7 @@ use crate::error::{EmberError, Result};
 use crate::policy::{LayerChoice, LayerPolicy, contraction_layers};
 use crate::record;
 use crate::run::{self, Manifest};
+use crate::technique::{self, Registration, Resumed};
 use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
 use burn_approx_mul::Multiplier;
@@ -39,6 +40,7 @@ impl Manifest {
             policy,
             hinm: opts.hinm.as_ref().map(|h| h.describe()),
             bcr: opts.bcr.as_ref().map(|b| b.describe()),
+            settings: Default::default(),
             replicas: opts.scale.replicas(),
             completed_epochs: 0,
             epoch_seconds: Vec::new(),
@@ -51,27 +53,24 @@ impl Manifest {
     }
 }
 
-/// The BCR state of this attempt: from the model's weights for a new run (ADMM's `Z = Π(W)` or
-/// the one-shot masks), from the checkpoint of the last completed epoch for a resumed one.
-pub(crate) fn bcr_state<B: Backend, M: Module<B>>(
-    opts: &TrainOptions,
-    b: &crate::bcr::BcrTrain,
-    plan: &[crate::bcr::Pruned],
+/// The state technique `r` checkpointed after the last completed epoch (`None` for a new run
+/// or a technique without one), checked against the manifest's checksum.
+pub(crate) fn resumed(
+    out: &Path,
     manifest: &Manifest,
-    model: &M,
-) -> Result<crate::bcr::BcrState> {
+    r: &Registration,
+) -> Result<Option<Resumed>> {
     let epoch = manifest.completed_epochs;
-    if epoch == 0 {
-        let params = cubecl_kernels::decorator::module::params(model);
-        return crate::bcr::BcrState::start(b, opts.epochs, plan, &params);
+    if epoch == 0 || !r.state {
+        return Ok(None);
     }
-    let file = run::bcr_state_file(&opts.out, epoch);
+    let file = run::state_file(out, r.name, epoch);
     let bad = |reason: String| EmberError::BadCheckpoint {
         path: file.clone(),
         reason,
     };
     let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if let Some(expected) = manifest.checksum(&opts.out, &file) {
+    if let Some(expected) = manifest.checksum(out, &file) {
         let actual = record::checksum(&bytes);
         if actual != expected {
             return Err(bad(format!(
@@ -79,7 +78,41 @@ pub(crate) fn bcr_state<B: Backend, M: Module<B>>(
             )));
         }
     }
-    crate::bcr::BcrState::from_bytes(&bytes, b, opts.epochs, plan).map_err(bad)
+    Ok(Some(Resumed { file, bytes }))
+}
+
+impl Manifest {
+    /// What this manifest recorded of a technique's flag, as [`technique::settings`] gives
+    /// it: from the typed fields of the first four techniques, from [`Manifest::settings`] for
+    /// any other (`off` when absent: the run did not use it).
+    pub fn recorded_setting(&self, flag: &str) -> String {
+        self.typed_setting(flag).unwrap_or_else(|| {
+            let recorded = self.settings.get(flag).cloned();
+            recorded.unwrap_or_else(|| technique::OFF.to_string())
+        })
+    }
+
+    /// Records `settings` ([`technique::settings`]) that the typed fields do not hold.
+    pub fn record_settings(&mut self, settings: &[(&'static str, String)]) {
+        for (flag, value) in settings {
+            if self.typed_setting(flag).is_none() && value != technique::OFF {
+                self.settings.insert(flag.to_string(), value.clone());
+            }
+        }
+    }
+
+    fn typed_setting(&self, flag: &str) -> Option<String> {
+        let off = || technique::OFF.to_string();
+        Some(match flag {
+            "--multiplier" => self.multiplier.clone(),
+            // Runs before `--conv` ran Burn's kernels and did not record it.
+            "--conv" => self.conv.clone().unwrap_or_else(|| "burn".into()),
+            "--sparse-act" => self.sparse_act.to_string(),
+            "--hinm" => self.hinm.clone().unwrap_or_else(off),
+            "--bcr" => self.bcr.clone().unwrap_or_else(off),
+            _ => return None,
+        })
+    }
 }
 
 /// The manifest of this attempt: a new one, or the previous one checked against the options
@@ -88,14 +121,14 @@ pub(crate) fn bcr_state<B: Backend, M: Module<B>>(
 pub(crate) fn start_manifest(
     opts: &TrainOptions,
     choices: &[LayerChoice],
+    settings: &[(&'static str, String)],
     previous: Option<Manifest>,
 ) -> Result<Manifest> {
     let dataset = opts.data.kind();
     let Some(prev) = previous else {
-        return Ok(Manifest::new(
-            opts,
-            policy_lines(choices, opts.policy.is_some()),
-        ));
+        let mut manifest = Manifest::new(opts, policy_lines(choices, opts.policy.is_some()));
+        manifest.record_settings(settings);
+        return Ok(manifest);
     };
     let refuse = |reason: String| EmberError::CannotResume {
         path: opts.out.clone(),
@@ -110,18 +143,9 @@ pub(crate) fn start_manifest(
         })
     };
     let limit = |l: Option<usize>| l.map_or("(all)".to_string(), |n| n.to_string());
+    // The run's data, backend and hyper-parameters first, then the techniques' settings.
     let mut checks = vec![
-        differs(
-            "--multiplier",
-            prev.multiplier.clone(),
-            opts.multiplier.name().to_string(),
-        ),
         differs("--dataset", prev.dataset.to_string(), dataset.to_string()),
-        differs(
-            "--sparse-act",
-            prev.sparse_act.to_string(),
-            opts.sparse_act.to_string(),
-        ),
         differs(
             "--backend",
             prev.backend.to_string(),
@@ -135,16 +159,6 @@ pub(crate) fn start_manifest(
         ),
         differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
         differs("--act", prev.act.to_string(), opts.act.to_string()),
-        differs(
-            "--hinm",
-            prev.hinm.clone().unwrap_or_else(|| "off".into()),
-            opts.hinm.as_ref().map_or("off".into(), |h| h.describe()),
-        ),
-        differs(
-            "--bcr",
-            prev.bcr.clone().unwrap_or_else(|| "off".into()),
-            opts.bcr.as_ref().map_or("off".into(), |b| b.describe()),
-        ),
         differs("data", prev.data.clone(), opts.data.to_string()),
         differs(
             "replicas (--devices × --world)",
@@ -152,12 +166,11 @@ pub(crate) fn start_manifest(
             opts.scale.replicas().to_string(),
         ),
     ];
-    // Runs before `--conv` ran Burn's kernels and did not record it.
-    checks.push(differs(
-        "--conv",
-        prev.conv.clone().unwrap_or_else(|| "burn".into()),
-        opts.multiplier.conv().to_string(),
-    ));
+    checks.extend(
+        settings
+            .iter()
+            .map(|(flag, now)| differs(flag, prev.recorded_setting(flag), now.clone())),
+    );
     // Version 3 records the limits; older manifests did not.
     if prev.version >= 3 {
         checks.push(differs(

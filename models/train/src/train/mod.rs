@@ -24,6 +24,7 @@ use crate::record;
 use crate::report;
 use crate::run::{self, Manifest, OnExisting};
 use crate::scale::{self, Replica, Scale};
+use crate::technique::{self, Technique};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
 use burn::optim::Optimizer;
@@ -37,9 +38,9 @@ use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource};
 pub use eval::{EvalOptions, eval};
-use fit::{Fit, Layers, Pruning, fit};
+use fit::{Fit, Layers, fit};
 use follower::{Follower, join, shared_settings};
-use manifest::{bcr_state, layer_setup, restore, start_manifest};
+use manifest::{layer_setup, restore, resumed, start_manifest};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -242,10 +243,16 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
     // Load data first: a bad dataset must not leave a half-made run directory behind.
     let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
     // The masks before the run directory: a level the model cannot take writes nothing.
-    let tuning = opts
+    let hinm = opts
         .hinm
         .as_ref()
-        .map(|t| crate::hinm::tuning(t, opts.model, opts.policy.as_ref(), opts.seed))
+        .map(|tune| {
+            let tuning = crate::hinm::tuning(tune, opts.model, opts.policy.as_ref(), opts.seed)?;
+            Ok::<_, EmberError>(crate::hinm::HinmRun {
+                tune: tune.clone(),
+                tuning,
+            })
+        })
         .transpose()?;
     let bcr_source = opts
         .bcr
@@ -263,8 +270,7 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
         TrainJob {
             opts,
             splits,
-            tuning,
-            bcr_source,
+            start: Start { hinm, bcr_source },
         },
     )
 }
@@ -287,9 +293,7 @@ fn source_run(from: &Path, model: ModelKind) -> Result<(PathBuf, Option<u32>)> {
 struct TrainJob {
     opts: TrainOptions,
     splits: Splits,
-    tuning: Option<crate::hinm::Tuning>,
-    /// The model file `--bcr --from` starts from, and its checksum.
-    bcr_source: Option<(PathBuf, Option<u32>)>,
+    start: Start,
 }
 
 impl BackendJob for TrainJob {
@@ -334,14 +338,11 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     model: M,
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
-    let tuning = Start {
-        hinm: job.tuning,
-        bcr_source: job.bcr_source,
-    };
+    let start = job.start;
     match job.splits {
         Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
-            tuning,
+            start,
             devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
@@ -353,7 +354,7 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
         ),
         Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
             job.opts,
-            tuning,
+            start,
             devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
@@ -367,7 +368,7 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
         ),
         Splits::Sequences(train, test, features) => train_model::<B, M, _, _, _>(
             job.opts,
-            tuning,
+            start,
             devices.clone(),
             model,
             train.expect("training split loaded").dataset(),
@@ -380,10 +381,50 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     }
 }
 
-/// Where a pruning run's weights start: HiNM's fine-tuning masks, BCR's source run.
+/// What the pruning techniques prepared before the run directory: HiNM's fine-tuning (its
+/// masks searched on the source run), the model file `--bcr --from` starts from and its
+/// checksum.
 struct Start {
-    hinm: Option<crate::hinm::Tuning>,
+    hinm: Option<crate::hinm::HinmRun>,
     bcr_source: Option<(PathBuf, Option<u32>)>,
+}
+
+/// The techniques of a run, in [`technique::REGISTRY`]'s order: ApproxMul's and SparseAct's
+/// settings (their work is on the device), HiNM fine-tuning, BCR with its plan of the model's
+/// layers. What each needs of the model is checked here, before the run directory is touched.
+fn techniques<B: TrainBackend, M: TrainableClassifier<B>>(
+    opts: &TrainOptions,
+    start: Start,
+    model: &M,
+) -> Result<Vec<Box<dyn Technique<B, M>>>> {
+    let mut all: Vec<Box<dyn Technique<B, M>>> = vec![
+        Box::new(opts.multiplier.clone()),
+        Box::new(opts.sparse_act.clone()),
+    ];
+    if let Some(hinm) = start.hinm {
+        all.push(Box::new(hinm));
+    }
+    if let Some(b) = &opts.bcr {
+        let shapes = ember_models::params::float_shapes(model);
+        let layers = contraction_layers(&shapes);
+        let (plan, notes) = crate::bcr::plan(
+            &shapes.into_iter().collect(),
+            &layers,
+            opts.policy.as_ref(),
+            b.level,
+        )?;
+        for note in notes {
+            eprintln!("--bcr: {note}");
+        }
+        all.push(Box::new(crate::bcr::BcrRun::new(
+            b.clone(),
+            opts.model,
+            opts.epochs,
+            plan,
+            start.bcr_source,
+        )));
+    }
+    Ok(all)
 }
 
 fn train_model<B, M, I, T, V>(
@@ -426,25 +467,7 @@ where
         &opts.multiplier,
         opts.energy.as_deref(),
     )?;
-    let tuning = start.hinm;
-    let bcr_plan = opts
-        .bcr
-        .as_ref()
-        .map(|b| {
-            let shapes = ember_models::params::float_shapes(&model);
-            let layers = contraction_layers(&shapes);
-            let (plan, notes) = crate::bcr::plan(
-                &shapes.into_iter().collect(),
-                &layers,
-                opts.policy.as_ref(),
-                b.level,
-            )?;
-            for note in notes {
-                eprintln!("--bcr: {note}");
-            }
-            Ok::<_, EmberError>(plan)
-        })
-        .transpose()?;
+    let mut techniques = techniques::<B, M>(&opts, start, &model)?;
     let out = opts.out.clone();
     let existed = out.exists();
     // Only rank 0 of an MPI job writes the run directory; the other ranks read it (what a
@@ -463,36 +486,26 @@ where
     };
     let fresh = writes && previous.is_none();
     let result = (|| {
-        let mut manifest = start_manifest(&opts, &choices, previous)?;
+        let settings = technique::settings(&techniques);
+        let mut manifest = start_manifest(&opts, &choices, &settings, previous)?;
         let (mut model, optim) = restore::<B, M>(&out, &manifest, model, &device)?;
-        if let Some(t) = &tuning
-            && manifest.completed_epochs == 0
-        {
-            model = record::load_checked(&t.file, t.checksum, model, opts.model, &device)?;
-        }
-        if let Some((file, checksum)) = &start.bcr_source
-            && manifest.completed_epochs == 0
-        {
-            model = record::load_checked(file, *checksum, model, opts.model, &device)?;
+        if manifest.completed_epochs == 0 {
+            for (file, checksum) in techniques.iter().filter_map(|t| t.source()) {
+                model = record::load_checked(&file, checksum, model, opts.model, &device)?;
+            }
         }
         // A loaded record brings untagged weights: tag after restoring. Tagging also
         // initialises Burn's lazy parameters, from the seed the model was built under.
-        let model = tag_layers::<B, M>(model, &choices);
-        let bcr = match (&opts.bcr, &bcr_plan) {
-            (Some(b), Some(plan)) => Some(bcr_state(&opts, b, plan, &manifest, &model)?),
-            _ => None,
-        };
-        let mut masks = match (&tuning, &bcr) {
-            (Some(t), _) => t.masks.clone(),
-            (None, Some(state)) => state.masks(),
-            (None, None) => Default::default(),
-        };
-        let model = crate::hinm::apply_masks(model, &masks);
+        let mut model = tag_layers::<B, M>(model, &choices);
+        for t in &mut techniques {
+            let state = resumed(&out, &manifest, t.registration())?;
+            model = t.start(model, state)?;
+        }
         if writes {
             manifest.write(&out)?;
         }
         let replicas = Replica::local_replicas(&opts.scale, opts.interrupt.clone());
-        let settings = shared_settings(&opts, &manifest, train_len, test_len);
+        let settings = shared_settings(&opts, &manifest, &settings, train_len, test_len);
         if !writes {
             // an MPI rank other than 0: trains in step and writes nothing
             Follower {
@@ -502,8 +515,7 @@ where
                 device: device.clone(),
                 model,
                 optim: optim.to_record(),
-                masks,
-                bcr,
+                techniques,
                 first: manifest.completed_epochs + 1,
                 train: train_split.clone(),
                 batcher: batchers.train.clone(),
@@ -519,8 +531,7 @@ where
                 device: device.clone(),
                 model: model.clone().fork(device),
                 optim: optim.to_record(),
-                masks: masks.clone(),
-                bcr: bcr.clone(),
+                techniques: techniques.iter().map(|t| t.boxed()).collect(),
                 first: manifest.completed_epochs + 1,
                 train: train_split.clone(),
                 batcher: batchers.train.clone(),
@@ -558,12 +569,8 @@ where
             &Layers {
                 choices: &choices,
                 energy: energy.as_ref(),
-                tuning: tuning.as_ref(),
             },
-            Pruning {
-                masks: &mut masks,
-                bcr,
-            },
+            &mut techniques,
         )
         .map(|test| Some((manifest, test)))
     })();

@@ -10,3 +10,4 @@ mod policy;
 mod report;
 mod run;
 mod scale;
+mod technique;

@@ -159,6 +159,7 @@ fn ember_files_are_told_from_the_users() {
         "checkpoint/.ember-tmp-x",
         "model.hinm",
         "model.bcr",
+        "checkpoint/bcr-3.bin",
         "effects.json",
         "effects.md",
     ] {
@@ -170,6 +171,10 @@ fn ember_files_are_told_from_the_users() {
         "train/epoch-x/Loss.log",
         "data/model.mpk",
         "ember-run.json.bak",
+        // registered techniques without a packed model or a checkpointed state
+        "model.approx-mul",
+        "checkpoint/hinm-3.bin",
+        "checkpoint/bcr-x.bin",
     ] {
         assert!(!is_ember_file(f), "{f}");
     }

@@ -1,0 +1,270 @@
+//! The host GEMM against the textbook product, its split-K order, its vector loops against the
+//! scalar ones bit for bit, and the table expansion.
+
+use super::*;
+use crate::approx::LutTable;
+use crate::approx::host::{mitchell_significand, multiply};
+
+#[test]
+fn plain_gemm_is_the_textbook_product() {
+    let lhs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]; // [1, 2, 3]
+    let rhs = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]; // [1, 3, 2]
+    let out = gemm(&lhs, &rhs, [1, 2, 3, 2], &ApproxMultiply::Plain);
+    assert_eq!(out, vec![4.0, 5.0, 10.0, 11.0]);
+}
+
+#[test]
+fn split_k_sums_chunks_in_order() {
+    // 2 × 3 outputs, k = 3000: cut into chunks; integers keep every sum exact
+    let (m, k, n) = (2, 3000, 3);
+    assert!(split_k([1, m, k, n]) < k);
+    let lhs: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let rhs: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let got = gemm(&lhs, &rhs, [1, m, k, n], &ApproxMultiply::Plain);
+    let want: Vec<f32> = (0..m * n)
+        .map(|o| {
+            (0..k)
+                .map(|kk| lhs[o / n * k + kk] * rhs[kk * n + o % n])
+                .sum()
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        got,
+        gemm_impl(
+            &lhs,
+            &rhs,
+            [1, m, k, n],
+            &ApproxMultiply::Plain,
+            false,
+            true
+        )
+    );
+}
+
+/// Mantissa sums at and around every edge of MBM's cases (`host::mbm`: the carry, the
+/// correction's overflow without one, the half correction's fit with one), one product an
+/// output (`k = 1`), on every vector path (AVX-512 pairs, an AVX2 panel, the scalar tail):
+/// the definition's bits. Random operands reach an edge's exact value only by chance.
+#[test]
+fn mbm_vector_loops_keep_the_edges_of_its_cases() {
+    use crate::approx::{MANT_MASK, MBM_CORRECTION as C};
+    let one = |key: u32| f32::from_bits(0x3f80_0000 | key);
+    let edges = [1 << 23, (1 << 23) - C, (1 << 24) - C / 2];
+    let a_keys = [0, 1, C / 2, C, 1 << 22, MANT_MASK - 1, MANT_MASK];
+    let mut b_keys: Vec<u32> = a_keys
+        .iter()
+        .flat_map(|&ka| {
+            edges
+                .iter()
+                .flat_map(move |&e| (e - 2..=e + 2).filter_map(move |s| s.checked_sub(ka)))
+        })
+        .filter(|&kb| kb <= MANT_MASK)
+        .collect();
+    b_keys.sort_unstable();
+    b_keys.dedup();
+    // three AVX-512 pairs' worth and an odd panel and a tail at least
+    while b_keys.len() % 8 != 3 || b_keys.len() < 59 {
+        b_keys.push(b_keys.len() as u32 * 77_777 % MANT_MASK);
+    }
+    let lhs: Vec<f32> = a_keys.iter().map(|&k| one(k)).collect();
+    let rhs: Vec<f32> = b_keys.iter().map(|&k| -one(k) * 4.0).collect();
+    let (m, n) = (lhs.len(), rhs.len());
+    let got = gemm_impl(
+        &lhs,
+        &rhs,
+        [1, m, 1, n],
+        &ApproxMultiply::Mbm,
+        avx2_available(),
+        false,
+    );
+    for (i, &a) in lhs.iter().enumerate() {
+        for (j, &b) in rhs.iter().enumerate() {
+            let want = multiply(a, b, &ApproxMultiply::Mbm);
+            assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "{a} · {b}");
+        }
+    }
+}
+
+#[test]
+fn vector_and_scalar_loops_agree_bit_for_bit() {
+    let table: Vec<f32> = (0..1u32 << 10)
+        .map(|i| mitchell_significand((i >> 5) << 18, (i & 31) << 18))
+        .collect();
+    let kinds = [
+        ApproxMultiply::Plain,
+        ApproxMultiply::Mitchell,
+        ApproxMultiply::Mbm,
+        ApproxMultiply::Lut(LutTable::new(5, table)),
+    ];
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = (s >> 40) as f32 / (1u64 << 24) as f32;
+        (u * 2.0 - 1.0) * 2f32.powi(((s >> 20) % 16) as i32 - 8)
+    };
+    let mut lhs: Vec<f32> = (0..2 * 21 * 300).map(|_| next()).collect();
+    lhs[5] = f32::INFINITY;
+    lhs[700] = f32::NAN;
+    lhs[9] = 1e-40;
+    assert!(
+        avx2_available() || !cfg!(target_arch = "x86_64"),
+        "CI machines have AVX2"
+    );
+    // k spans two k blocks; n = 37: four 8-lane panels (two AVX-512 pairs) and a scalar
+    // tail; n = 29: three panels (a pair, one AVX2 panel) and a tail
+    for n in [37, 29] {
+        let dims = [2, 21, 300, n];
+        let rhs: Vec<f32> = (0..2 * 300 * n).map(|_| next()).collect();
+        for mul in &kinds {
+            let scalar = gemm_impl(&lhs, &rhs, dims, mul, false, false);
+            let vector = gemm_impl(&lhs, &rhs, dims, mul, avx2_available(), false);
+            for (i, (a, b)) in scalar.iter().zip(&vector).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{mul:?} n = {n} [{i}]: {a} vs {b}"
+                );
+            }
+            // and every entry equals a plain triple loop over scalar multiplies
+            for (row, got_row) in scalar.chunks(n).enumerate() {
+                let (bt, i) = (row / 21, row % 21);
+                for (col, &got) in got_row.iter().enumerate() {
+                    let mut want = 0f32;
+                    for kk in 0..300 {
+                        want += multiply(
+                            lhs[(bt * 21 + i) * 300 + kk],
+                            rhs[(bt * 300 + kk) * n + col],
+                            mul,
+                        );
+                    }
+                    assert!(
+                        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                        "{mul:?} [{row}, {col}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn mitchell_table(bits: u32) -> LutTable {
+    match crate::approx::host::mitchell_table(bits) {
+        ApproxMultiply::Lut(table) => table,
+        _ => unreachable!("a LUT multiply"),
+    }
+}
+
+#[test]
+fn the_table_expansion_gives_the_per_product_bits() {
+    // every table row width of the AVX-512 build (16 entries and fewer, 32, 64, 128, 256)
+    for bits in [3, 4, 5, 6, 7, 8] {
+        let mul = ApproxMultiply::Lut(mitchell_table(bits));
+        let ApproxMultiply::Lut(table) = &mul else {
+            unreachable!()
+        };
+        // rows enough to expand; k not a multiple of the steps; n a partial last panel;
+        // zeros, subnormals and exponents far apart
+        let rows = (2usize << bits).max(40);
+        let dims = [2, rows, 37, 45];
+        let mut lhs = crate::approx::host::binades(2 * rows * 37, 7 + u64::from(bits), 60);
+        let mut rhs = crate::approx::host::binades(2 * 37 * 45, 11, 60);
+        lhs[3] = 0.0;
+        lhs[4] = -0.0;
+        lhs[8] = 1e-40;
+        rhs[5] = -3e-39;
+        rhs[6] = 0.0;
+        lhs[9] = 1e30;
+        rhs[9] = 1e-30;
+        assert!(expand::expands(&lhs, &rhs, rows, 45, table), "m = {bits}");
+        // both builds of the expansion (portable, and AVX-512 where the CPU has it) give
+        // the per-product bits
+        let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
+            let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
+            for simd in [false, true] {
+                let expanded = gemm_impl(lhs, rhs, dims, &mul, simd, true);
+                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "m = {bits}, {what}, simd {simd} [{i}]: {a} vs {b}"
+                    );
+                }
+            }
+        };
+        both_builds(&lhs, &rhs, dims, "rhs expanded");
+        // fewer rows than columns: the lhs expanded, through the transposed product
+        let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
+        let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
+        let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
+        assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
+        both_builds(&lhs, &rhs, wide, "lhs expanded");
+        // through the public entry, split along a long k as the kernel splits it
+        let long = [1, rows, 3000, 16];
+        assert!(split_k(long) < 3000);
+        let (lhs, rhs) = (
+            crate::approx::host::binades(rows * 3000, 3, 20),
+            crate::approx::host::binades(3000 * 16, 5, 20),
+        );
+        let want: Vec<f32> = {
+            let chunk = split_k(long);
+            let parts: Vec<Vec<f32>> = (0..3000usize.div_ceil(chunk))
+                .map(|s| {
+                    let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(3000));
+                    let a: Vec<f32> = lhs.chunks(3000).flat_map(|r| &r[k0..k1]).copied().collect();
+                    let b = rhs[k0 * 16..k1 * 16].to_vec();
+                    gemm_impl(&a, &b, [1, rows, k1 - k0, 16], &mul, false, false)
+                })
+                .collect();
+            (0..rows * 16)
+                .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+                .collect()
+        };
+        let got = gemm(&lhs, &rhs, long, &mul);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "m = {bits}: split k"
+        );
+    }
+}
+
+#[test]
+fn operands_outside_the_band_keep_the_per_product_path() {
+    let table = mitchell_table(5);
+    let (rows, n) = (64, 8);
+    let lhs = crate::approx::host::binades(rows * 4, 1, 10);
+    let rhs = crate::approx::host::binades(4 * n, 2, 10);
+    assert!(expand::expands(&lhs, &rhs, rows, n, &table));
+    // too few rows for the expansion to pay
+    assert!(!expand::expands(&lhs[..63 * 4], &rhs, 63, n, &table));
+    for bad in [f32::INFINITY, f32::NAN, 2f32.powi(127), -3e38] {
+        let mut l = lhs.clone();
+        l[17] = bad;
+        assert!(!expand::expands(&l, &rhs, rows, n, &table), "{bad}");
+        let mut r = rhs.clone();
+        r[3] = bad;
+        assert!(!expand::expands(&lhs, &r, rows, n, &table), "{bad}");
+    }
+    // an entry below 1 makes the smallest normal scale's intermediate subnormal
+    let mut small: Vec<f32> = table.significands().to_vec();
+    small[1] = 0.75;
+    let small = LutTable::new(5, small);
+    let mut l = lhs.clone();
+    l[0] = f32::MIN_POSITIVE;
+    assert!(expand::expands(&l, &rhs, rows, n, &table));
+    assert!(!expand::expands(&l, &rhs, rows, n, &small));
+    // and the product of such operands is the per-product one, through the public entry
+    let mul = ApproxMultiply::Lut(small);
+    let mut l = lhs.clone();
+    l[17] = f32::INFINITY;
+    let got = gemm(&l, &rhs, [1, rows, 4, n], &mul);
+    let want = gemm_impl(&l, &rhs, [1, rows, 4, n], &mul, false, false);
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
+    );
+}
