@@ -270,37 +270,17 @@ pub fn write_new(lut: &Lut, path: &Path) -> Result<(), ApproxError> {
     write_bytes_new(path, &bytes)
 }
 
-/// Writes `bytes` to a new file at `path`, atomically: into a temporary file in the same
-/// directory, synced, then renamed to `path` unless `path` exists. On any error nothing is left
-/// behind and an existing `path` is untouched ([`ApproxError::Exists`]).
+/// Writes `bytes` to a new file at `path`, whole or not at all ([`cubecl_kernels::fs`]): on any
+/// error nothing is left behind and an existing `path` is untouched ([`ApproxError::Exists`]).
 fn write_bytes_new(path: &Path, bytes: &[u8]) -> Result<(), ApproxError> {
-    use std::io::Write;
-    let failed = |source| ApproxError::Write {
-        path: path.into(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let prefix = format!(
-        ".{}.",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    );
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".tmp");
-    // The mode `File::create` gives (0o666 less the umask), not a temporary file's 0o600.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut temp = builder.tempfile_in(dir).map_err(failed)?;
-    temp.write_all(bytes).map_err(failed)?;
-    temp.as_file().sync_all().map_err(failed)?;
-    temp.persist_noclobber(path)
-        .map_err(|e| match e.error.kind() {
-            std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
-            _ => failed(e.error),
-        })?;
-    Ok(())
+    use cubecl_kernels::fs::{Existing, write_atomic};
+    write_atomic(path, bytes, Existing::Keep).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => ApproxError::Exists(path.into()),
+        _ => ApproxError::Write {
+            path: path.into(),
+            source: e,
+        },
+    })
 }
 
 /// The ApproxTrain file name of a table: `NAME_M.bin`.

@@ -29,6 +29,8 @@
 //!   affine map `x · α + β`, forward and backward (`dx` and the per-channel sums `dα`, `dβ` in
 //!   one pass), vectorised in packs when the inner size allows, with the multi-threaded host
 //!   implementation beside them that they equal bit for bit.
+//! - [`fs`]: how every Ember file is written: whole or not at all, through a synced temporary
+//!   file renamed into place.
 //!
 //! - `testing` (feature `testing`, for this workspace's tests; not public API): deterministic
 //!   test data and the set of multipliers every kernel test runs.
@@ -69,6 +71,7 @@ pub mod broadcast;
 pub mod bsr;
 pub mod conv;
 pub mod decorator;
+pub mod fs;
 mod grid;
 pub mod hinm;
 mod panel;

@@ -3,12 +3,12 @@
 
 use crate::{TOLERANCE, close, net, packed_weights, with_weights};
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::{Distribution, Tensor, TensorData};
+use burn::tensor::{Distribution, Tensor};
 use burn_bcr::backend::{Bcr, BcrDevice, BcrFloat};
 use burn_bcr::module::pack_module;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects::{self, Pass};
-use cubecl_kernels::testing::{TestBackend, assert_close, assert_other_ops_densify, reloaded};
+use cubecl_kernels::testing::{TestBackend, assert_close, assert_other_ops_densify};
 
 /// `tolerance`: of the comparisons with the masked dense model on `B` (Burn's own matmul and
 /// convolution there).
@@ -79,43 +79,9 @@ cubecl_kernels::runtime_test! {
 #[test]
 fn unpacked_models_are_the_inner_backend_bit_for_bit() {
     let device = BcrDevice::<NdArray>::new(Default::default(), ());
-    let model = net::<Bcr<NdArray>>(&device);
-    let plain = reloaded(
-        model.clone(),
-        net::<NdArray>(&Default::default()),
+    cubecl_kernels::testing::assert_unpacked_is_inner::<Bcr<NdArray>, NdArray>(
+        &device,
         &Default::default(),
-    );
-    let x: Vec<f32> = (0..2 * 6 * 7 * 5)
-        .map(|i| (i % 13) as f32 / 7.0 - 0.9)
-        .collect();
-    let v: Vec<f32> = (0..3 * 24).map(|i| (i % 11) as f32 / 5.0 - 1.0).collect();
-    let bx =
-        Tensor::<Bcr<NdArray>, 4>::from_data(TensorData::new(x.clone(), [2, 6, 7, 5]), &device);
-    let px = Tensor::<NdArray, 4>::from_data(TensorData::new(x, [2, 6, 7, 5]), &Default::default());
-    let bv = Tensor::<Bcr<NdArray>, 2>::from_data(TensorData::new(v.clone(), [3, 24]), &device);
-    let pv = Tensor::<NdArray, 2>::from_data(TensorData::new(v, [3, 24]), &Default::default());
-    let bits = |t: Vec<f32>| t.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(
-        bits(model.conv.forward(bx).into_data().to_vec().unwrap()),
-        bits(plain.conv.forward(px).into_data().to_vec().unwrap())
-    );
-    assert_eq!(
-        bits(model.fc.forward(bv.clone()).into_data().to_vec().unwrap()),
-        bits(plain.fc.forward(pv.clone()).into_data().to_vec().unwrap())
-    );
-    assert_eq!(
-        bits(
-            bv.matmul(model.fc.weight.val())
-                .into_data()
-                .to_vec()
-                .unwrap()
-        ),
-        bits(
-            pv.matmul(plain.fc.weight.val())
-                .into_data()
-                .to_vec()
-                .unwrap()
-        )
     );
 }
 

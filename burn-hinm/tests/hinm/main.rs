@@ -4,7 +4,7 @@
 //! product, and every other op densifies and says so.
 
 use burn::backend::NdArray;
-use burn::tensor::{Distribution, Tensor, TensorData};
+use burn::tensor::{Distribution, Tensor};
 use burn_hinm::backend::{Hinm, HinmDevice};
 use burn_hinm::gyro::{Method, search};
 use burn_hinm::mask::Saliency;
@@ -14,7 +14,7 @@ use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects;
 use cubecl_kernels::hinm::Packed;
 use cubecl_kernels::testing::{
-    TestBackend, assert_close, assert_other_ops_densify, net, reloaded, with_weights,
+    TestBackend, assert_close, assert_other_ops_densify, net, with_weights,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,21 +92,8 @@ cubecl_kernels::runtime_test! {
 #[test]
 fn unpacked_models_are_the_inner_backend_bit_for_bit() {
     let device = HinmDevice::<NdArray>::new(Default::default(), ());
-    let model = net::<Hinm<NdArray>>(&device);
-    let plain = reloaded(
-        model.clone(),
-        net::<NdArray>(&Default::default()),
+    cubecl_kernels::testing::assert_unpacked_is_inner::<Hinm<NdArray>, NdArray>(
+        &device,
         &Default::default(),
-    );
-    let x = [0.5f32; 6 * 7 * 5];
-    let xh =
-        Tensor::<Hinm<NdArray>, 4>::from_data(TensorData::new(x.to_vec(), [1, 6, 7, 5]), &device);
-    let xp = Tensor::<NdArray, 4>::from_data(
-        TensorData::new(x.to_vec(), [1, 6, 7, 5]),
-        &Default::default(),
-    );
-    assert_eq!(
-        model.conv.forward(xh).into_data().to_vec::<f32>().unwrap(),
-        plain.conv.forward(xp).into_data().to_vec::<f32>().unwrap()
     );
 }

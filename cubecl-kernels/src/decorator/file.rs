@@ -122,7 +122,12 @@ pub struct Payload<'a> {
     rest: &'a [u8],
 }
 
-impl Payload<'_> {
+impl<'a> Payload<'a> {
+    /// The arrays `bytes` holds without a framing around them (the files of earlier formats).
+    pub fn unframed(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+
     /// The next `n` values as `u32`s; `what` names them in the error when the payload holds
     /// fewer (whatever `n` is: nothing is allocated before the bytes are known to be there).
     pub fn u32s(&mut self, n: usize, what: &str) -> Result<Vec<u32>, String> {

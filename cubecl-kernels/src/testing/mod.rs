@@ -333,3 +333,44 @@ pub fn assert_damage_refused<T: std::fmt::Debug, E: std::fmt::Display>(
         assert!(e.contains(magic), "{e}");
     }
 }
+
+/// Asserts that [`net`] on the decorated backend `D` with nothing packed computes what the
+/// same weights compute on its inner backend `B`, bit for bit: the convolution, the linear
+/// layer, and a matmul by the linear layer's weight.
+///
+/// # Panics
+/// When an output differs in a bit.
+pub fn assert_unpacked_is_inner<D: Backend, B: Backend>(device: &D::Device, inner: &B::Device) {
+    let model = net::<D>(device);
+    let plain = reloaded(model.clone(), net::<B>(inner), inner);
+    let x: Vec<f32> = (0..2 * 6 * 7 * 5)
+        .map(|i| (i % 13) as f32 / 7.0 - 0.9)
+        .collect();
+    let v: Vec<f32> = (0..3 * 24).map(|i| (i % 11) as f32 / 5.0 - 1.0).collect();
+    let dx = Tensor::<D, 4>::from_data(TensorData::new(x.clone(), [2, 6, 7, 5]), device);
+    let px = Tensor::<B, 4>::from_data(TensorData::new(x, [2, 6, 7, 5]), inner);
+    let dv = Tensor::<D, 2>::from_data(TensorData::new(v.clone(), [3, 24]), device);
+    let pv = Tensor::<B, 2>::from_data(TensorData::new(v, [3, 24]), inner);
+    let bits = |t: TensorData| {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        bits(model.conv.forward(dx).into_data()),
+        bits(plain.conv.forward(px).into_data()),
+        "conv"
+    );
+    assert_eq!(
+        bits(model.fc.forward(dv.clone()).into_data()),
+        bits(plain.fc.forward(pv.clone()).into_data()),
+        "linear"
+    );
+    assert_eq!(
+        bits(dv.matmul(model.fc.weight.val()).into_data()),
+        bits(pv.matmul(plain.fc.weight.val()).into_data()),
+        "matmul"
+    );
+}

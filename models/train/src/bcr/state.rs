@@ -10,6 +10,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_bcr::admm::Admm;
 use burn_bcr::project::{View, project};
+use cubecl_kernels::decorator::file::{Format, Payload, put_f32s};
 use std::collections::BTreeMap;
 
 /// One pruned layer's state: ADMM (`Z`, `U`, `ρ`) while it runs, then the fixed mask.
@@ -268,26 +269,30 @@ impl BcrState {
         Ok((n > 0.0).then(|| (d / n).sqrt()))
     }
 
-    /// The state's bytes (a checkpoint file beside the model's): a JSON header, then every
-    /// layer's `Z` and `U` (under ADMM) or mask as little-endian f32.
+    /// The framing of the state's file ([`cubecl_kernels::decorator::file`]: magic, version, a
+    /// JSON header, the arrays, a CRC-32).
+    pub const FORMAT: Format = Format {
+        magic: b"EMBERBST",
+        version: 1,
+        what: "BCR training state",
+    };
+
+    /// The state's bytes (a checkpoint file beside the model's), in [`Self::FORMAT`]: a JSON
+    /// header (the layers, in plan order), then every layer's `Z` and `U` (under ADMM) or mask
+    /// as little-endian f32.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut header = Vec::new();
         let mut payload: Vec<u8> = Vec::new();
-        let mut put = |values: &[f32]| {
-            for v in values {
-                payload.extend_from_slice(&v.to_le_bytes());
-            }
-        };
         for l in &self.layers {
             let entry = match (&l.admm, &l.mask) {
                 (Some(a), _) => {
-                    put(&a.z.data);
-                    put(&a.u);
+                    put_f32s(&mut payload, &a.z.data);
+                    put_f32s(&mut payload, &a.u);
                     serde_json::json!({"weight": l.pruned.weight, "admm": {
                         "rho": a.rho, "updates": a.updates()}})
                 }
                 (None, Some(m)) => {
-                    put(m);
+                    put_f32s(&mut payload, m);
                     serde_json::json!({"weight": l.pruned.weight, "mask": true})
                 }
                 (None, None) => unreachable!("a layer is under ADMM or masked"),
@@ -301,27 +306,31 @@ impl BcrState {
             "layers": header,
         })
         .to_string();
-        let mut bytes = (header.len() as u32).to_le_bytes().to_vec();
-        bytes.extend_from_slice(header.as_bytes());
-        bytes.extend(payload);
-        bytes
+        Self::FORMAT.write(header.as_bytes(), &payload)
     }
 
-    /// The state written by [`BcrState::to_bytes`] for `plan` under `opts`; the error says what
-    /// does not fit.
+    /// The state written by [`BcrState::to_bytes`] for `plan` under `opts` (or by an earlier
+    /// Ember without the framing: a `u32` header length, the header, the arrays); the error
+    /// says what does not fit.
     pub fn from_bytes(
         bytes: &[u8],
         opts: &BcrTrain,
         epochs: usize,
         plan: &[Pruned],
     ) -> std::result::Result<Self, String> {
-        let len = bytes
-            .get(..4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-            .ok_or("it is shorter than its header")?;
-        let header = bytes
-            .get(4..4 + len)
-            .ok_or("it is shorter than its header")?;
+        let (header, mut arrays) = match bytes.starts_with(Self::FORMAT.magic) {
+            true => Self::FORMAT.read(bytes)?,
+            false => {
+                let len = bytes
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                    .ok_or("it is shorter than its header")?;
+                let header = bytes
+                    .get(4..4 + len)
+                    .ok_or("it is shorter than its header")?;
+                (header, Payload::unframed(&bytes[4 + len..]))
+            }
+        };
         let header: serde_json::Value =
             serde_json::from_slice(header).map_err(|e| format!("its header is not JSON: {e}"))?;
         let entries = header["layers"]
@@ -334,16 +343,6 @@ impl BcrState {
                 plan.len()
             ));
         }
-        let mut at = 4 + len;
-        let mut take = |n: usize| -> std::result::Result<Vec<f32>, String> {
-            let end = at + 4 * n;
-            let raw = bytes.get(at..end).ok_or("it is truncated")?;
-            at = end;
-            Ok(raw
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect())
-        };
         let schedule = opts.schedule(epochs);
         let mut layers = Vec::new();
         for (e, p) in entries.iter().zip(plan) {
@@ -363,8 +362,9 @@ impl BcrState {
             if let Some(a) = e.get("admm") {
                 let s = schedule.ok_or("it is ADMM state, this run is one-shot")?;
                 let (rows, cols) = view_dims(&p.dims);
-                let z = View::new(rows, cols, take(n)?).map_err(|e| e.to_string())?;
-                let u = take(n)?;
+                let z =
+                    View::new(rows, cols, arrays.f32s(n, &p.weight)?).map_err(|e| e.to_string())?;
+                let u = arrays.f32s(n, &p.weight)?;
                 let rho = a["rho"].as_f64().ok_or("a layer has no ρ")?;
                 let updates = a["updates"].as_u64().ok_or("a layer has no update count")?;
                 layer.admm = Some(
@@ -373,7 +373,7 @@ impl BcrState {
                 );
                 layer.refresh_target();
             } else {
-                let mask = take(n)?;
+                let mask = arrays.f32s(n, &p.weight)?;
                 if mask.iter().any(|&m| m != 0.0 && m != 1.0) {
                     return Err(format!("the mask of {} is not 0/1", p.weight));
                 }
@@ -381,12 +381,7 @@ impl BcrState {
             }
             layers.push(layer);
         }
-        if at != bytes.len() {
-            return Err(format!(
-                "it has {} bytes after its arrays",
-                bytes.len() - at
-            ));
-        }
+        arrays.finish()?;
         Ok(Self {
             layers,
             every: opts.admm_every.unwrap_or(1),

@@ -149,18 +149,31 @@ fn admm_state_updates_hard_prunes_and_round_trips() {
         state.masks()
     );
     // damaged state is refused with a reason
-    let e = BcrState::from_bytes(&bytes[..bytes.len() - 3], &o, 5, &plan).unwrap_err();
+    // (re-framed with a valid CRC-32, so the state's own checks are reached)
+    let (header, _) = BcrState::FORMAT.read(&bytes).unwrap();
+    let payload = &bytes[16 + header.len()..bytes.len() - 4];
+    let reframe = |payload: &[u8]| BcrState::FORMAT.write(header, payload);
+    let e =
+        BcrState::from_bytes(&reframe(&payload[..payload.len() - 3]), &o, 5, &plan).unwrap_err();
     assert!(e.contains("truncated"), "{e}");
+    let e = BcrState::from_bytes(&bytes[..bytes.len() - 3], &o, 5, &plan).unwrap_err();
+    assert!(e.contains("corrupt"), "{e}");
     let e = BcrState::from_bytes(&bytes, &o, 5, &plan[..1]).unwrap_err();
     assert!(e.contains("2 pruned layers, this run 1"), "{e}");
     // a mask value that is not 0 or 1 (the last f32 of the file)
-    let mut odd = bytes.clone();
+    let mut odd = payload.to_vec();
     let at = odd.len() - 4;
     odd[at..].copy_from_slice(&0.5f32.to_le_bytes());
-    let e = BcrState::from_bytes(&odd, &o, 5, &plan).unwrap_err();
+    let e = BcrState::from_bytes(&reframe(&odd), &o, 5, &plan).unwrap_err();
     assert!(e.contains("is not 0/1"), "{e}");
     let e = BcrState::from_bytes(b"\x02\x00\x00\x00{x", &o, 5, &plan).unwrap_err();
     assert!(e.contains("not JSON"), "{e}");
+    // the unframed state of an earlier Ember still reads
+    let mut unframed = (header.len() as u32).to_le_bytes().to_vec();
+    unframed.extend_from_slice(header);
+    unframed.extend_from_slice(payload);
+    let back = BcrState::from_bytes(&unframed, &o, 5, &plan).unwrap();
+    assert_eq!(back.to_bytes(), bytes);
 }
 
 #[test]
