@@ -18,4 +18,11 @@ pub enum HinmError {
     /// An unknown permutation method.
     #[error("unknown permutation {0:?}: use gyro, ovw or none")]
     Method(String),
+    /// Packed arrays that do not hold together (a corrupt or truncated file).
+    #[error("corrupt packed weight: {0}")]
+    Corrupt(String),
+    /// A packed model file (`model.hinm`) that cannot be read: not one, damaged, truncated, of
+    /// another version, or with sizes that do not hold together.
+    #[error("packed HiNM model file: {0}")]
+    File(String),
 }

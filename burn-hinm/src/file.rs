@@ -10,6 +10,7 @@
 //! these is refused with the reason, never half-read. The framing (magic, version, header,
 //! CRC-32) is the one Ember's packed model files share ([`cubecl_kernels::decorator::file`]).
 
+use crate::error::HinmError;
 use cubecl_kernels::decorator::file::{self, Format, PackedFormat, Payload, put_f32s, put_u32s};
 use cubecl_kernels::hinm::Packed;
 use std::fmt::Display;
@@ -44,7 +45,7 @@ pub type PackedModel = file::PackedModel<HinmFormat>;
 impl PackedFormat for HinmFormat {
     type Weight = Packed;
     type Sizes = [usize; 4];
-    type Error = String;
+    type Error = HinmError;
     const FORMAT: Format = Format {
         magic: MAGIC,
         version: VERSION,
@@ -65,13 +66,13 @@ impl PackedFormat for HinmFormat {
         _dims: &[usize],
         count: usize,
         [out, k, v, nnz]: [usize; 4],
-    ) -> Result<Packed, String> {
+    ) -> Result<Packed, HinmError> {
         if v == 0
             || !nnz.is_multiple_of(4)
             || !out.is_multiple_of(v)
             || out.checked_mul(k) != Some(count)
         {
-            return Err(unfit(path));
+            return Err(HinmError::File(unfit(path)));
         }
         let words = cubecl_kernels::hinm::meta_words(nnz / 4);
         let sizes = [
@@ -80,24 +81,25 @@ impl PackedFormat for HinmFormat {
             (out / v).checked_mul(nnz),
         ];
         let [Some(values), Some(meta), Some(cols)] = sizes else {
-            return Err(unfit(path));
+            return Err(HinmError::File(unfit(path)));
         };
         let p = Packed {
             out,
             k,
             v,
             nnz,
-            values: payload.f32s(values, path)?,
-            meta: payload.u32s(meta, path)?,
-            cols: payload.u32s(cols, path)?,
-            out_perm: payload.u32s(out, path)?,
+            values: payload.f32s(values, path).map_err(HinmError::File)?,
+            meta: payload.u32s(meta, path).map_err(HinmError::File)?,
+            cols: payload.u32s(cols, path).map_err(HinmError::File)?,
+            out_perm: payload.u32s(out, path).map_err(HinmError::File)?,
         };
-        p.validate().map_err(|err| format!("{path}: {err}"))?;
+        p.validate()
+            .map_err(|err| HinmError::Corrupt(format!("{path}: {err}")))?;
         Ok(p)
     }
 
-    fn refused(reason: String) -> String {
-        reason
+    fn refused(reason: String) -> HinmError {
+        HinmError::File(reason)
     }
 
     fn unreadable(_: &dyn Display) -> String {
@@ -153,10 +155,10 @@ mod tests {
         if let Some((_, Stored::Packed(p))) = m.params.get_mut("fc.weight") {
             p.out_perm[0] = p.out_perm[1];
         }
+        let e = PackedModel::from_bytes(&m.to_bytes()).unwrap_err();
         assert!(
-            PackedModel::from_bytes(&m.to_bytes())
-                .unwrap_err()
-                .contains("permutation")
+            matches!(&e, HinmError::Corrupt(m) if m.contains("permutation")),
+            "{e}"
         );
     }
 
@@ -170,7 +172,7 @@ mod tests {
             let mut h = header.clone();
             edit(&mut h);
             let bytes = HinmFormat::FORMAT.write(&serde_json::to_vec(&h).unwrap(), payload);
-            PackedModel::from_bytes(&bytes).unwrap_err()
+            PackedModel::from_bytes(&bytes).unwrap_err().to_string()
         };
         // fc.bias, then fc.weight (packed [out, k, v, nnz] = [16, 24, 8, 12])
         let e = refusal(&|h| h.params[0].dims = vec![usize::MAX, 2]);

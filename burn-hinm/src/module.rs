@@ -2,6 +2,7 @@
 //! one: HiNM's use of the model walks every weight-sparsity decorator shares
 //! ([`cubecl_kernels::decorator::module`]).
 
+use crate::error::HinmError;
 use crate::file::PackedModel;
 use burn::module::Module;
 use cubecl_kernels::decorator::module as shared;
@@ -47,6 +48,7 @@ pub fn pack_module<B: KernelBackend, M: Module<B>>(
 pub fn load_packed<B: KernelBackend, M: Module<B>>(
     model: M,
     file: &PackedModel,
-) -> Result<M, String> {
+) -> Result<M, HinmError> {
     shared::load_packed(model, file, pack_module::<B, M>)
+        .map_err(|e| HinmError::Shape(format!("the packed model does not fit: {e}")))
 }

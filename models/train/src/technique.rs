@@ -105,9 +105,9 @@ pub enum Packed {
 
 impl Packed {
     /// The packed model `path` is or holds (a run directory with `model.<name>` of a
-    /// registered technique, or such a file), read; `None` when it is none. Every failure
-    /// names the file.
-    pub fn find(path: &Path) -> Result<Option<(PathBuf, Self)>> {
+    /// registered technique, or such a file), read, with the file's CRC-32; `None` when it is
+    /// none. Every failure names the file.
+    pub fn find(path: &Path) -> Result<Option<(PathBuf, Self, u32)>> {
         let Some((r, file)) = REGISTRY
             .iter()
             .find_map(|r| Some((r, packed_file_at(r, path)?)))
@@ -120,13 +120,16 @@ impl Packed {
         };
         let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
         let read = match r.name {
-            "hinm" => burn_hinm::file::PackedModel::from_bytes(&bytes).map(Self::Hinm),
+            "hinm" => burn_hinm::file::PackedModel::from_bytes(&bytes)
+                .map(Self::Hinm)
+                .map_err(|e| e.to_string()),
             "bcr" => burn_bcr::file::PackedModel::from_bytes(&bytes)
                 .map(Self::Bcr)
                 .map_err(|e| e.to_string()),
             other => Err(format!("ember-train reads no packed {other} model")),
         };
-        Ok(Some((file.clone(), read.map_err(bad)?)))
+        let checksum = crate::record::checksum(&bytes);
+        Ok(Some((file.clone(), read.map_err(bad)?, checksum)))
     }
 
     /// The model it holds, by name.
@@ -152,7 +155,7 @@ impl Packed {
         model: M,
     ) -> std::result::Result<M, String> {
         match self {
-            Self::Hinm(m) => burn_hinm::module::load_packed(model, m),
+            Self::Hinm(m) => burn_hinm::module::load_packed(model, m).map_err(|e| e.to_string()),
             Self::Bcr(m) => burn_bcr::module::load_packed(model, m).map_err(|e| e.to_string()),
         }
     }

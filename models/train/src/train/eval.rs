@@ -24,7 +24,7 @@ use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) fn evaluate_items<B, M, I, V>(
     model: &M,
@@ -90,11 +90,11 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     opts.backend.check_available()?;
     let packed = Packed::find(&opts.checkpoint)?;
     let (file, manifest, checksum) = match &packed {
-        Some((f, _)) => (f.clone(), None, None),
+        Some((f, m, crc)) => (f.clone(), packed_run(f, m, *crc)?, None),
         None => run::resolve_checkpoint(&opts.checkpoint)?,
     };
     let from_file = match &packed {
-        Some((f, m)) => {
+        Some((f, m, _)) => {
             Some(
                 m.model()
                     .parse::<ModelKind>()
@@ -126,7 +126,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
     };
     let packed_dataset = packed
         .as_ref()
-        .and_then(|(_, m)| m.about().get("dataset"))
+        .and_then(|(_, m, _)| m.about().get("dataset"))
         .and_then(|d| d.parse::<DatasetKind>().ok());
     let dataset = opts
         .dataset
@@ -157,9 +157,42 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             multiplier: opts.multiplier,
             policy: opts.policy,
             energy: opts.energy,
-            packed: packed.map(|(_, m)| m),
+            packed: packed.map(|(_, m, _)| m),
         },
     )
+}
+
+/// The manifest of the run a packed model file is in (`None` for one outside a run, as
+/// `ember prune` writes them), after checking that the file is the one the run wrote: the
+/// model it holds is the run's, and its CRC-32 the one the run recorded.
+fn packed_run(file: &Path, packed: &Packed, checksum: u32) -> Result<Option<run::Manifest>> {
+    let Some(dir) = run::manifest_dir(file) else {
+        return Ok(None);
+    };
+    let Some(manifest) = run::Manifest::read_if_present(&dir)? else {
+        return Ok(None);
+    };
+    let bad = |reason: String| EmberError::BadCheckpoint {
+        path: file.to_path_buf(),
+        reason,
+    };
+    if packed.model() != manifest.model.to_string() {
+        return Err(bad(format!(
+            "it holds a {} model, and its run ({}) trained a {}: it is not the file the run wrote",
+            packed.model(),
+            dir.display(),
+            manifest.model
+        )));
+    }
+    if let Some(recorded) = manifest.checksum(&dir, file)
+        && recorded != checksum
+    {
+        return Err(bad(format!(
+            "its CRC-32 is {checksum:08x}, its run recorded {recorded:08x}: it is not the file \
+             the run wrote"
+        )));
+    }
+    Ok(Some(manifest))
 }
 
 pub(crate) struct EvalJob {

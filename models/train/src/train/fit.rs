@@ -222,6 +222,7 @@ where
             if let Some(bytes) = t.export(&params, about.clone())? {
                 let file = out.join(technique::packed_file(t.registration()));
                 crate::atomic::write(&file, &bytes)?;
+                manifest.record_file(out, &file, &bytes);
                 eprintln!("packed {} model: {}", t.registration().name, file.display());
             }
         }

@@ -229,3 +229,54 @@ fn a_checkpointed_state_is_named_after_its_technique() {
     let file = ember_train::run::state_file(std::path::Path::new("r"), technique::BCR.name, 3);
     assert_eq!(file, std::path::Path::new("r/checkpoint/bcr-3.bin"));
 }
+
+#[test]
+fn a_packed_model_that_is_not_the_one_its_run_wrote_is_refused() {
+    use ember_train::backend::BackendKind;
+    use ember_train::train::{EvalOptions, eval};
+    let dir = tempfile::tempdir().unwrap();
+    let data = DataSource::Mnist(MnistSource::Embedded);
+    let mut manifest = Manifest::new(
+        &TrainOptions::new(ModelKind::Lenet5, data, dir.path()),
+        None,
+    );
+    manifest.write(dir.path()).unwrap();
+    let packed = |model: &str| burn_hinm::file::PackedModel {
+        model: model.into(),
+        about: Default::default(),
+        params: Default::default(),
+    };
+    let file = dir.path().join(technique::packed_file(&technique::HINM));
+    let refusal = || {
+        eval(EvalOptions {
+            checkpoint: dir.path().to_path_buf(),
+            model: None,
+            backend: BackendKind::Ndarray,
+            multiplier: Multiplier::native(),
+            dataset: None,
+            data_dir: None,
+            batch_size: 8,
+            test_limit: None,
+            policy: None,
+            energy: None,
+        })
+        .unwrap_err()
+        .to_string()
+    };
+    // another run's model copied in
+    std::fs::write(&file, packed("lenet300").to_bytes()).unwrap();
+    let e = refusal();
+    assert!(
+        e.contains("model.hinm") && e.contains("holds a lenet300 model"),
+        "{e}"
+    );
+    // the run's model, but not the bytes the run recorded
+    std::fs::write(&file, packed("lenet5").to_bytes()).unwrap();
+    manifest.record_file(dir.path(), &file, b"the bytes the run wrote");
+    manifest.write(dir.path()).unwrap();
+    let e = refusal();
+    assert!(
+        e.contains("model.hinm") && e.contains("its run recorded"),
+        "{e}"
+    );
+}
