@@ -55,6 +55,13 @@ pub enum EmberError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Another process is writing the run directory ([`crate::run::lock`]).
+    #[error(
+        "{path} is in use by another ember run (it holds the directory's lock): wait for it to \
+         end or choose another --out; nothing was changed",
+        path = .0.display()
+    )]
+    InUse(PathBuf),
     /// The output directory already holds a run.
     #[error("{path} already holds a run: pass --resume to continue it or --overwrite to replace it", path = .0.display())]
     RunExists(PathBuf),

@@ -424,6 +424,47 @@ fn prepare_as(
     }
 }
 
+/// A run directory held by this process ([`lock`]), released when dropped.
+#[derive(Debug)]
+pub struct RunLock {
+    _dir: std::fs::File,
+}
+
+/// Takes the run directory `out` for this process: an advisory lock (`flock`) on the directory
+/// itself, released when the [`RunLock`] is dropped or the process ends, however it ends (so a
+/// killed run leaves nothing to clean up). A directory another process holds is refused
+/// ([`EmberError::InUse`]): two runs writing one directory would mix their files. The
+/// directory is created first unless `mode` resumes (a resumed run's directory must exist:
+/// [`prepare`] says so). `None` where there is nothing to lock (no directory, or a file) and
+/// where the file system or the platform has no such locks.
+pub fn lock(out: &Path, mode: OnExisting) -> Result<Option<RunLock>> {
+    if !cfg!(unix) {
+        return Ok(None);
+    }
+    if !out.exists() {
+        if mode == OnExisting::Resume {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(out).map_err(|e| EmberError::io(out, e))?;
+    }
+    if !out.is_dir() {
+        return Ok(None);
+    }
+    let dir = std::fs::File::open(out).map_err(|e| EmberError::io(out, e))?;
+    match dir.try_lock() {
+        Ok(()) => Ok(Some(RunLock { _dir: dir })),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EmberError::InUse(out.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+            eprintln!(
+                "warning: {} cannot be locked here ({e}): do not start a second run into it",
+                out.display()
+            );
+            Ok(None)
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(EmberError::io(out, e)),
+    }
+}
+
 /// The default output directory: `runs/<model>-<UTC date and time>`.
 pub fn default_out(model: ModelKind) -> PathBuf {
     let secs = std::time::SystemTime::now()

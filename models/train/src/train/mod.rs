@@ -473,6 +473,11 @@ where
     // Only rank 0 of an MPI job writes the run directory; the other ranks read it (what a
     // --resume continues from) before rank 0 may change it.
     let writes = opts.scale.writes();
+    // One process writes a run directory at a time: held until this function returns.
+    let _lock = match writes {
+        true => run::lock(&out, opts.on_existing)?,
+        false => None,
+    };
     let previous = match writes {
         true => {
             scale::barrier(&opts.scale);

@@ -211,3 +211,45 @@ fn atomically_written_files_get_the_mode_of_any_new_file() {
     assert_eq!(mode(MANIFEST), mode("plain"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_run_directory_another_run_holds_is_refused_until_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let held = lock(&out, OnExisting::Refuse).unwrap();
+    assert!(held.is_some() && out.is_dir());
+    // a second lock on the same directory, through another open file, is refused
+    let err = lock(&out, OnExisting::Overwrite).unwrap_err();
+    assert!(matches!(err, EmberError::InUse(_)), "{err}");
+    let opts = TrainOptions {
+        epochs: 1,
+        batch_size: 16,
+        train_limit: Some(32),
+        test_limit: Some(32),
+        plain: true,
+        ..TrainOptions::new(
+            ModelKind::Lenet300,
+            DataSource::Mnist(MnistSource::Embedded),
+            &out,
+        )
+    };
+    let err = ember_train::train::train(opts.clone()).unwrap_err();
+    assert!(
+        err.to_string().contains("is in use by another ember run"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // released: the run goes ahead, and its directory is free again once it ends
+    drop(held);
+    ember_train::train::train(opts).unwrap();
+    assert!(out.join(MANIFEST).is_file());
+    assert!(lock(&out, OnExisting::Resume).unwrap().is_some());
+    // a resumed run's directory that does not exist is not created
+    let missing = dir.path().join("missing");
+    assert!(lock(&missing, OnExisting::Resume).unwrap().is_none());
+    assert!(!missing.exists());
+}
