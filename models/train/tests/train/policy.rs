@@ -287,6 +287,7 @@ fn a_policys_weight_level_without_its_technique_is_refused_before_anything_is_wr
         let opts = TrainOptions {
             policy: Some(policy),
             epochs: 1,
+            batch_size: 8,
             train_limit: Some(16),
             test_limit: Some(16),
             plain: true,
