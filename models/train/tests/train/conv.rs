@@ -83,6 +83,7 @@ fn step<B: KernelBackend>(
     weights: Option<Vec<u8>>,
 ) -> (Step, Vec<u8>) {
     let device = stack_device::<B>(Multiplier::native().with_conv(route), Default::default());
+    let _rng = crate::seeded();
     <Stack<B> as Backend>::seed(&device, 11);
     let DataSpec::Images(s) = spec else {
         unreachable!("image models")

@@ -11,3 +11,12 @@ mod report;
 mod run;
 mod scale;
 mod technique;
+
+/// Burn's backends seed one RNG per process: a test that seeds it and builds a model from what
+/// it draws (`conv`) and a test that trains (training seeds it) must not run at once. Each holds
+/// this while it does.
+pub(crate) fn seeded() -> std::sync::MutexGuard<'static, ()> {
+    static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    RNG.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

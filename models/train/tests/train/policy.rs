@@ -276,6 +276,7 @@ fn a_policys_weight_level_without_its_technique_is_refused_before_anything_is_wr
     use ember_models::classifier::ModelKind;
     use ember_models::data::{DataSource, mnist::MnistSource};
     use ember_train::train::{TrainOptions, train};
+    let _rng = crate::seeded();
     let dir = tempfile::tempdir().unwrap();
     for (name, level) in [("hinm", "75:v4"), ("bcr", "4x:4x4")] {
         let policy = LayerPolicy::from_toml(

@@ -214,6 +214,7 @@ fn atomically_written_files_get_the_mode_of_any_new_file() {
 
 #[test]
 fn a_run_directory_another_run_holds_is_refused_until_it_is_released() {
+    let _rng = crate::seeded();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let held = lock(&out, OnExisting::Refuse).unwrap();
