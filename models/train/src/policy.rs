@@ -251,6 +251,28 @@ impl std::fmt::Display for LayerChoice {
     }
 }
 
+/// Refuses choices that set a HiNM or BCR level on a layer of a run without that technique
+/// (`hinm`, `bcr`: whether the run prunes with it): nothing would prune the layer, and the
+/// manifest would record a level that never applied. `off` is accepted.
+pub fn check_levels_apply(choices: &[LayerChoice], hinm: bool, bcr: bool) -> Result<()> {
+    for c in choices {
+        let levels = [
+            ("hinm", c.hinm.flatten().map(|l| l.to_string()), hinm),
+            ("bcr", c.bcr.flatten().map(|l| l.to_string()), bcr),
+        ];
+        for (name, level, on) in levels {
+            if let (Some(level), false) = (level, on) {
+                return Err(EmberError::Invalid(format!(
+                    "--policy sets {name} = \"{level}\" on {}, but this run has no --{name}: \
+                     nothing would prune it (give --{name}, or set the layer's {name} to \"off\")",
+                    c.path
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `off`, or what `T`'s `FromStr` reads (a per-layer level or pruning).
 fn off_or<T: std::str::FromStr>(text: &str) -> std::result::Result<Option<T>, String>
 where

@@ -26,6 +26,18 @@ pub fn checksum(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
+/// `Err` with the reason when `actual` (a file's CRC-32) is not the `expected` one its run
+/// recorded when it wrote the file (`None`: nothing recorded, nothing to check).
+pub fn check_checksum(actual: u32, expected: Option<u32>) -> std::result::Result<(), String> {
+    match expected {
+        Some(expected) if actual != expected => Err(format!(
+            "it is corrupt or not the file its run wrote: its CRC-32 is {actual:08x}, its run \
+             recorded {expected:08x}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Reads a record from `file`; when `expected` is given, the file's checksum must equal it.
 /// The error is the reason, in words (the caller names the file).
 pub fn load<B: Backend, R: Record<B>>(
@@ -34,15 +46,7 @@ pub fn load<B: Backend, R: Record<B>>(
     device: &B::Device,
 ) -> std::result::Result<R, String> {
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read it: {e}"))?;
-    if let Some(expected) = expected {
-        let actual = checksum(&bytes);
-        if actual != expected {
-            return Err(format!(
-                "it is corrupt: its CRC-32 is {actual:08x}, the run recorded {expected:08x} \
-                 when it wrote it"
-            ));
-        }
-    }
+    check_checksum(checksum(&bytes), expected)?;
     guard(|| Recorder::<B>::load::<R>(&recorder(), bytes, device))?
         .map_err(|e| format!("it is not a readable record ({e})"))
 }

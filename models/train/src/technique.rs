@@ -120,10 +120,10 @@ impl Packed {
         };
         let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
         let read = match r.name {
-            "hinm" => burn_hinm::file::PackedModel::from_bytes(&bytes)
+            n if n == HINM.name => burn_hinm::file::PackedModel::from_bytes(&bytes)
                 .map(Self::Hinm)
                 .map_err(|e| e.to_string()),
-            "bcr" => burn_bcr::file::PackedModel::from_bytes(&bytes)
+            n if n == BCR.name => burn_bcr::file::PackedModel::from_bytes(&bytes)
                 .map(Self::Bcr)
                 .map_err(|e| e.to_string()),
             other => Err(format!("ember-train reads no packed {other} model")),

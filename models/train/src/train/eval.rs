@@ -184,14 +184,7 @@ fn packed_run(file: &Path, packed: &Packed, checksum: u32) -> Result<Option<run:
             manifest.model
         )));
     }
-    if let Some(recorded) = manifest.checksum(&dir, file)
-        && recorded != checksum
-    {
-        return Err(bad(format!(
-            "its CRC-32 is {checksum:08x}, its run recorded {recorded:08x}: it is not the file \
-             the run wrote"
-        )));
-    }
+    record::check_checksum(checksum, manifest.checksum(&dir, file)).map_err(bad)?;
     Ok(Some(manifest))
 }
 

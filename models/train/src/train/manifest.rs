@@ -70,14 +70,7 @@ pub(crate) fn resumed(
         reason,
     };
     let bytes = std::fs::read(&file).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if let Some(expected) = manifest.checksum(out, &file) {
-        let actual = record::checksum(&bytes);
-        if actual != expected {
-            return Err(bad(format!(
-                "it is corrupt: its CRC-32 is {actual:08x}, the run recorded {expected:08x}"
-            )));
-        }
-    }
+    record::check_checksum(record::checksum(&bytes), manifest.checksum(out, &file)).map_err(bad)?;
     Ok(Some(Resumed { file, bytes }))
 }
 

@@ -381,35 +381,6 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     }
 }
 
-/// Refuses a policy that sets a HiNM or BCR level on a layer of a run without `--hinm` or
-/// `--bcr`: nothing would prune it, and the manifest would record a level that never applied.
-fn weight_levels_apply(choices: &[crate::policy::LayerChoice], opts: &TrainOptions) -> Result<()> {
-    for c in choices {
-        let levels = [
-            (
-                "hinm",
-                c.hinm.flatten().map(|l| l.to_string()),
-                opts.hinm.is_some(),
-            ),
-            (
-                "bcr",
-                c.bcr.flatten().map(|l| l.to_string()),
-                opts.bcr.is_some(),
-            ),
-        ];
-        for (name, level, on) in levels {
-            if let (Some(level), false) = (level, on) {
-                return Err(EmberError::Invalid(format!(
-                    "--policy sets {name} = \"{level}\" on {}, but this run has no --{name}: \
-                     nothing would prune it (give --{name}, or set the layer's {name} to \"off\")",
-                    c.path
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// What the pruning techniques prepared before the run directory: HiNM's fine-tuning (its
 /// masks searched on the source run), the model file `--bcr --from` starts from and its
 /// checksum.
@@ -496,7 +467,7 @@ where
         &opts.multiplier,
         opts.energy.as_deref(),
     )?;
-    weight_levels_apply(&choices, &opts)?;
+    crate::policy::check_levels_apply(&choices, opts.hinm.is_some(), opts.bcr.is_some())?;
     let mut techniques = techniques::<B, M>(&opts, start, &model)?;
     let out = opts.out.clone();
     let existed = out.exists();
