@@ -11,8 +11,8 @@ pub(crate) struct Row {
     pub(crate) id: String,
     /// Mean of the samples.
     pub(crate) mean_ns: f64,
-    low_ns: f64,
-    high_ns: f64,
+    pub(crate) low_ns: f64,
+    pub(crate) high_ns: f64,
 }
 
 /// The rows of every `estimates.json` under `dir` (criterion's output folder).

@@ -182,6 +182,27 @@ struct TorchOp {
     model: Option<String>,
 }
 
+/// PyTorch's inference step beside each model-step group's `*-dense-infer` row (the logits of
+/// a batch on the evaluation form, no autodiff), for the groups among `ops` that have one.
+fn infer_ops(ops: &[TorchOp], rows: &[Row]) -> Vec<TorchOp> {
+    ops.iter()
+        .filter(|o| o.op == "model_step")
+        .filter_map(|o| {
+            let group = o.row.rsplit_once('/')?.0;
+            let row = rows.iter().find(|r| {
+                r.id.rsplit_once('/')
+                    .is_some_and(|(g, v)| g == group && v.ends_with("dense-infer"))
+            })?;
+            Some(TorchOp {
+                row: row.id.clone(),
+                op: "model_infer",
+                dims: o.dims.clone(),
+                model: o.model.clone(),
+            })
+        })
+        .collect()
+}
+
 /// `"64x784x300"` → `[64, 784, 300]`.
 fn dims_of(s: &str) -> Option<Vec<usize>> {
     s.split('x').map(|d| d.parse().ok()).collect()
@@ -296,7 +317,8 @@ fn torch_column(opts: &Options, rows: &[Row], runtime: &str) -> (BTreeMap<String
         .filter_map(|r| r.id.rsplit_once('/').map(|(g, _)| g.to_string()))
         .collect();
     groups.dedup();
-    let ops: Vec<TorchOp> = groups.iter().filter_map(|g| torch_op(g, runtime)).collect();
+    let mut ops: Vec<TorchOp> = groups.iter().filter_map(|g| torch_op(g, runtime)).collect();
+    ops.extend(infer_ops(&ops, rows));
     let request = serde_json::Value::Array(
         ops.iter()
             .map(
@@ -651,6 +673,37 @@ mod tests {
         assert_eq!(p.row, "broadcast_cuda_prelu_bwd_4x64x15x15/1-kernel");
         assert_eq!(op("hinm_host_deit-s-fc1_m197_k384_o1536"), None);
         assert_eq!(op("broadcast_cuda_gelu_4x64x15x15"), None);
+    }
+
+    #[test]
+    fn a_model_group_with_inference_rows_also_asks_for_pytorchs_inference_step() {
+        let row = |id: &str| Row {
+            id: id.into(),
+            mean_ns: 1.0,
+            low_ns: 1.0,
+            high_ns: 1.0,
+        };
+        let rows = [
+            row("model_step/deit-ti_b64/cuda-16t/1-native"),
+            row("model_step/deit-ti_b64/cuda-16t/5-dense-infer"),
+            row("model_step/gru_b64/cuda-16t/1-native"),
+        ];
+        let ops: Vec<TorchOp> = [
+            "model_step/deit-ti_b64/cuda-16t",
+            "model_step/gru_b64/cuda-16t",
+        ]
+        .iter()
+        .filter_map(|g| torch_op(g, "cuda"))
+        .collect();
+        assert_eq!(
+            infer_ops(&ops, &rows),
+            [TorchOp {
+                row: "model_step/deit-ti_b64/cuda-16t/5-dense-infer".into(),
+                op: "model_infer",
+                dims: vec![64],
+                model: Some("deit-ti".into()),
+            }]
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! - `reproduce <name>`: a paper or README experiment, writing `docs/results/`.
 //! - `gen-decorator [--check]`: regenerates the decorator forwarding from burn-backend's traits.
 //! - `gpu-bundle`: the CUDA build of the kernel tests, benches and `ember`, with `run.sh`, for a
-//!   GPU machine without Rust; `gpu-run` is its runner (docs/gpu-bundle.md).
+//!   GPU machine without Rust; `gpu-run` is its runner (docs/gpu-bundle.md); `gpu-rows DIR`
+//!   merges a run's model-step rows into `docs/model-steps.csv` and `docs/benchmarks.md`.
 
 // Doc comments on clap arguments are the `--help` text, written for a terminal (`<epoch>`,
 // `[[layer]]`), not rustdoc markup.
@@ -135,6 +136,13 @@ enum Task {
         /// Test on the first N test images only.
         #[arg(long)]
         test_limit: Option<usize>,
+    },
+    /// Merge a GPU bundle run's model-step rows into docs/model-steps.csv and
+    /// docs/benchmarks.md: DIR is the runner's work folder (or a copy of its criterion/,
+    /// torch.json and BUNDLE.txt).
+    GpuRows {
+        /// The run's work folder.
+        dir: PathBuf,
     },
     /// Regenerate cubecl-kernels/src/decorator/generated/ from burn-backend's op traits.
     GenDecorator {
@@ -355,6 +363,14 @@ fn main() -> Result<()> {
         ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
         Task::GpuBundle { out } => gpu_bundle::run(out),
+        Task::GpuRows { dir } => {
+            let bundle = std::fs::read_to_string(dir.join("BUNDLE.txt")).unwrap_or_default();
+            let commit = bundle
+                .lines()
+                .find_map(|l| l.strip_prefix("commit "))
+                .unwrap_or("an unnamed commit");
+            model_steps::import_gpu(&dir, commit)
+        }
         Task::GpuRun {
             bin,
             work,

@@ -49,7 +49,7 @@ impl Step {
 
     /// Whether this is an inference step (a `*-infer` route: the logits of a batch, no
     /// autodiff), compared with PyTorch's inference step.
-    fn inference(&self) -> bool {
+    pub(crate) fn inference(&self) -> bool {
         self.route.ends_with("-infer")
     }
 
@@ -147,6 +147,182 @@ pub(crate) fn csv(steps: &[Step], torch: &BTreeMap<String, f64>) -> String {
     out
 }
 
+/// Writes `fresh` (a CSV with [`CSV_HEADER`]) to `path`, keeping the rows `path` had of the
+/// devices `fresh` has none of (the CPU rows and a GPU run's rows are measured apart).
+fn write_csv(path: &Path, fresh: &str) -> Result<()> {
+    let device = |line: &str| line.split(',').nth(2).map(str::to_string);
+    let ours: std::collections::BTreeSet<String> =
+        fresh.lines().skip(1).filter_map(device).collect();
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let mut lines: Vec<&str> = fresh.lines().skip(1).collect();
+    lines.extend(
+        old.lines()
+            .skip(1)
+            .filter(|l| device(l).is_some_and(|d| !ours.contains(&d))),
+    );
+    lines.sort();
+    let mut out = format!("{CSV_HEADER}\n");
+    for l in lines {
+        let _ = writeln!(out, "{l}");
+    }
+    crate::write_atomic(path, &out)
+}
+
+/// The heading of the GPU run's section in `docs/benchmarks.md`.
+const GPU_SECTION: &str = "\n## Whole-model steps on a GPU";
+
+/// A GPU run's model steps beside PyTorch's on the same GPU: the steps parsed from the
+/// bench rows, PyTorch's f32 and TF32 steps by Ember row id (`torch.json`'s `rows` and
+/// `rows_tf32`), and the GPU's name.
+pub(crate) struct GpuRun {
+    pub(crate) steps: Vec<Step>,
+    pub(crate) f32: BTreeMap<String, f64>,
+    pub(crate) tf32: BTreeMap<String, f64>,
+    pub(crate) gpu: String,
+    pub(crate) torch: String,
+}
+
+impl GpuRun {
+    /// Reads `dir`: the runner's work folder, or a copy of its `criterion/` and `torch.json`.
+    pub(crate) fn read(dir: &Path) -> Result<Self> {
+        let mut rows = Vec::new();
+        crate::bench::collect(&dir.join("criterion"), &mut rows)
+            .with_context(|| format!("reading {}/criterion", dir.display()))?;
+        let mut steps: Vec<Step> = rows
+            .iter()
+            .filter_map(|r| Step::parse(&r.id, r.mean_ns))
+            .collect();
+        anyhow::ensure!(
+            !steps.is_empty(),
+            "{}/criterion holds no model_step rows",
+            dir.display()
+        );
+        steps.sort_by(|a, b| (&a.model, a.batch, &a.route).cmp(&(&b.model, b.batch, &b.route)));
+        let path = dir.join("torch.json");
+        let v: serde_json::Value = match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?,
+            Err(_) => serde_json::Value::Null,
+        };
+        let read = |key: &str| -> BTreeMap<String, f64> {
+            v[key].as_object().map_or_else(BTreeMap::new, |rows| {
+                rows.iter()
+                    .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
+                    .collect()
+            })
+        };
+        Ok(Self {
+            gpu: v["device"].as_str().unwrap_or("unnamed GPU").to_string(),
+            torch: v["torch"].as_str().unwrap_or("not run").to_string(),
+            f32: read("rows"),
+            tf32: read("rows_tf32"),
+            steps,
+        })
+    }
+
+    /// The PyTorch step a row is compared with and its precision: AFM16 (an f32 emulation)
+    /// beside PyTorch's f32 step, every other route beside PyTorch's TF32 step (Burn's CUDA
+    /// matmul is TF32); an inference row beside PyTorch's inference step.
+    pub(crate) fn torch_of(&self, s: &Step) -> Option<(f64, &'static str)> {
+        let variant = if s.inference() {
+            "5-dense-infer"
+        } else {
+            "1-native"
+        };
+        let key = format!(
+            "model_step/{}_b{}/{}-{}t/{variant}",
+            s.model, s.batch, s.device, s.threads
+        );
+        match s.route.as_str() {
+            "afm16" => self.f32.get(&key).map(|&t| (t, "f32")),
+            _ => self
+                .tf32
+                .get(&key)
+                .map(|&t| (t, "tf32"))
+                .or_else(|| self.f32.get(&key).map(|&t| (t, "f32"))),
+        }
+    }
+
+    /// The CSV rows (device: the backend and the GPU's name).
+    pub(crate) fn csv(&self) -> String {
+        let mut out = format!("{CSV_HEADER}\n");
+        for s in &self.steps {
+            let t = self.torch_of(s);
+            let ms = |ns: f64| format!("{:.3}", ns / 1e6);
+            let _ = writeln!(
+                out,
+                "{},{},{}:{},{},{},{},{},{},{}",
+                s.model,
+                s.batch,
+                s.device,
+                self.gpu.replace(',', " "),
+                s.threads,
+                s.route,
+                t.map_or("tf32", |(_, p)| p),
+                ms(s.ember_ns),
+                t.map_or(String::new(), |(t, _)| ms(t)),
+                t.map_or(String::new(), |(t, _)| format!("{:.2}", s.ember_ns / t)),
+            );
+        }
+        out
+    }
+
+    /// The section of `docs/benchmarks.md`.
+    pub(crate) fn section(&self, commit: &str) -> String {
+        let mut md = format!(
+            "{GPU_SECTION}\n\nMeasured by the GPU bundle of {commit} (`run.sh --bench-filter \
+             'model_step.*cuda'`, `docs/gpu-bundle.md`) on an {gpu}, beside PyTorch {torch} on \
+             the same GPU, and merged here by `cargo xtask gpu-rows DIR`. A training step: \
+             forward, cross-entropy, backward and Adam's update; `*-infer` rows: the logits of \
+             a batch, no autodiff. Precision: Ember's CUDA matmul is TF32 (Burn's), so the \
+             native, SparseAct and inference rows stand beside PyTorch with TF32 matmuls and \
+             convolutions; AFM16 (simulated in f32 arithmetic) stands beside PyTorch's f32 \
+             step (TF32 off). The same rows are in `docs/model-steps.csv` (device \
+             `cuda:<GPU>`).\n\n\
+             | model | batch | route | Ember | PyTorch | precision (PyTorch) | Ember ÷ PyTorch |\n\
+             |---|---:|---|---:|---:|---|---:|\n",
+            gpu = self.gpu,
+            torch = self.torch,
+        );
+        for s in &self.steps {
+            let t = self.torch_of(s);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                s.model,
+                s.batch,
+                s.route,
+                crate::bench::fmt_time(s.ember_ns),
+                t.map_or("–".into(), |(t, _)| crate::bench::fmt_time(t)),
+                t.map_or("–", |(_, p)| p),
+                t.map_or("–".into(), |(t, _)| format!("{:.2}×", s.ember_ns / t)),
+            );
+        }
+        md
+    }
+}
+
+/// `cargo xtask gpu-rows DIR`: a GPU run's model steps into `docs/model-steps.csv` (the rows
+/// of that GPU replaced, the others kept) and their section of `docs/benchmarks.md`.
+pub(crate) fn import_gpu(dir: &Path, commit: &str) -> Result<()> {
+    let run = GpuRun::read(dir)?;
+    let root = crate::root();
+    write_csv(&root.join("docs/model-steps.csv"), &run.csv())?;
+    let report_path = root.join("docs/benchmarks.md");
+    let report = std::fs::read_to_string(&report_path)
+        .with_context(|| format!("reading {}", report_path.display()))?;
+    crate::write_atomic(
+        &report_path,
+        &replace_named(&report, GPU_SECTION, &run.section(commit)),
+    )?;
+    println!(
+        "wrote {} {} rows into docs/model-steps.csv and docs/benchmarks.md",
+        run.steps.len(),
+        run.gpu
+    );
+    Ok(())
+}
+
 /// The markdown section of `steps`.
 fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str) -> String {
     let mut md = format!(
@@ -186,12 +362,18 @@ fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str
 /// `report` with its model-step section replaced by `section` (added at the end where it had
 /// none: after the GPU runs, which the bench table's writer keeps as they are).
 pub(crate) fn replace_section(report: &str, section: &str) -> String {
-    let (before, after) = match report.find(SECTION) {
+    replace_named(report, SECTION, section)
+}
+
+/// `report` with the section under `heading` (`"\n## …"`, up to the next `## `) replaced by
+/// `section`, which is added at the end where there was none.
+fn replace_named(report: &str, heading: &str, section: &str) -> String {
+    let (before, after) = match report.find(heading) {
         Some(at) => {
-            let rest = &report[at + SECTION.len()..];
+            let rest = &report[at + heading.len()..];
             let end = rest
                 .find("\n## ")
-                .map_or(report.len(), |e| at + SECTION.len() + e);
+                .map_or(report.len(), |e| at + heading.len() + e);
             (&report[..at], &report[end..])
         }
         None => (report, ""),
@@ -234,7 +416,7 @@ pub(crate) fn run() -> Result<()> {
     let work = crate::target_dir().join("model-steps");
     let (times, what) = torch(&steps, &work).unwrap_or_else(|why| (BTreeMap::new(), why));
     let root = crate::root();
-    crate::write_atomic(&root.join("docs/model-steps.csv"), &csv(&steps, &times))?;
+    write_csv(&root.join("docs/model-steps.csv"), &csv(&steps, &times))?;
     let report_path = root.join("docs/benchmarks.md");
     let report = std::fs::read_to_string(&report_path)
         .with_context(|| format!("reading {}", report_path.display()))?;
@@ -283,6 +465,54 @@ mod tests {
         );
         // no PyTorch: empty cells, not zeros
         assert!(super::csv(&[s], &BTreeMap::new()).ends_with("native,f32,8.000,,\n"));
+    }
+
+    #[test]
+    fn a_gpu_runs_rows_stand_beside_pytorch_at_their_precision_and_keep_the_cpu_rows() {
+        let group = "model_step/resnet18-cifar_b128/cuda-16t";
+        let step = |v: &str, ns| Step::parse(&format!("{group}/{v}"), ns).unwrap();
+        let key = |v: &str| format!("{group}/{v}");
+        let run = GpuRun {
+            steps: vec![
+                step("1-native", 20e6),
+                step("3-afm16", 60e6),
+                step("5-dense-infer", 5e6),
+            ],
+            f32: BTreeMap::from([(key("1-native"), 17e6), (key("5-dense-infer"), 4e6)]),
+            tf32: BTreeMap::from([(key("1-native"), 10e6), (key("5-dense-infer"), 2.5e6)]),
+            gpu: "NVIDIA H200".into(),
+            torch: "2.11".into(),
+        };
+        // native beside TF32, AFM16 beside f32, inference beside inference
+        assert_eq!(run.torch_of(&run.steps[0]), Some((10e6, "tf32")));
+        assert_eq!(run.torch_of(&run.steps[1]), Some((17e6, "f32")));
+        assert_eq!(run.torch_of(&run.steps[2]), Some((2.5e6, "tf32")));
+        let csv = run.csv();
+        assert!(
+            csv.contains("resnet18-cifar,128,cuda:NVIDIA H200,16,afm16,f32,60.000,17.000,3.53\n"),
+            "{csv}"
+        );
+        assert!(
+            run.section("abc1234")
+                .contains("| resnet18-cifar | 128 | native |")
+        );
+        // merged into the file: the CPU rows stay, the GPU's earlier rows are replaced
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model-steps.csv");
+        std::fs::write(
+            &path,
+            format!(
+                "{CSV_HEADER}\nlenet5,64,ndarray,1,native,f32,8.000,4.000,2.00\n\
+                 resnet18-cifar,128,cuda:NVIDIA H200,16,native,tf32,99.000,10.000,9.90\n"
+            ),
+        )
+        .unwrap();
+        write_csv(&path, &csv).unwrap();
+        let merged = std::fs::read_to_string(&path).unwrap();
+        assert!(merged.starts_with(CSV_HEADER), "{merged}");
+        assert!(merged.contains("lenet5,64,ndarray,1,native"), "{merged}");
+        assert!(!merged.contains("99.000"), "{merged}");
+        assert_eq!(merged.lines().count(), 1 + 1 + 3, "{merged}");
     }
 
     #[test]

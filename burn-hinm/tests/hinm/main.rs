@@ -4,18 +4,14 @@
 //! product, and every other op densifies and says so.
 
 use burn::backend::NdArray;
-use burn::tensor::{Distribution, Tensor};
 use burn_hinm::backend::{Hinm, HinmDevice};
 use burn_hinm::gyro::{Method, search};
 use burn_hinm::mask::Saliency;
 use burn_hinm::module::{pack_module, weights};
 use burn_hinm::pack::{masked, pack, scores};
 use cubecl_kernels::decorator::KernelBackend;
-use cubecl_kernels::decorator::effects;
 use cubecl_kernels::hinm::Packed;
-use cubecl_kernels::testing::{
-    TestBackend, assert_close, assert_other_ops_densify, net, with_weights,
-};
+use cubecl_kernels::testing::{TestBackend, assert_packed_net_matches, net, with_weights};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -43,39 +39,7 @@ fn packed_model_equals_masked_dense<B: KernelBackend>(route: &str, tolerance: f3
         [24, 16],
         "a packed weight keeps its shape"
     );
-
-    let x = Tensor::<Hinm<B>, 4>::random([2, 6, 7, 5], Distribution::Default, &device);
-    let v = Tensor::<Hinm<B>, 2>::random([5, 24], Distribution::Default, &device);
-    effects::start();
-    let conv = sparse.conv.forward(x.clone()).flatten::<2>(1, 3);
-    let fc = sparse.fc.forward(v.clone());
-    let mm = v.clone().matmul(sparse.fc.weight.val());
-    let seen = effects::finish();
-    let conv_ref = reference.conv.forward(x).flatten::<2>(1, 3);
-    assert_close(conv, conv_ref, tolerance, "conv2d");
-    assert_close(fc, reference.fc.forward(v.clone()), tolerance, "linear");
-    assert_close(mm, v.matmul(reference.fc.weight.val()), tolerance, "matmul");
-    for layer in ["conv", "fc"] {
-        let l = &seen.layers[layer];
-        assert!(l.densified.is_empty(), "{layer}: {:?}", l.densified);
-        let forward = &l.passes[effects::Pass::Forward.index()];
-        assert!(
-            forward.iter().all(|c| c.route == route),
-            "{layer}: {forward:?}"
-        );
-    }
-    assert_eq!(
-        seen.layers["fc"].passes[effects::Pass::Matmul.index()][0].route,
-        route
-    );
-
-    // any other op densifies the packed weight and the effects say which
-    assert_other_ops_densify(
-        sparse.fc.weight.val(),
-        reference.fc.weight.val(),
-        "fc",
-        TOLERANCE,
-    );
+    assert_packed_net_matches(&sparse, &reference, route, tolerance, TOLERANCE);
 }
 
 #[test]

@@ -32,7 +32,7 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
 use burn::record::{BinBytesRecorder, FullPrecisionSettings, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Distribution, Tensor, TensorData};
 use std::collections::BTreeMap;
 
 /// `shape`'s worth of values in `[-1, 1)` from a linear congruential generator seeded by
@@ -291,6 +291,52 @@ pub fn assert_other_ops_densify<const D: usize>(
         Some(&1)
     );
     assert_close(shifted, dense + 1.0, tolerance, "densified");
+}
+
+/// Runs a packed [`Net`] (`sparse`) beside its masked dense twin (`reference`), on one device:
+/// its conv2d, its linear layer and a matmul by its fc weight equal the twin's within
+/// `tolerance`; every forward contraction of `conv` and `fc`, and the matmul, ran on `route`
+/// with nothing densified; and any other op on the packed fc weight densifies it
+/// ([`assert_other_ops_densify`], within `dense_tolerance`). Returns the effects of the three
+/// contractions, for a packed format's own checks.
+pub fn assert_packed_net_matches<B: Backend>(
+    sparse: &Net<B>,
+    reference: &Net<B>,
+    route: &str,
+    tolerance: f32,
+    dense_tolerance: f32,
+) -> effects::Effects {
+    use effects::Pass;
+    let device = sparse.fc.weight.device();
+    let x = Tensor::<B, 4>::random([2, 6, 7, 5], Distribution::Default, &device);
+    let v = Tensor::<B, 2>::random([5, 24], Distribution::Default, &device);
+    effects::start();
+    let conv = sparse.conv.forward(x.clone());
+    let fc = sparse.fc.forward(v.clone());
+    let mm = v.clone().matmul(sparse.fc.weight.val());
+    let seen = effects::finish();
+    assert_close(conv, reference.conv.forward(x), tolerance, "conv2d");
+    assert_close(fc, reference.fc.forward(v.clone()), tolerance, "linear");
+    assert_close(mm, v.matmul(reference.fc.weight.val()), tolerance, "matmul");
+    for layer in ["conv", "fc"] {
+        let l = &seen.layers[layer];
+        assert!(l.densified.is_empty(), "{layer}: {:?}", l.densified);
+        let forward = &l.passes[Pass::Forward.index()];
+        assert!(!forward.is_empty(), "{layer} ran no forward contraction");
+        assert!(
+            forward.iter().all(|c| c.route == route),
+            "{layer}: {forward:?}"
+        );
+    }
+    let mm = &seen.layers["fc"].passes[Pass::Matmul.index()];
+    assert_eq!(mm.first().map(|c| c.route.as_str()), Some(route));
+    assert_other_ops_densify(
+        sparse.fc.weight.val(),
+        reference.fc.weight.val(),
+        "fc",
+        dense_tolerance,
+    );
+    seen
 }
 
 /// `into` with the parameters of `model` (of another backend), through Burn's full-precision

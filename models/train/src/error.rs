@@ -87,6 +87,27 @@ pub enum EmberError {
     /// A backend that is not available in this build or on this machine.
     #[error("backend unavailable: {0}")]
     Backend(String),
+    /// The device had no memory left for a training step at this batch size (the runtime's
+    /// allocation failed; see [`EmberError::device_failure`]).
+    #[error(
+        "the device ran out of memory in a training step at --batch-size {batch} ({reason}); \
+         a smaller --batch-size may fit"
+    )]
+    DeviceMemory {
+        /// The batch size of the run.
+        batch: usize,
+        /// The runtime's message, first line.
+        reason: String,
+    },
+    /// The backend failed in a training step: a panic of Burn's or CubeCL's runtime, caught
+    /// around the training loop.
+    #[error("the backend failed in a training step at --batch-size {batch}: {reason}")]
+    DeviceFailed {
+        /// The batch size of the run.
+        batch: usize,
+        /// The runtime's message, first line.
+        reason: String,
+    },
     /// A figure that cannot be drawn.
     #[error("cannot draw the figure: {0}")]
     Plot(String),
@@ -145,10 +166,78 @@ impl EmberError {
     pub fn is_reported_elsewhere(&self) -> bool {
         matches!(self, Self::Reported(_))
     }
+    /// The error a panic caught around the training loop stands for: [`Self::DeviceMemory`]
+    /// where its message says an allocation failed (CubeCL's `can't allocate buffer`, CUDA's
+    /// `CUDA_ERROR_OUT_OF_MEMORY`), [`Self::DeviceFailed`] otherwise. Only the message's first
+    /// line is kept (CubeCL appends a backtrace), without `unwrap`'s preamble.
+    pub fn device_failure(batch: usize, panic: &str) -> Self {
+        const MEMORY: [&str; 5] = [
+            "can't allocate buffer",
+            "out of memory",
+            "out-of-memory",
+            "outofmemory",
+            "out_of_memory",
+        ];
+        let lower = panic.to_lowercase();
+        let reason = panic
+            .trim_start_matches("called `Result::unwrap()` on an `Err` value: ")
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("no message")
+            .to_string();
+        match MEMORY.iter().any(|m| lower.contains(m)) {
+            true => Self::DeviceMemory { batch, reason },
+            false => Self::DeviceFailed { batch, reason },
+        }
+    }
     pub(crate) fn malformed(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Self::Malformed {
             path: path.into(),
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EmberError;
+
+    #[test]
+    fn a_runtime_panic_in_training_names_the_batch_and_says_whether_memory_ran_out() {
+        let cubecl = "called `Result::unwrap()` on an `Err` value: can't allocate buffer of \
+                      size: 19327352832\n   0: cubecl_runtime::memory_management::alloc";
+        let e = EmberError::device_failure(50_000, cubecl);
+        assert!(
+            matches!(e, EmberError::DeviceMemory { batch: 50_000, .. }),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains("--batch-size 50000"), "{text}");
+        assert!(
+            text.contains("can't allocate buffer of size: 19327352832"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("cubecl_runtime") && !text.contains("unwrap"),
+            "{text}"
+        );
+        let cuda = r#"DriverError(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")"#;
+        assert!(matches!(
+            EmberError::device_failure(64, cuda),
+            EmberError::DeviceMemory { batch: 64, .. }
+        ));
+        let launch = r#"DriverError(CUDA_ERROR_INVALID_VALUE, "invalid argument")"#;
+        let e = EmberError::device_failure(128, launch);
+        assert!(
+            matches!(e, EmberError::DeviceFailed { batch: 128, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("CUDA_ERROR_INVALID_VALUE"), "{e}");
+        assert!(
+            EmberError::device_failure(8, "")
+                .to_string()
+                .contains("no message")
+        );
     }
 }

@@ -560,24 +560,31 @@ where
         let replica = &replicas[0];
         replica.fresh_run((manifest.completed_epochs == 0 && fresh).then_some((&out, !existed)));
         join::<B, M>(replica, &opts.scale, &settings, &model, &device)?;
-        fit(
-            &opts,
-            &mut manifest,
-            &device,
-            replica,
-            Fit {
-                model,
-                optim,
-                train: &train_split,
-                test: &test_split,
-                batchers: &batchers,
-            },
-            &Layers {
-                choices: &choices,
-                energy: energy.as_ref(),
-            },
-            &mut techniques,
-        )
+        // A panic of the runtime in a step (an allocation the device cannot make at this
+        // batch, a failed launch) ends the run as an error naming the batch, not a panic.
+        let batch = opts.batch_size;
+        record::guard(|| {
+            fit(
+                &opts,
+                &mut manifest,
+                &device,
+                replica,
+                Fit {
+                    model,
+                    optim,
+                    train: &train_split,
+                    test: &test_split,
+                    batchers: &batchers,
+                },
+                &Layers {
+                    choices: &choices,
+                    energy: energy.as_ref(),
+                },
+                &mut techniques,
+            )
+        })
+        .map_err(|panic| EmberError::device_failure(batch, &panic))
+        .and_then(|fitted| fitted)
         .map(|test| Some((manifest, test)))
     })();
     match result {
