@@ -166,11 +166,13 @@ impl EmberError {
     pub fn is_reported_elsewhere(&self) -> bool {
         matches!(self, Self::Reported(_))
     }
-    /// The error a panic caught around the training loop stands for: [`Self::DeviceMemory`]
-    /// where its message says an allocation failed (CubeCL's `can't allocate buffer`, CUDA's
-    /// `CUDA_ERROR_OUT_OF_MEMORY`), [`Self::DeviceFailed`] otherwise. Only the message's first
-    /// line is kept (CubeCL appends a backtrace), without `unwrap`'s preamble.
-    pub fn device_failure(batch: usize, panic: &str) -> Self {
+    /// The error a panic caught around the training loop stands for (its message, and where it
+    /// was raised): [`Self::DeviceMemory`] where its message says an allocation failed
+    /// (CubeCL's `can't allocate buffer`, CUDA's `CUDA_ERROR_OUT_OF_MEMORY`),
+    /// [`Self::DeviceFailed`] otherwise. Only the message's first line is kept (CubeCL appends
+    /// a backtrace), without `unwrap`'s preamble, and the location beside it. A number too
+    /// large for a kernel's 32-bit argument (CubeCL's `from_int`) says so.
+    pub fn device_failure(batch: usize, panic: &str, location: Option<&str>) -> Self {
         const MEMORY: [&str; 5] = [
             "can't allocate buffer",
             "out of memory",
@@ -186,7 +188,16 @@ impl EmberError {
             .find(|l| !l.is_empty())
             .unwrap_or("no message")
             .to_string();
-        match MEMORY.iter().any(|m| lower.contains(m)) {
+        let memory = MEMORY.iter().any(|m| lower.contains(m));
+        let reason = match location {
+            Some(at) if at.starts_with("cubecl-core-") && at.contains("numeric.rs") => format!(
+                "{reason} ({at}: a size at this batch is past a kernel's 32-bit integers; a \
+                 smaller --batch-size may run)"
+            ),
+            Some(at) => format!("{reason} ({at})"),
+            None => reason,
+        };
+        match memory {
             true => Self::DeviceMemory { batch, reason },
             false => Self::DeviceFailed { batch, reason },
         }
@@ -207,7 +218,7 @@ mod tests {
     fn a_runtime_panic_in_training_names_the_batch_and_says_whether_memory_ran_out() {
         let cubecl = "called `Result::unwrap()` on an `Err` value: can't allocate buffer of \
                       size: 19327352832\n   0: cubecl_runtime::memory_management::alloc";
-        let e = EmberError::device_failure(50_000, cubecl);
+        let e = EmberError::device_failure(50_000, cubecl, None);
         assert!(
             matches!(e, EmberError::DeviceMemory { batch: 50_000, .. }),
             "{e:?}"
@@ -224,18 +235,38 @@ mod tests {
         );
         let cuda = r#"DriverError(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")"#;
         assert!(matches!(
-            EmberError::device_failure(64, cuda),
+            EmberError::device_failure(64, cuda, None),
             EmberError::DeviceMemory { batch: 64, .. }
         ));
         let launch = r#"DriverError(CUDA_ERROR_INVALID_VALUE, "invalid argument")"#;
-        let e = EmberError::device_failure(128, launch);
+        let e =
+            EmberError::device_failure(128, launch, Some("cudarc-0.19.0/src/driver/result.rs:42"));
         assert!(
             matches!(e, EmberError::DeviceFailed { batch: 128, .. }),
             "{e:?}"
         );
         assert!(e.to_string().contains("CUDA_ERROR_INVALID_VALUE"), "{e}");
         assert!(
-            EmberError::device_failure(8, "")
+            e.to_string()
+                .contains("(cudarc-0.19.0/src/driver/result.rs:42)"),
+            "{e}"
+        );
+        // a size past 32 bits panics in CubeCL's integer conversion: named as such
+        let e = EmberError::device_failure(
+            20_000,
+            "called `Option::unwrap()` on a `None` value",
+            Some("cubecl-core-0.10.0/src/frontend/element/numeric.rs:66"),
+        );
+        assert!(
+            matches!(e, EmberError::DeviceFailed { batch: 20_000, .. }),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("past a kernel's 32-bit integers"),
+            "{e}"
+        );
+        assert!(
+            EmberError::device_failure(8, "", None)
                 .to_string()
                 .contains("no message")
         );

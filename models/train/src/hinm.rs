@@ -196,6 +196,11 @@ pub fn plan(
             (c.path.clone(), l)
         })
         .collect();
+    // the policy's own level for a layer, for an error about it
+    let set_by_policy = |path: &str| {
+        let c = choices.iter().find(|c| c.path == path)?;
+        Some((policy?.origin(), c.hinm.flatten()?))
+    };
     let weight = |path: &str| -> Result<&(Vec<usize>, Vec<f32>)> {
         all.get(&format!("{path}.weight"))
             .ok_or_else(|| EmberError::Invalid(format!("--hinm: layer {path} has no weight")))
@@ -206,11 +211,18 @@ pub fn plan(
         let (out, k) = Layout::of(dims)
             .map(|l| l.view())
             .ok_or_else(|| EmberError::Invalid(format!("--hinm: layer {path} cannot be packed")))?;
-        let what = |e: burn_hinm::HinmError| {
-            EmberError::Invalid(format!(
+        let what = |e: burn_hinm::HinmError| match set_by_policy(path) {
+            Some((origin, own)) => EmberError::Policy {
+                origin: origin.to_string(),
+                reason: format!(
+                    "layer {path} sets hinm = \"{own}\" ({out} outputs × {k} inputs): {e}; \
+                     choose another level for it, or \"off\""
+                ),
+            },
+            None => EmberError::Invalid(format!(
                 "--hinm {level}: layer {path} ({out} outputs × {k} inputs): {e}; keep it dense \
                  with a policy (hinm = \"off\") or choose another level"
-            ))
+            )),
         };
         check_tile(out, level.v).map_err(what)?;
         nnz_vec(k, level.vector_sparsity()).map_err(what)?;

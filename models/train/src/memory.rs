@@ -377,7 +377,49 @@ impl MemoryOptions {
                 )));
             }
         }
-        Ok(())
+        // a lower bound of the step's total: the MLP hidden activations every block keeps for
+        // its backward pass (before and after the GELU), tokens × 4·dim each per image
+        let tokens = tokens.unwrap_or(usize::MAX) as u128;
+        let bytes = c.depth as u128 * self.batch as u128 * tokens * 4 * c.dim as u128 * 2 * 4;
+        check_fits(
+            bytes,
+            &format!(
+                "--batch {} --image-size {}: the MLP activations a training step keeps",
+                self.batch, self.image_size
+            ),
+            available_memory(),
+        )
+    }
+}
+
+/// The memory this machine has available for new allocations (Linux's `MemAvailable`),
+/// `None` where it cannot be read.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses `bytes` that a job would allocate (`what`: the options and what they size) when
+/// that is more than `available` (from [`available_memory`]; `None` accepts anything): the
+/// allocation would end the process (an abort, or the kernel's OOM killer) instead of an
+/// error.
+pub fn check_fits(bytes: u128, what: &str, available: Option<u64>) -> Result<()> {
+    match available {
+        Some(free) if bytes > free as u128 => Err(EmberError::Invalid(format!(
+            "{what} would need {:.1} GiB, more than the {:.1} GiB this machine has available; \
+             choose smaller values",
+            bytes as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -254,7 +254,12 @@ impl std::fmt::Display for LayerChoice {
 /// Refuses choices that set a HiNM or BCR level on a layer of a run without that technique
 /// (`hinm`, `bcr`: whether the run prunes with it): nothing would prune the layer, and the
 /// manifest would record a level that never applied. `off` is accepted.
-pub fn check_levels_apply(choices: &[LayerChoice], hinm: bool, bcr: bool) -> Result<()> {
+pub fn check_levels_apply(
+    choices: &[LayerChoice],
+    hinm: bool,
+    bcr: bool,
+    policy: Option<&LayerPolicy>,
+) -> Result<()> {
     for c in choices {
         let levels = [
             ("hinm", c.hinm.flatten().map(|l| l.to_string()), hinm),
@@ -262,11 +267,62 @@ pub fn check_levels_apply(choices: &[LayerChoice], hinm: bool, bcr: bool) -> Res
         ];
         for (name, level, on) in levels {
             if let (Some(level), false) = (level, on) {
-                return Err(EmberError::Invalid(format!(
-                    "--policy sets {name} = \"{level}\" on {}, but this run has no --{name}: \
-                     nothing would prune it (give --{name}, or set the layer's {name} to \"off\")",
-                    c.path
-                )));
+                return Err(EmberError::Policy {
+                    origin: policy.map_or("", |p| p.origin()).to_string(),
+                    reason: format!(
+                        "layer {} sets {name} = \"{level}\", but this run has no --{name}: \
+                         nothing would prune it (give --{name}, or set the layer's {name} to \
+                         \"off\")",
+                        c.path
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the SparseAct pruning a policy sets on each layer as `--sparse-act` is checked
+/// ([`burn_sparse_act::Policy::check_layers`]), but as an error, since the policy names the
+/// layer: SparseAct prunes the inputs of linear layers only, and a pruning must drop at least
+/// one block of the layer's input rows (a block as wide as the row, or a sparsity that rounds
+/// to no block, stores more than the dense input). `shapes` are the model's
+/// [`ember_models::params::float_shapes`].
+pub fn check_sparse_act(
+    choices: &[LayerChoice],
+    shapes: &[(String, Vec<usize>)],
+    policy: &LayerPolicy,
+) -> Result<()> {
+    for c in choices {
+        let Some(Some(p)) = c.sparse_act else {
+            continue;
+        };
+        let error = |reason: String| EmberError::Policy {
+            origin: policy.origin().to_string(),
+            reason: format!("layer {} sets sparse-act = \"{p}\": {reason}", c.path),
+        };
+        let weight = format!("{}.weight", c.path);
+        match shapes.iter().find(|(path, _)| *path == weight) {
+            Some((_, dims)) if dims.len() == 2 => {
+                let (blocks, pruned) = p.pruned_blocks(dims[0]);
+                if pruned == 0 {
+                    return Err(error(format!(
+                        "it prunes nothing: {blocks} block{} of width {} per input row of {}, \
+                         ⌊{}·{blocks}⌋ = 0 dropped (the stored input would be larger than the \
+                         dense one); choose a narrower block or a higher sparsity, or \"off\"",
+                        if blocks == 1 { "" } else { "s" },
+                        p.block,
+                        dims[0],
+                        p.sparsity
+                    )));
+                }
+            }
+            _ => {
+                return Err(error(
+                    "SparseAct prunes the inputs of linear layers only, and this layer is not \
+                     one (set it on a linear layer, or \"off\")"
+                        .into(),
+                ));
             }
         }
     }
@@ -332,6 +388,12 @@ impl LayerPolicy {
             glob::Pattern::new(&rule.path)
                 .map_err(|e| error(format!("path {:?} is not a valid pattern: {e}", rule.path)))?;
             check(&format!("layer {:?}", rule.path), &rule.settings)?;
+            if rule.settings == Settings::default() {
+                return Err(error(format!(
+                    "layer {:?} sets nothing: give it a multiplier, sparse-act, hinm or bcr",
+                    rule.path
+                )));
+            }
         }
         Ok(Self::File {
             origin: origin.to_string(),

@@ -54,16 +54,47 @@ pub fn load<B: Backend, R: Record<B>>(
 /// Runs `f`, turning a panic (burn asserts on tensor data that does not fit its shape) into its
 /// message; the default panic report is silenced meanwhile.
 pub fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch(f).map_err(|c| {
+        c.message
+            .unwrap_or_else(|| "it does not fit the model".into())
+    })
+}
+
+/// A panic caught by [`catch`].
+#[derive(Debug)]
+pub struct Caught {
+    /// Its message, when it has one.
+    pub message: Option<String>,
+    /// Where it was raised, `file:line` (a crate's source path from `crate-version/`).
+    pub location: Option<String>,
+}
+
+/// Runs `f`, turning a panic into what it said and where; the default panic report is silenced
+/// meanwhile (one process-wide hook: a panic on another thread in that time is not printed
+/// either).
+pub fn catch<T>(f: impl FnOnce() -> T) -> std::result::Result<T, Caught> {
+    static WHERE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    std::panic::set_hook(Box::new(|info| {
+        if let Some(l) = info.location() {
+            let file = l.file();
+            // a dependency's path from its `name-version/` folder in cargo's registry
+            let file = file
+                .split_once("/registry/src/")
+                .and_then(|(_, rest)| rest.split_once('/'))
+                .map_or(file, |(_, rest)| rest);
+            let mut at = WHERE.lock().unwrap_or_else(|e| e.into_inner());
+            *at = Some(format!("{file}:{}", l.line()));
+        }
+    }));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     std::panic::set_hook(hook);
-    result.map_err(|payload| {
-        payload
+    result.map_err(|payload| Caught {
+        message: payload
             .downcast_ref::<String>()
             .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "it does not fit the model".into())
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())),
+        location: WHERE.lock().unwrap_or_else(|e| e.into_inner()).take(),
     })
 }
 
@@ -90,5 +121,17 @@ pub(crate) fn load_checked<B: Backend, M: Module<B>>(
     ) {
         Some(why) => Err(bad(format!("cannot load it as {kind}: {why}"))),
         None => Ok(loaded),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_caught_panic_says_what_and_where() {
+        let caught = super::catch(|| -> u8 { panic!("boom {}", 7) }).unwrap_err();
+        assert_eq!(caught.message.as_deref(), Some("boom 7"));
+        let at = caught.location.unwrap();
+        assert!(at.contains("record.rs:"), "{at}");
+        assert_eq!(super::catch(|| 3).unwrap(), 3);
     }
 }

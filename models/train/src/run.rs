@@ -176,6 +176,13 @@ impl Manifest {
         }
     }
 
+    /// Drops the checksum of `file` (in the run directory `dir`): a file the run removes.
+    pub fn forget(&mut self, dir: &Path, file: &Path) {
+        if let Some(name) = relative(dir, file) {
+            self.files.remove(&name);
+        }
+    }
+
     /// The checksum recorded for `file` in the run directory `dir`, if any.
     pub fn checksum(&self, dir: &Path, file: &Path) -> Option<u32> {
         self.files.get(&relative(dir, file)?).copied()
@@ -218,6 +225,32 @@ fn relative(dir: &Path, file: &Path) -> Option<String> {
 /// `epoch`.
 pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
     dir.join("checkpoint").join(format!("{kind}-{epoch}.mpk"))
+}
+
+/// Every file of `epoch`'s checkpoint in `dir`: the model, the optimizer and each registered
+/// technique's state, whether or not it exists.
+pub fn checkpoint_files(dir: &Path, epoch: usize) -> Vec<PathBuf> {
+    let mut files = vec![
+        checkpoint_file(dir, "model", epoch),
+        checkpoint_file(dir, "optim", epoch),
+    ];
+    files.extend(
+        REGISTRY
+            .iter()
+            .filter(|r| r.state)
+            .map(|r| state_file(dir, r.name, epoch)),
+    );
+    files
+}
+
+/// Removes `epoch`'s checkpoint from `dir` (the model's file last, since
+/// [`checkpoint_epochs`] finds epochs by it).
+pub fn remove_checkpoint(dir: &Path, epoch: usize) {
+    let mut files = checkpoint_files(dir, epoch);
+    files.rotate_left(1);
+    for file in files {
+        let _ = std::fs::remove_file(file);
+    }
 }
 
 /// `dir/checkpoint/<name>-<epoch>.bin`: the state technique `name` checkpoints after `epoch`

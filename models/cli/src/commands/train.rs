@@ -88,6 +88,10 @@ pub struct TrainArgs {
     /// batch, the last completed epoch's checkpoint kept) or continue.
     #[arg(long, value_parser = choice::<OnNan>(), default_value_t = OnNan::Stop)]
     on_nan: OnNan,
+    /// Keep the checkpoints of the last N epochs (checkpoint/*-<epoch>.*; at least 1: --resume
+    /// continues from the last), or all of them.
+    #[arg(long, value_name = "N|all", default_value = "3", value_parser = keep_checkpoints)]
+    keep_checkpoints: Keep,
     /// HiNM sparse fine-tuning at level TOTAL:vV (see `ember prune --help`): start from the
     /// --from run's weights under the masks searched on them, keep the masks through every
     /// optimizer step, and write the packed model.hinm beside model.mpk.
@@ -323,6 +327,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         test_limit: args.test_limit,
         plain: args.plain,
         on_nan: args.on_nan,
+        keep_checkpoints: args.keep_checkpoints.0,
         hinm: args.hinm.map(|level| ember_train::hinm::HinmTune {
             level,
             perm: args.perm,
@@ -343,4 +348,23 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         );
     }
     Ok(())
+}
+
+/// `--keep-checkpoints`: the last N epochs (`Some(N)`), or `all` (`None`).
+#[derive(Clone, Copy, Debug)]
+struct Keep(Option<usize>);
+
+fn keep_checkpoints(text: &str) -> Result<Keep, String> {
+    match text.trim() {
+        "all" => Ok(Keep(None)),
+        n => match n.parse::<usize>() {
+            Ok(0) => Err(
+                "keep at least the last epoch's checkpoint (--resume continues from \
+                 it), or all"
+                    .into(),
+            ),
+            Ok(n) => Ok(Keep(Some(n))),
+            Err(_) => Err(format!("{n:?} is not a number of epochs or \"all\"")),
+        },
+    }
 }

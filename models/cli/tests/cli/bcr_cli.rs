@@ -350,6 +350,11 @@ fn the_tuner_prints_a_block_per_layer() {
             vec!["--blocks", "100000x100000", "--rows", "4", "--repeats", "1"],
             "no layer could be tuned (13 of 13 failed)",
         ),
+        // rows past what a tensor holds: refused before anything is allocated
+        (
+            vec!["--rows", "100000000"],
+            "would have tensors of more than 2147483648 elements; at most --rows",
+        ),
     ] {
         let mut all = vec!["tune-bcr", "--model", "gru", "--dataset", "fsdd"];
         all.extend(args);

@@ -394,7 +394,7 @@ fn eval_reads_the_file_given_and_checks_shapes() {
 fn absurd_numbers_are_refused_up_front_and_leave_no_run_directory() {
     let tmp = scratch("absurd");
     let run = tmp.join("run");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["--batch-size", "18446744073709551615"],
             "larger than the 1000 training images",
@@ -408,6 +408,14 @@ fn absurd_numbers_are_refused_up_front_and_leave_no_run_directory() {
             "block size must be at most",
         ),
         (&["--test-limit", "0"], "--test-limit must be at least 1"),
+        (
+            &["--keep-checkpoints", "0"],
+            "keep at least the last epoch's checkpoint",
+        ),
+        (
+            &["--keep-checkpoints", "some"],
+            "\"some\" is not a number of epochs or \"all\"",
+        ),
         (&["--sparse-act", "0.5:1000"], "prunes nothing in any layer"),
         (
             &[

@@ -120,6 +120,7 @@ pub fn tune(opts: TuneOptions) -> Result<Vec<TunedLayer>> {
             }
         }
     }
+    check_rows(opts.rows, &layers, crate::memory::available_memory())?;
     opts.backend.dispatch(
         burn_approx_mul::Multiplier::native(),
         Default::default(),
@@ -128,6 +129,36 @@ pub fn tune(opts: TuneOptions) -> Result<Vec<TunedLayer>> {
             layers,
         },
     )
+}
+
+/// Refuses a `--rows` whose activations (`rows × k`, built on the host and uploaded) and
+/// output (`rows × out`) a layer of `layers` (path, `(out, k)`) could not hold: a tensor past
+/// [`crate::memory::MAX_ELEMENTS`], or more bytes than `available`. The error names the layer
+/// and the largest `--rows` that passes.
+pub(crate) fn check_rows(
+    rows: usize,
+    layers: &[(String, (usize, usize))],
+    available: Option<u64>,
+) -> Result<()> {
+    use crate::memory::{MAX_ELEMENTS, check_fits};
+    for (path, (out, k)) in layers {
+        let widest = (*out).max(*k).max(1);
+        if rows as u128 * widest as u128 > MAX_ELEMENTS as u128 {
+            return Err(EmberError::Invalid(format!(
+                "--rows {rows}: layer {path} ({out} × {k}) would have tensors of more than \
+                 {MAX_ELEMENTS} elements; at most --rows {}",
+                MAX_ELEMENTS / widest
+            )));
+        }
+        // the host values, their device copy and the output, in f32
+        let bytes = rows as u128 * (2 * *k as u128 + *out as u128) * 4;
+        check_fits(
+            bytes,
+            &format!("--rows {rows}: layer {path}'s activations and output"),
+            available,
+        )?;
+    }
+    Ok(())
 }
 
 pub(super) struct TuneJob {
@@ -205,5 +236,37 @@ impl crate::backend::BackendJob for TuneJob {
         }
         bar.finish_and_clear();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_rows;
+
+    #[test]
+    fn rows_past_a_tensor_or_the_machine_are_refused_naming_the_layer_and_the_limit() {
+        let layers = [
+            ("fc1".to_string(), (120, 400)),
+            ("fc2".to_string(), (84, 120)),
+        ];
+        check_rows(32, &layers, Some(1 << 30)).unwrap();
+        let e = check_rows(100_000_000, &layers, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--rows 100000000: layer fc1 (120 × 400)")
+                && e.contains(&format!("at most --rows {}", (1usize << 31) / 400)),
+            "{e}"
+        );
+        // 1,000,000 rows: fc1 needs (2 · 400 + 120) · 4 bytes a row, 3.4 GiB
+        let e = check_rows(1_000_000, &layers, Some(1 << 30))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--rows 1000000: layer fc1's activations and output would need 3.4 GiB")
+                && e.contains("more than the 1.0 GiB"),
+            "{e}"
+        );
+        check_rows(1_000_000, &layers, None).unwrap();
     }
 }

@@ -24,7 +24,7 @@ use cubecl_kernels::decorator::effects;
 use ember_models::classifier::TrainableClassifier;
 use ember_models::data::Batch;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What [`fit`] trains, and on what.
 pub(crate) struct Fit<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T, V> {
@@ -169,29 +169,51 @@ where
         }
         // The checkpoint first, the manifest that points at it last: a kill in between leaves
         // the previous epoch's state, which the manifest still names.
-        for (kind, bytes) in [
-            ("model", record::bytes::<B, _>(model.clone().into_record())?),
-            ("optim", record::bytes::<B, _>(optim.to_record())?),
-        ] {
-            let file = run::checkpoint_file(out, kind, epoch);
-            std::fs::create_dir_all(file.parent().expect("in checkpoint/"))
-                .map_err(|e| EmberError::write(&file, e))?;
-            crate::atomic::write(&file, &bytes)?;
-            manifest.record_file(out, &file, &bytes);
-        }
+        let mut files = vec![
+            (
+                run::checkpoint_file(out, "model", epoch),
+                record::bytes::<B, _>(model.clone().into_record())?,
+            ),
+            (
+                run::checkpoint_file(out, "optim", epoch),
+                record::bytes::<B, _>(optim.to_record())?,
+            ),
+        ];
         for t in techniques.iter() {
             if let Some(bytes) = t.state() {
-                let file = run::state_file(out, t.registration().name, epoch);
-                crate::atomic::write(&file, &bytes)?;
-                manifest.record_file(out, &file, &bytes);
+                files.push((run::state_file(out, t.registration().name, epoch), bytes));
             }
+        }
+        write_checkpoint(&files)?;
+        for (file, bytes) in &files {
+            manifest.record_file(out, file, bytes);
         }
         manifest.completed_epochs = epoch;
         manifest.epoch_seconds.truncate(epoch - 1);
         manifest.epoch_seconds.push(seconds);
         manifest.history.retain(|r| r.epoch < epoch);
         manifest.history.push(row);
+        if let Some(keep) = opts.keep_checkpoints {
+            for old in run::checkpoint_epochs(out)
+                .into_iter()
+                .filter(|&e| e + keep <= epoch)
+            {
+                for file in run::checkpoint_files(out, old) {
+                    manifest.forget(out, &file);
+                }
+            }
+        }
         manifest.write(out)?;
+        if let Some(keep) = opts.keep_checkpoints {
+            // after the manifest no longer names them: a kill in between leaves files that
+            // the next epoch removes
+            for old in run::checkpoint_epochs(out)
+                .into_iter()
+                .filter(|&e| e + keep <= epoch)
+            {
+                run::remove_checkpoint(out, old);
+            }
+        }
         replica.fresh_run(None);
         write_reports(opts, manifest)?;
         last_test = Some(valid);
@@ -448,5 +470,47 @@ impl Sums {
 
     pub(crate) fn accuracy(&self) -> f64 {
         100.0 * self.correct as f64 / self.seen.max(1) as f64
+    }
+}
+
+/// Writes one epoch's checkpoint files, each atomically; when one cannot be written (a full
+/// disk), the ones already written are removed again, so no file of an epoch the manifest does
+/// not name is left behind.
+pub(crate) fn write_checkpoint(files: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+    for (i, (file, bytes)) in files.iter().enumerate() {
+        let written = std::fs::create_dir_all(file.parent().expect("in checkpoint/"))
+            .map_err(|e| EmberError::write(file, e))
+            .and_then(|()| crate::atomic::write(file, bytes));
+        if let Err(e) = written {
+            for (done, _) in &files[..i] {
+                let _ = std::fs::remove_file(done);
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_that_cannot_be_written_whole_leaves_no_file_of_its_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path();
+        let model = run::checkpoint_file(out, "model", 2);
+        let optim = run::checkpoint_file(out, "optim", 2);
+        // a directory where the optimizer's file goes: its write fails as a full disk's would
+        std::fs::create_dir_all(optim.join("in-the-way")).unwrap();
+        let files = [(model.clone(), vec![1u8; 8]), (optim.clone(), vec![2u8; 8])];
+        let err = write_checkpoint(&files).unwrap_err();
+        assert!(err.to_string().contains("optim-2"), "{err}");
+        assert!(!model.exists(), "the epoch's model file is removed again");
+        // written whole: both files
+        std::fs::remove_dir_all(&optim).unwrap();
+        write_checkpoint(&files).unwrap();
+        assert_eq!(std::fs::read(&optim).unwrap(), [2u8; 8]);
+        assert!(model.is_file());
     }
 }

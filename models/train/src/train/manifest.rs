@@ -222,10 +222,15 @@ pub(crate) fn layer_setup<B: Backend, M: Module<B>>(
     multiplier: &Multiplier,
     energy: Option<&Path>,
 ) -> Result<(Vec<LayerChoice>, Option<EnergyTable>)> {
-    let layers = contraction_layers(&ember_models::params::float_shapes(model));
+    let shapes = ember_models::params::float_shapes(model);
+    let layers = contraction_layers(&shapes);
     let choices = match policy {
         None => crate::policy::uniform(&layers),
-        Some(p) => p.resolve(&layers)?,
+        Some(p) => {
+            let choices = p.resolve(&layers)?;
+            crate::policy::check_sparse_act(&choices, &shapes, p)?;
+            choices
+        }
     };
     let energy = energy
         .map(|path| {

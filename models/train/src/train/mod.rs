@@ -102,6 +102,9 @@ pub struct TrainOptions {
     pub plain: bool,
     /// What a non-finite loss does.
     pub on_nan: OnNan,
+    /// How many epochs' checkpoints to keep (`checkpoint/*-<epoch>.*`): the last `n` (at least
+    /// 1: `--resume` continues from the last), or every one (`None`).
+    pub keep_checkpoints: Option<usize>,
     /// HiNM fine-tuning (`--hinm LEVEL --from RUN`): start from the run's weights under the
     /// masks searched on them, re-apply the masks after every optimizer step (gradients of
     /// pruned weights masked too), and write the packed `model.hinm` at the end.
@@ -118,12 +121,15 @@ pub struct TrainOptions {
     pub scale: Scale,
 }
 
+/// How many epochs' checkpoints a run keeps unless told ([`TrainOptions::keep_checkpoints`]).
+pub const DEFAULT_KEEP: usize = 3;
+
 impl TrainOptions {
     /// The options of `ember train --model MODEL --out OUT` on `data` with every other flag at
     /// its default: ReLU, ndarray, the native multiplier with convolutions as GEMMs
     /// (`--conv gemm`), no SparseAct, no policy, 3 epochs of
     /// batch 32 at learning rate 2e-3, seed 42, an existing `out` refused, no limits, no
-    /// pruning, one replica. Set the rest with struct update syntax:
+    /// pruning, one replica, the last [`DEFAULT_KEEP`] epochs' checkpoints kept. Set the rest with struct update syntax:
     /// `TrainOptions { epochs: 10, ..TrainOptions::new(model, data, out) }`.
     pub fn new(model: ModelKind, data: DataSource, out: impl Into<PathBuf>) -> Self {
         Self {
@@ -145,6 +151,7 @@ impl TrainOptions {
             test_limit: None,
             plain: false,
             on_nan: OnNan::Stop,
+            keep_checkpoints: Some(DEFAULT_KEEP),
             hinm: None,
             bcr: None,
             interrupt: None,
@@ -157,6 +164,13 @@ impl TrainOptions {
         self.model
             .takes_activation(self.act)
             .map_err(EmberError::Invalid)?;
+        if self.keep_checkpoints == Some(0) {
+            return Err(EmberError::Invalid(
+                "--keep-checkpoints 0: keep at least the last epoch's checkpoint, which --resume \
+                 continues from (or \"all\")"
+                    .into(),
+            ));
+        }
         if self.epochs == 0 {
             return Err(EmberError::Invalid("--epochs must be at least 1".into()));
         }
@@ -467,7 +481,12 @@ where
         &opts.multiplier,
         opts.energy.as_deref(),
     )?;
-    crate::policy::check_levels_apply(&choices, opts.hinm.is_some(), opts.bcr.is_some())?;
+    crate::policy::check_levels_apply(
+        &choices,
+        opts.hinm.is_some(),
+        opts.bcr.is_some(),
+        opts.policy.as_ref(),
+    )?;
     let mut techniques = techniques::<B, M>(&opts, start, &model)?;
     let out = opts.out.clone();
     let existed = out.exists();
@@ -563,7 +582,7 @@ where
         // A panic of the runtime in a step (an allocation the device cannot make at this
         // batch, a failed launch) ends the run as an error naming the batch, not a panic.
         let batch = opts.batch_size;
-        record::guard(|| {
+        record::catch(|| {
             fit(
                 &opts,
                 &mut manifest,
@@ -583,7 +602,10 @@ where
                 &mut techniques,
             )
         })
-        .map_err(|panic| EmberError::device_failure(batch, &panic))
+        .map_err(|c| {
+            let message = c.message.unwrap_or_default();
+            EmberError::device_failure(batch, &message, c.location.as_deref())
+        })
         .and_then(|fitted| fitted)
         .map(|test| Some((manifest, test)))
     })();

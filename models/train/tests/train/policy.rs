@@ -300,10 +300,128 @@ fn a_policys_weight_level_without_its_technique_is_refused_before_anything_is_wr
         };
         let err = train(opts).unwrap_err().to_string();
         assert!(
-            err.contains(&format!("--policy sets {name} = \"{level}\" on fc1"))
-                && err.contains(&format!("no --{name}")),
+            err.contains(&format!(
+                "--policy test.toml: layer fc1 sets {name} = \"{level}\""
+            )) && err.contains(&format!("no --{name}")),
             "{err}"
         );
         assert!(!out.exists(), "{name}: nothing written");
     }
+}
+
+/// A LeNet-5 training on 16 embedded images under `policy` (a policy file's text, named
+/// `test.toml`) into a fresh directory, expected to fail: the error, and whether the run
+/// directory was left.
+fn refused_training(policy: &str) -> (String, bool) {
+    use ember_models::classifier::ModelKind;
+    use ember_models::data::{DataSource, mnist::MnistSource};
+    use ember_train::train::{TrainOptions, train};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let opts = TrainOptions {
+        policy: Some(LayerPolicy::from_toml("test.toml", policy).unwrap()),
+        epochs: 1,
+        batch_size: 8,
+        train_limit: Some(16),
+        test_limit: Some(16),
+        plain: true,
+        ..TrainOptions::new(
+            ModelKind::Lenet5,
+            DataSource::Mnist(MnistSource::Embedded),
+            &out,
+        )
+    };
+    let err = train(opts).expect_err(policy).to_string();
+    (err, out.exists())
+}
+
+#[test]
+fn a_policys_sparse_act_is_checked_as_the_command_lines_is() {
+    let _rng = crate::seeded();
+    // fc1 takes 400 inputs, fc3 84; conv1 is no linear layer
+    for (path, pruning, says) in [
+        (
+            "fc*",
+            "0.5:65536",
+            "1 block of width 65536 per input row of 400",
+        ),
+        (
+            "fc3",
+            "0.5:1000",
+            "1 block of width 1000 per input row of 84",
+        ),
+        ("fc1", "0:4", "100 blocks of width 4 per input row of 400"),
+        ("conv1", "0.5:4", "linear layers only"),
+    ] {
+        let (err, left) = refused_training(&format!(
+            "[[layer]]\npath = \"{path}\"\nsparse-act = \"{pruning}\"\n"
+        ));
+        assert!(
+            err.starts_with("--policy test.toml: layer ")
+                && err.contains(&format!("sets sparse-act = \"{pruning}\""))
+                && err.contains(says),
+            "{path} {pruning}: {err}"
+        );
+        assert!(!left, "{path} {pruning}: nothing written");
+    }
+}
+
+#[test]
+fn a_policy_rule_that_sets_nothing_is_refused_naming_the_file_and_the_rule() {
+    let err = LayerPolicy::from_toml("test.toml", "[[layer]]\npath = \"fc1\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--policy test.toml: layer \"fc1\" sets nothing"),
+        "{err}"
+    );
+    // an empty [default] is no rule: a file with only layer rules is the usual form
+    LayerPolicy::from_toml(
+        "test.toml",
+        "[default]\n[[layer]]\npath = \"fc1\"\nmultiplier = \"afm16\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_policys_hinm_level_that_does_not_fit_its_layer_names_the_file_and_the_layer() {
+    use burn_hinm::gyro::Method;
+    use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+    use ember_models::data::{DataSpec, ImageSpec};
+    type A = burn::backend::Autodiff<NdArray>;
+    struct Params;
+    impl ModelVisitor<A> for Params {
+        type Output = std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+        fn visit<M: TrainableClassifier<A>>(self, model: M) -> Self::Output {
+            burn_hinm::module::params(&model)
+        }
+    }
+    let _rng = crate::seeded();
+    let spec = DataSpec::Images(ImageSpec {
+        channels: 1,
+        side: 28,
+        classes: 10,
+    });
+    let all = ModelKind::Lenet300
+        .build::<A, _>(spec, &Default::default(), Params)
+        .unwrap();
+    let shapes: Vec<(String, Vec<usize>)> = all
+        .iter()
+        .map(|(k, (d, _))| (k.clone(), d.clone()))
+        .collect();
+    let layers = contraction_layers(&shapes);
+    // fc1 has 300 outputs: a tile of 64 rows does not divide them
+    let policy = LayerPolicy::from_toml(
+        "test.toml",
+        "[[layer]]\npath = \"fc1\"\nhinm = \"75:v64\"\n",
+    )
+    .unwrap();
+    let level = "75:v4".parse().unwrap();
+    let err = ember_train::hinm::plan(&all, &layers, Some(&policy), level, Method::Gyro, 7, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("--policy test.toml: layer fc1 sets hinm = \"75:v64\""),
+        "{err}"
+    );
 }

@@ -254,3 +254,44 @@ fn a_run_directory_another_run_holds_is_refused_until_it_is_released() {
     assert!(lock(&missing, OnExisting::Resume).unwrap().is_none());
     assert!(!missing.exists());
 }
+
+#[test]
+fn a_run_keeps_the_checkpoints_of_its_last_epochs_and_resumes_from_them() {
+    use ember_train::train::train;
+    let _rng = crate::seeded();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let opts = |epochs, keep, on_existing| TrainOptions {
+        epochs,
+        batch_size: 8,
+        train_limit: Some(16),
+        test_limit: Some(16),
+        plain: true,
+        keep_checkpoints: keep,
+        on_existing,
+        ..TrainOptions::new(
+            ModelKind::Lenet300,
+            DataSource::Mnist(MnistSource::Embedded),
+            &out,
+        )
+    };
+    train(opts(3, Some(2), OnExisting::Refuse)).unwrap();
+    assert_eq!(checkpoint_epochs(&out), [2, 3]);
+    assert!(!checkpoint_file(&out, "optim", 1).exists());
+    let m = Manifest::read_if_present(&out).unwrap().unwrap();
+    assert_eq!(m.checksum(&out, &checkpoint_file(&out, "model", 1)), None);
+    assert!(
+        m.checksum(&out, &checkpoint_file(&out, "optim", 3))
+            .is_some()
+    );
+    // a resumed run goes on from the last one and keeps as many
+    train(opts(4, Some(2), OnExisting::Resume)).unwrap();
+    assert_eq!(checkpoint_epochs(&out), [3, 4]);
+    // every one when asked
+    train(opts(6, None, OnExisting::Resume)).unwrap();
+    assert_eq!(checkpoint_epochs(&out), [3, 4, 5, 6]);
+    // none is refused before anything changes
+    let err = train(opts(7, Some(0), OnExisting::Resume)).unwrap_err();
+    assert!(matches!(err, EmberError::Invalid(_)), "{err}");
+    assert_eq!(checkpoint_epochs(&out), [3, 4, 5, 6]);
+}
