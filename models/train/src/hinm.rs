@@ -380,17 +380,22 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
     let rows = plans.into_iter().map(|p| p.row).collect();
     let bytes = model.to_bytes();
     let dense_bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-    std::fs::create_dir_all(&opts.out).map_err(|e| EmberError::write(&opts.out, e))?;
     let report = PruneReport {
         layers: rows,
         dense_bytes,
         packed_bytes: bytes.len() as u64,
         out: opts.out.clone(),
     };
-    atomic::write_new(&opts.out.join(PACKED_FILE), &bytes)?;
+    // the three files appear together: an interruption or a failed write leaves none
+    let staging = atomic::Staging::new(&opts.out)?;
+    atomic::write_new(&staging.path().join(PACKED_FILE), &bytes)?;
     let json = serde_json::to_vec_pretty(&report).expect("a report serialises");
-    atomic::write_new(&opts.out.join("hinm.json"), &json)?;
-    atomic::write_new(&opts.out.join("hinm.md"), report.markdown().as_bytes())?;
+    atomic::write_new(&staging.path().join("hinm.json"), &json)?;
+    atomic::write_new(
+        &staging.path().join("hinm.md"),
+        report.markdown().as_bytes(),
+    )?;
+    staging.publish()?;
     Ok(report)
 }
 

@@ -49,13 +49,20 @@ pub struct PruneArgs {
     /// The trained run to prune (its directory, model.mpk or a checkpoint file).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// Output directory for model.hinm, hinm.md and hinm.json (must not exist, or be empty).
+    /// Output directory for model.hinm, hinm.md and hinm.json (must not exist, or be empty;
+    /// the three appear together), or the BCR run directory.
     #[arg(long)]
     out: PathBuf,
     /// Per-layer levels: a TOML policy whose [[layer]] entries set hinm = "TOTAL:vV" or "off"
     /// (see `ember policy show`).
     #[arg(long, value_name = "FILE")]
     policy: Option<String>,
+    /// BCR: continue the run in --out from its last completed epoch (after an interruption).
+    #[arg(long, conflicts_with = "overwrite")]
+    resume: bool,
+    /// BCR: replace the run in --out (never a directory that is not an Ember run).
+    #[arg(long)]
+    overwrite: bool,
 }
 
 /// Runs `ember prune`.
@@ -65,10 +72,25 @@ pub fn run(mut args: PruneArgs) -> Result<(), EmberError> {
         .take()
         .map(|arg| ember_train::policy::LayerPolicy::from_arg(&arg))
         .transpose()?;
+    if args.hinm.is_some() && (args.resume || args.overwrite) {
+        return Err(EmberError::Invalid(
+            "--resume and --overwrite continue or replace a --bcr run; a --hinm prune writes \
+             its three files at once into a new or empty --out"
+                .into(),
+        ));
+    }
     let Some(level) = args.hinm else {
         let level = args.bcr.expect("clap requires --hinm or --bcr");
         return prune_bcr(args, level, policy);
     };
+    // the outputs appear together at the end (hinm::prune): an interruption before that
+    // leaves nothing, so the first signal ends the process
+    if let Err(e) = ctrlc::set_handler(|| {
+        eprintln!("\ninterrupted: nothing was written");
+        std::process::exit(130);
+    }) {
+        eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}): an interrupt kills the prune");
+    }
     let report = hinm::prune(PruneOptions {
         checkpoint: args.checkpoint,
         level,
@@ -104,8 +126,15 @@ fn prune_bcr(
         p.exists().then_some(p)
     });
     let data = ember_models::data::DataSource::new(manifest.dataset, data_dir)?;
+    let on_existing = match (args.resume, args.overwrite) {
+        (true, _) => ember_train::run::OnExisting::Resume,
+        (_, true) => ember_train::run::OnExisting::Overwrite,
+        _ => ember_train::run::OnExisting::Refuse,
+    };
     let report = train::train(TrainOptions {
         act: manifest.act,
+        on_existing,
+        interrupt: super::train::interrupt_flag(),
         backend: args.backend,
         multiplier: args.conv.apply(burn_approx_mul::Multiplier::native()),
         policy,

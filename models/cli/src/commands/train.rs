@@ -272,7 +272,7 @@ impl SparseActArgs {
 
 /// SIGINT/SIGTERM (Ctrl-C, `kill`): the first ends training before the next batch, leaving
 /// the run resumable from its last completed epoch; a second exits at once.
-fn interrupt_flag() -> Option<Arc<AtomicBool>> {
+pub(crate) fn interrupt_flag() -> Option<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     let seen = flag.clone();
     let installed = ctrlc::set_handler(move || {

@@ -570,3 +570,50 @@ fn wgpu_runs_print_no_xdg_runtime_dir_noise() {
     assert!(!stderr.contains("XDG_RUNTIME_DIR"), "{stderr}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+#[test]
+fn an_interrupted_prune_exits_130_and_its_rerun_resumes_or_starts_clean() {
+    let tmp = scratch("prune-signal");
+    let dense = tmp.join("dense");
+    ok(&ember(&train_args(&dense, "1", &[])));
+    let pruned = tmp.join("pruned");
+    let prune = |extra: &[&'static str]| {
+        let mut args = vec![
+            "prune",
+            "--bcr",
+            "4x:4x4",
+            "--epochs",
+            "3",
+            "--checkpoint",
+            s(&dense),
+            "--out",
+            s(&pruned),
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    // SIGTERM in the retraining's second epoch: as `train` takes it
+    let (status, stderr) = kill_when(&prune(&[]), "epoch 2/3 [", "TERM");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let done = read_manifest(&pruned)["completed_epochs"].as_u64().unwrap();
+    assert!((1..=2).contains(&done), "{done} epochs kept");
+    // the same command says what to pass, and prune takes it
+    fails_with(&ember(&prune(&[])), "--resume");
+    ok(&ember(&prune(&["--resume"])));
+    assert_eq!(read_manifest(&pruned)["completed_epochs"], 3);
+    assert!(pruned.join("model.bcr").is_file());
+    // --resume and --overwrite are BCR's: a HiNM prune writes its outputs at once
+    let hinm = ember(&[
+        "prune",
+        "--hinm",
+        "75:v4",
+        "--resume",
+        "--checkpoint",
+        s(&dense),
+        "--out",
+        s(&tmp.join("hinm")),
+    ]);
+    fails_with(&hinm, "continue or replace a --bcr run");
+    assert!(!tmp.join("hinm").exists());
+}
