@@ -81,9 +81,35 @@ impl SequenceSplit {
     }
 }
 
-/// FSDD's training and test splits (official: takes 0–4 test) from its archive.
-pub fn load_fsdd(archive: &Path) -> Result<(SequenceSplit, SequenceSplit)> {
+/// The most frames a sequence may have unless told otherwise (`--max-frames`): 10 s of FSDD's
+/// 10 ms frames; FSDD's longest recording has about 230, Japanese Vowels' 29. One step's time
+/// and memory grow with the longest sequence of its batch.
+pub const DEFAULT_MAX_FRAMES: usize = 1000;
+
+/// The error for a sequence of `frames` frames, past `max`: `what` names it.
+fn too_long(what: String, frames: usize, max: usize) -> String {
+    format!(
+        "{what} has {frames} frames, more than the {max} a sequence may have (--max-frames; \
+         one step's time and memory grow with the longest sequence of its batch)"
+    )
+}
+
+/// FSDD's training and test splits (official: takes 0–4 test) from its archive; a recording of
+/// more than `max_frames` MFCC frames is an error naming it.
+pub fn load_fsdd(archive: &Path, max_frames: usize) -> Result<(SequenceSplit, SequenceSplit)> {
     let data = Fsdd::read(archive, &MfccConfig::default())?;
+    if let Some(u) = data
+        .train
+        .iter()
+        .chain(&data.test)
+        .find(|u| u.frames.len() > max_frames)
+    {
+        let name = format!("recording {}_{}_{}.wav", u.digit, u.speaker, u.take);
+        return Err(Error::malformed(
+            archive,
+            too_long(name, u.frames.len(), max_frames),
+        ));
+    }
     let split = |mut set: Vec<super::fsdd::Utterance>| {
         set.sort_by(|a, b| (&a.speaker, a.take, a.digit).cmp(&(&b.speaker, b.take, b.digit)));
         SequenceSplit::interleaved(
@@ -103,8 +129,11 @@ pub fn load_fsdd(archive: &Path) -> Result<(SequenceSplit, SequenceSplit)> {
 /// standardised with the mean and standard deviation of the training split's frames (the LPC
 /// cepstra have scales from about 2 down to 0.1; the test split is scaled with the training
 /// split's figures, never its own).
-pub fn load_japanese_vowels(dir: &Path) -> Result<(SequenceSplit, SequenceSplit)> {
-    let (mut train, mut test) = read_japanese_vowels(dir)?;
+pub fn load_japanese_vowels(
+    dir: &Path,
+    max_frames: usize,
+) -> Result<(SequenceSplit, SequenceSplit)> {
+    let (mut train, mut test) = read_japanese_vowels(dir, max_frames)?;
     let (mean, std) = channel_stats(&train);
     for split in [&mut train, &mut test] {
         for item in &mut split.items {
@@ -146,7 +175,7 @@ pub fn channel_stats(split: &SequenceSplit) -> (Vec<f32>, Vec<f32>) {
     (mean.into_iter().map(|m| m as f32).collect(), std)
 }
 
-fn read_japanese_vowels(dir: &Path) -> Result<(SequenceSplit, SequenceSplit)> {
+fn read_japanese_vowels(dir: &Path, max_frames: usize) -> Result<(SequenceSplit, SequenceSplit)> {
     let read = |name: &str| -> Result<SequenceSplit> {
         let path = dir.join(name);
         if !path.is_file() {
@@ -167,6 +196,17 @@ fn read_japanese_vowels(dir: &Path) -> Result<(SequenceSplit, SequenceSplit)> {
                     file.channels,
                     file.classes.len()
                 ),
+            ));
+        }
+        if let Some((i, s)) = file
+            .series
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.frames.len() > max_frames)
+        {
+            return Err(Error::malformed(
+                &path,
+                too_long(format!("series {}", i + 1), s.frames.len(), max_frames),
             ));
         }
         Ok(SequenceSplit::interleaved(
@@ -286,21 +326,35 @@ mod tests {
     #[test]
     fn japanese_vowels_needs_both_files_of_the_right_shape() {
         let dir = tempfile::tempdir().unwrap();
-        let err = load_japanese_vowels(dir.path()).unwrap_err().to_string();
+        let err = load_japanese_vowels(dir.path(), DEFAULT_MAX_FRAMES)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no JapaneseVowels_TRAIN.ts"), "{err}");
         let real = include_str!("fixtures/japanese_vowels_9.ts");
         std::fs::write(dir.path().join(JV_FILES[0]), real).unwrap();
-        let err = load_japanese_vowels(dir.path()).unwrap_err().to_string();
+        let err = load_japanese_vowels(dir.path(), DEFAULT_MAX_FRAMES)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no JapaneseVowels_TEST.ts"), "{err}");
         std::fs::write(dir.path().join(JV_FILES[1]), real).unwrap();
-        let (train, test) = load_japanese_vowels(dir.path()).unwrap();
+        let (train, test) = load_japanese_vowels(dir.path(), DEFAULT_MAX_FRAMES).unwrap();
         assert_eq!((train.len(), test.len()), (9, 9));
         // a file of other series: 2 channels
         let other = "@dimensions 2\n@classLabel true a b\n@data\n1,2:3,4:a\n";
         std::fs::write(dir.path().join(JV_FILES[1]), other).unwrap();
-        let err = load_japanese_vowels(dir.path()).unwrap_err().to_string();
+        let err = load_japanese_vowels(dir.path(), DEFAULT_MAX_FRAMES)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("JapaneseVowels_TEST.ts") && err.contains("2 channels and 2 classes"),
+            "{err}"
+        );
+        // a series past the cap is named by its place in the file
+        std::fs::write(dir.path().join(JV_FILES[1]), real).unwrap();
+        let err = load_japanese_vowels(dir.path(), 6).unwrap_err().to_string();
+        assert!(
+            err.contains("JapaneseVowels_TRAIN.ts: series 1 has")
+                && err.contains("more than the 6 a sequence may have (--max-frames"),
             "{err}"
         );
     }
@@ -320,7 +374,7 @@ mod tests {
         for f in JV_FILES {
             std::fs::write(dir.path().join(f), real).unwrap();
         }
-        let (train, _) = load_japanese_vowels(dir.path()).unwrap();
+        let (train, _) = load_japanese_vowels(dir.path(), DEFAULT_MAX_FRAMES).unwrap();
         let (mean, std) = channel_stats(&train);
         for (m, s) in mean.iter().zip(&std) {
             assert!(m.abs() < 1e-4 && (s - 1.0).abs() < 1e-3, "{m} {s}");

@@ -41,6 +41,10 @@ pub struct EvalArgs {
     /// Evaluate only the first N test images.
     #[arg(long)]
     test_limit: Option<usize>,
+    /// The most frames a sequence of the data may have (FSDD, Japanese Vowels); a longer one is
+    /// an error naming it.
+    #[arg(long, default_value_t = ember_models::data::sequence::DEFAULT_MAX_FRAMES)]
+    max_frames: usize,
     #[command(flatten)]
     layers: super::LayerArgs,
 }
@@ -59,6 +63,7 @@ pub fn run(args: EvalArgs) -> Result<(), EmberError> {
         test_limit: args.test_limit,
         policy,
         energy,
+        max_frames: args.max_frames,
     })?;
     println!(
         "test accuracy {:.2}% (loss {:.4}, {} images)",

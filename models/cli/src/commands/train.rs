@@ -88,6 +88,10 @@ pub struct TrainArgs {
     /// batch, the last completed epoch's checkpoint kept) or continue.
     #[arg(long, value_parser = choice::<OnNan>(), default_value_t = OnNan::Stop)]
     on_nan: OnNan,
+    /// The most frames a sequence of the data may have (FSDD, Japanese Vowels); a longer one is
+    /// an error naming it.
+    #[arg(long, default_value_t = defaults().max_frames)]
+    max_frames: usize,
     /// Keep the checkpoints of the last N epochs (checkpoint/*-<epoch>.*; at least 1: --resume
     /// continues from the last), or all of them.
     #[arg(long, value_name = "N|all", default_value = "3", value_parser = keep_checkpoints)]
@@ -279,7 +283,21 @@ pub(crate) fn interrupt_flag() -> Option<Arc<AtomicBool>> {
         if seen.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\ninterrupt: stopping before the next batch (again to exit at once)");
+        eprintln!(
+            "\ninterrupt: stopping before the next batch (again to exit at once; at most {} s)",
+            GRACE.as_secs()
+        );
+        // a batch that does not end in time (a very long sequence, a hung device): the run
+        // ends anyway, from its last completed epoch, which the manifest names
+        std::thread::spawn(|| {
+            std::thread::sleep(GRACE);
+            eprintln!(
+                "interrupt: the batch did not end within {} s; exiting (the last completed \
+                 epoch stays: --resume continues from it)",
+                GRACE.as_secs()
+            );
+            std::process::exit(130);
+        });
     });
     match installed {
         Ok(()) => Some(flag),
@@ -328,6 +346,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         plain: args.plain,
         on_nan: args.on_nan,
         keep_checkpoints: args.keep_checkpoints.0,
+        max_frames: args.max_frames,
         hinm: args.hinm.map(|level| ember_train::hinm::HinmTune {
             level,
             perm: args.perm,
@@ -349,6 +368,9 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
     }
     Ok(())
 }
+
+/// How long an interrupted run may take to end its batch before the process exits.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `--keep-checkpoints`: the last N epochs (`Some(N)`), or `all` (`None`).
 #[derive(Clone, Copy, Debug)]

@@ -21,6 +21,7 @@ impl Splits {
         with_train: bool,
         train_limit: Option<usize>,
         test_limit: Option<usize>,
+        max_frames: usize,
     ) -> Result<Self> {
         let empty = |train: usize, test: usize| {
             if (with_train && train == 0) || test == 0 {
@@ -55,8 +56,10 @@ impl Splits {
             }
             DataSource::Fsdd(_) | DataSource::JapaneseVowels(_) => {
                 let (train, test) = match source {
-                    DataSource::Fsdd(archive) => sequence::load_fsdd(archive)?,
-                    DataSource::JapaneseVowels(dir) => sequence::load_japanese_vowels(dir)?,
+                    DataSource::Fsdd(archive) => sequence::load_fsdd(archive, max_frames)?,
+                    DataSource::JapaneseVowels(dir) => {
+                        sequence::load_japanese_vowels(dir, max_frames)?
+                    }
                     _ => unreachable!("matched above"),
                 };
                 let train = with_train.then(|| train.truncate(train_limit.unwrap_or(usize::MAX)));

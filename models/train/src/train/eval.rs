@@ -78,6 +78,8 @@ pub struct EvalOptions {
     pub policy: Option<LayerPolicy>,
     /// Energy figures for the effects report (`--energy`).
     pub energy: Option<PathBuf>,
+    /// The most frames a test sequence may have (`--max-frames`).
+    pub max_frames: usize,
 }
 
 /// Evaluates a saved model on the test split.
@@ -142,7 +144,7 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             "--test-limit must be at least 1".into(),
         ));
     }
-    let test = Splits::load(&source, false, None, opts.test_limit)?;
+    let test = Splits::load(&source, false, None, opts.test_limit, opts.max_frames)?;
     opts.backend.dispatch(
         opts.multiplier.clone(),
         Policy::default(),

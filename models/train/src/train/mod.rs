@@ -102,6 +102,8 @@ pub struct TrainOptions {
     pub plain: bool,
     /// What a non-finite loss does.
     pub on_nan: OnNan,
+    /// The most frames a sequence of the data may have (a longer one is an error naming it).
+    pub max_frames: usize,
     /// How many epochs' checkpoints to keep (`checkpoint/*-<epoch>.*`): the last `n` (at least
     /// 1: `--resume` continues from the last), or every one (`None`).
     pub keep_checkpoints: Option<usize>,
@@ -129,7 +131,8 @@ impl TrainOptions {
     /// its default: ReLU, ndarray, the native multiplier with convolutions as GEMMs
     /// (`--conv gemm`), no SparseAct, no policy, 3 epochs of
     /// batch 32 at learning rate 2e-3, seed 42, an existing `out` refused, no limits, no
-    /// pruning, one replica, the last [`DEFAULT_KEEP`] epochs' checkpoints kept. Set the rest with struct update syntax:
+    /// pruning, one replica, the last [`DEFAULT_KEEP`] epochs' checkpoints kept, sequences of
+    /// up to [`DEFAULT_MAX_FRAMES`](ember_models::data::sequence::DEFAULT_MAX_FRAMES) frames. Set the rest with struct update syntax:
     /// `TrainOptions { epochs: 10, ..TrainOptions::new(model, data, out) }`.
     pub fn new(model: ModelKind, data: DataSource, out: impl Into<PathBuf>) -> Self {
         Self {
@@ -152,6 +155,7 @@ impl TrainOptions {
             plain: false,
             on_nan: OnNan::Stop,
             keep_checkpoints: Some(DEFAULT_KEEP),
+            max_frames: ember_models::data::sequence::DEFAULT_MAX_FRAMES,
             hinm: None,
             bcr: None,
             interrupt: None,
@@ -164,6 +168,11 @@ impl TrainOptions {
         self.model
             .takes_activation(self.act)
             .map_err(EmberError::Invalid)?;
+        if self.max_frames == 0 {
+            return Err(EmberError::Invalid(
+                "--max-frames must be at least 1".into(),
+            ));
+        }
         if self.keep_checkpoints == Some(0) {
             return Err(EmberError::Invalid(
                 "--keep-checkpoints 0: keep at least the last epoch's checkpoint, which --resume \
@@ -255,7 +264,13 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
     // Before the data: a missing driver is one line, whatever else is wrong.
     opts.backend.check_available()?;
     // Load data first: a bad dataset must not leave a half-made run directory behind.
-    let splits = Splits::load(&opts.data, true, opts.train_limit, opts.test_limit)?;
+    let splits = Splits::load(
+        &opts.data,
+        true,
+        opts.train_limit,
+        opts.test_limit,
+        opts.max_frames,
+    )?;
     // The masks before the run directory: a level the model cannot take writes nothing.
     let hinm = opts
         .hinm

@@ -259,6 +259,7 @@ fn a_packed_model_that_is_not_the_one_its_run_wrote_is_refused() {
             test_limit: None,
             policy: None,
             energy: None,
+            max_frames: ember_models::data::sequence::DEFAULT_MAX_FRAMES,
         })
         .unwrap_err()
         .to_string()
