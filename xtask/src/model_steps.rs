@@ -125,23 +125,37 @@ fn torch(
     ))
 }
 
-/// The CSV of `steps` with PyTorch's times where known.
+/// The CSV of `steps` with PyTorch's times where known (every tensor f32 on both sides).
 pub(crate) fn csv(steps: &[Step], torch: &BTreeMap<String, f64>) -> String {
+    csv_of(
+        steps,
+        |s| s.device.clone(),
+        |s| (torch.get(&s.torch_key()).copied(), "f32"),
+    )
+}
+
+/// The CSV of `steps`: each row's device as `device` names it, and the PyTorch step it stands
+/// beside (if measured) with that comparison's precision as `torch` finds them.
+fn csv_of(
+    steps: &[Step],
+    device: impl Fn(&Step) -> String,
+    torch: impl Fn(&Step) -> (Option<f64>, &'static str),
+) -> String {
     let mut out = format!("{CSV_HEADER}\n");
     for s in steps {
-        let t = torch.get(&s.torch_key());
+        let (t, precision) = torch(s);
         let ms = |ns: f64| format!("{:.3}", ns / 1e6);
         let _ = writeln!(
             out,
-            "{},{},{},{},{},f32,{},{},{}",
+            "{},{},{},{},{},{precision},{},{},{}",
             s.model,
             s.batch,
-            s.device,
+            device(s),
             s.threads,
             s.route,
             ms(s.ember_ns),
-            t.map_or(String::new(), |&t| ms(t)),
-            t.map_or(String::new(), |&t| format!("{:.2}", s.ember_ns / t)),
+            t.map_or(String::new(), ms),
+            t.map_or(String::new(), |t| format!("{:.2}", s.ember_ns / t)),
         );
     }
     out
@@ -245,26 +259,15 @@ impl GpuRun {
 
     /// The CSV rows (device: the backend and the GPU's name).
     pub(crate) fn csv(&self) -> String {
-        let mut out = format!("{CSV_HEADER}\n");
-        for s in &self.steps {
-            let t = self.torch_of(s);
-            let ms = |ns: f64| format!("{:.3}", ns / 1e6);
-            let _ = writeln!(
-                out,
-                "{},{},{}:{},{},{},{},{},{},{}",
-                s.model,
-                s.batch,
-                s.device,
-                self.gpu.replace(',', " "),
-                s.threads,
-                s.route,
-                t.map_or("tf32", |(_, p)| p),
-                ms(s.ember_ns),
-                t.map_or(String::new(), |(t, _)| ms(t)),
-                t.map_or(String::new(), |(t, _)| format!("{:.2}", s.ember_ns / t)),
-            );
-        }
-        out
+        let gpu = self.gpu.replace(',', " ");
+        csv_of(
+            &self.steps,
+            |s| format!("{}:{gpu}", s.device),
+            |s| match self.torch_of(s) {
+                Some((t, precision)) => (Some(t), precision),
+                None => (None, "tf32"),
+            },
+        )
     }
 
     /// The section of `docs/benchmarks.md`.

@@ -369,8 +369,10 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
     Ok(())
 }
 
-/// How long an interrupted run may take to end its batch before the process exits.
-const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long an interrupted run may take to end its batch before the process exits: longer than
+/// a data-parallel replica waits for its peers once asked to stop (10 s), which ends such a run
+/// with its own error first.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// `--keep-checkpoints`: the last N epochs (`Some(N)`), or `all` (`None`).
 #[derive(Clone, Copy, Debug)]

@@ -273,39 +273,18 @@ fn bad_energy_files_are_clear_errors() {
 
 #[test]
 fn a_policys_weight_level_without_its_technique_is_refused_before_anything_is_written() {
-    use ember_models::classifier::ModelKind;
-    use ember_models::data::{DataSource, mnist::MnistSource};
-    use ember_train::train::{TrainOptions, train};
     let _rng = crate::seeded();
-    let dir = tempfile::tempdir().unwrap();
     for (name, level) in [("hinm", "75:v4"), ("bcr", "4x:4x4")] {
-        let policy = LayerPolicy::from_toml(
-            "test.toml",
-            &format!("[[layer]]\npath = \"fc1\"\n{name} = \"{level}\"\n"),
-        )
-        .unwrap();
-        let out = dir.path().join(name);
-        let opts = TrainOptions {
-            policy: Some(policy),
-            epochs: 1,
-            batch_size: 8,
-            train_limit: Some(16),
-            test_limit: Some(16),
-            plain: true,
-            ..TrainOptions::new(
-                ModelKind::Lenet300,
-                DataSource::Mnist(MnistSource::Embedded),
-                &out,
-            )
-        };
-        let err = train(opts).unwrap_err().to_string();
+        let (err, left) = refused_training(&format!(
+            "[[layer]]\npath = \"fc1\"\n{name} = \"{level}\"\n"
+        ));
         assert!(
             err.contains(&format!(
                 "--policy test.toml: layer fc1 sets {name} = \"{level}\""
             )) && err.contains(&format!("no --{name}")),
             "{err}"
         );
-        assert!(!out.exists(), "{name}: nothing written");
+        assert!(!left, "{name}: nothing written");
     }
 }
 
