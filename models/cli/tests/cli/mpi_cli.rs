@@ -250,7 +250,19 @@ fn a_lost_rank_ends_the_job_and_the_run_resumes_to_the_uninterrupted_result() {
     let (output, took) = signal_ranks(&stopped, &[(1, "-STOP")], &["--collective-timeout", "3"]);
     fails_with(&output, "no answer from the other replicas for 3 s");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.matches("error: ").count(), 1, "{stderr}");
+    // rank 0's; Open MPI's abort continues the stopped rank 1 (SIGCONT) before it terminates
+    // it, and rank 1 may report the same expired wait first: no other error
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
+    assert!(
+        !errors.is_empty()
+            && errors
+                .iter()
+                .all(|l| l.contains("no answer from the other")),
+        "{stderr}"
+    );
     assert!(
         took < Duration::from_secs(30),
         "the job took {took:?} to end"
