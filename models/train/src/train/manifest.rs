@@ -194,9 +194,10 @@ pub(crate) fn start_manifest(
         return Err(refusal);
     }
     if prev.completed_epochs >= opts.epochs {
+        let n = prev.completed_epochs;
         return Err(refuse(format!(
-            "it has already completed {} epochs; pass --epochs larger than that",
-            prev.completed_epochs
+            "it has already completed {n} epoch{}; pass --epochs larger than that",
+            if n == 1 { "" } else { "s" }
         )));
     }
     Ok(Manifest {
