@@ -185,6 +185,15 @@ fn write_csv(path: &Path, fresh: &str) -> Result<()> {
 /// The heading of the GPU run's section in `docs/benchmarks.md`.
 const GPU_SECTION: &str = "\n## Whole-model steps on a GPU";
 
+/// The times of `torch_rows.py`'s output `v` under `key` (`rows`, `rows_tf32`), by row.
+pub(crate) fn times(v: &serde_json::Value, key: &str) -> BTreeMap<String, f64> {
+    v[key].as_object().map_or_else(BTreeMap::new, |rows| {
+        rows.iter()
+            .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
+            .collect()
+    })
+}
+
 /// A GPU run's model steps beside PyTorch's on the same GPU: the steps parsed from the
 /// bench rows, PyTorch's f32 and TF32 steps by Ember row id (`torch.json`'s `rows` and
 /// `rows_tf32`), and the GPU's name.
@@ -218,13 +227,7 @@ impl GpuRun {
                 .with_context(|| format!("{} is not JSON", path.display()))?,
             Err(_) => serde_json::Value::Null,
         };
-        let read = |key: &str| -> BTreeMap<String, f64> {
-            v[key].as_object().map_or_else(BTreeMap::new, |rows| {
-                rows.iter()
-                    .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
-                    .collect()
-            })
-        };
+        let read = |key: &str| times(&v, key);
         Ok(Self {
             gpu: v["device"].as_str().unwrap_or("unnamed GPU").to_string(),
             torch: v["torch"].as_str().unwrap_or("not run").to_string(),

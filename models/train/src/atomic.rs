@@ -79,16 +79,21 @@ impl Staging {
     pub fn publish(mut self) -> Result<()> {
         std::fs::rename(&self.dir, &self.out).map_err(|e| match e.kind() {
             std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
-                EmberError::Invalid(format!(
-                    "--out {} exists and is not empty: choose another; nothing was written",
-                    self.out.display()
-                ))
+                not_empty(&self.out)
             }
             _ => EmberError::write(&self.out, e),
         })?;
         self.published = true;
         Ok(())
     }
+}
+
+/// The refusal of an `--out` that holds something (outputs go only into a new or empty one).
+pub fn not_empty(out: &Path) -> EmberError {
+    EmberError::Invalid(format!(
+        "--out {} exists and is not empty: choose another; nothing was written",
+        out.display()
+    ))
 }
 
 impl Drop for Staging {

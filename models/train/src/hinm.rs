@@ -344,10 +344,7 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
-        return Err(EmberError::Invalid(format!(
-            "--out {} exists and is not empty: choose another; nothing was written",
-            opts.out.display()
-        )));
+        return Err(atomic::not_empty(&opts.out));
     }
     let SourceRun {
         kind,

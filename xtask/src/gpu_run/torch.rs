@@ -187,13 +187,7 @@ pub(super) fn torch_column(
             bail!("torch_rows.py {ended} (logs/torch.log)");
         }
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&resp)?)?;
-        let read = |key: &str| -> BTreeMap<String, f64> {
-            v[key].as_object().map_or_else(BTreeMap::new, |rows| {
-                rows.iter()
-                    .filter_map(|(k, t)| Some((k.clone(), t.as_f64()?)))
-                    .collect()
-            })
-        };
+        let read = |key: &str| crate::model_steps::times(&v, key);
         let mut times = read("rows");
         // model steps beside PyTorch with TF32 matmuls and convolutions, the precision of
         // Burn's CUDA matmul (the f32 steps stay in torch.json)

@@ -381,14 +381,10 @@ struct Keep(Option<usize>);
 fn keep_checkpoints(text: &str) -> Result<Keep, String> {
     match text.trim() {
         "all" => Ok(Keep(None)),
-        n => match n.parse::<usize>() {
-            Ok(0) => Err(
-                "keep at least the last epoch's checkpoint (--resume continues from \
-                 it), or all"
-                    .into(),
-            ),
-            Ok(n) => Ok(Keep(Some(n))),
-            Err(_) => Err(format!("{n:?} is not a number of epochs or \"all\"")),
-        },
+        // 0 is refused with the other options (TrainOptions::validate)
+        n => n
+            .parse::<usize>()
+            .map(|n| Keep(Some(n)))
+            .map_err(|_| format!("{n:?} is not a number of epochs or \"all\"")),
     }
 }

@@ -447,6 +447,20 @@ fn absurd_numbers_are_refused_up_front_and_leave_no_run_directory() {
             "would have more than",
         );
     }
+    // every tensor within 2³¹ elements, the step's MLP activations alone 188 GiB: refused
+    // before anything is allocated
+    fails_with(
+        &ember(&[
+            "memory",
+            "--model",
+            "resmlp-s12",
+            "--image-size",
+            "224",
+            "--batch",
+            "7000",
+        ]),
+        "the MLP activations a training step keeps would need 188.4 GiB",
+    );
     // memory --out into a missing directory is refused before measuring anything.
     let out = ember(&["memory", "--out", s(&tmp.join("missing/table.md"))]);
     fails_with(&out, "does not exist");

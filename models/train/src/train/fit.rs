@@ -193,26 +193,20 @@ where
         manifest.epoch_seconds.push(seconds);
         manifest.history.retain(|r| r.epoch < epoch);
         manifest.history.push(row);
-        if let Some(keep) = opts.keep_checkpoints {
-            for old in run::checkpoint_epochs(out)
+        let stale: Vec<usize> = opts.keep_checkpoints.map_or_else(Vec::new, |keep| {
+            run::checkpoint_epochs(out)
                 .into_iter()
                 .filter(|&e| e + keep <= epoch)
-            {
-                for file in run::checkpoint_files(out, old) {
-                    manifest.forget(out, &file);
-                }
-            }
+                .collect()
+        });
+        for file in stale.iter().flat_map(|&e| run::checkpoint_files(out, e)) {
+            manifest.forget(out, &file);
         }
         manifest.write(out)?;
-        if let Some(keep) = opts.keep_checkpoints {
-            // after the manifest no longer names them: a kill in between leaves files that
-            // the next epoch removes
-            for old in run::checkpoint_epochs(out)
-                .into_iter()
-                .filter(|&e| e + keep <= epoch)
-            {
-                run::remove_checkpoint(out, old);
-            }
+        // after the manifest no longer names them: a kill in between leaves files that the
+        // next epoch removes
+        for &old in &stale {
+            run::remove_checkpoint(out, old);
         }
         replica.fresh_run(None);
         write_reports(opts, manifest)?;
