@@ -29,6 +29,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A weights file (a PyTorch state dict, a safetensors file) that cannot be used.
+    #[error("{path}: {reason}", path = .path.display())]
+    Weights {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An invalid option value (a dataset or model that cannot be used as asked).
     #[error("invalid option: {0}")]
     Invalid(String),

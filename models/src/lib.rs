@@ -19,6 +19,8 @@
 //!   one (Ember's training stacks), Burn's broadcast ops elsewhere.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
+//! - [`pretrained`]: PyTorch state dicts and safetensors files in (torchvision's ResNets, timm's
+//!   DeiTs, under their key names), dense safetensors out.
 //! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
 //!   a loaded record).
 //! - [`data`]: local-file loaders (idx for MNIST / Fashion-MNIST, gz or raw; CIFAR-10 as an
@@ -64,6 +66,7 @@ pub mod error;
 pub mod gru;
 pub mod lenet;
 pub mod params;
+pub mod pretrained;
 pub mod resmlp;
 pub mod resnet;
 pub mod vgg;

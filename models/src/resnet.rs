@@ -27,7 +27,7 @@ pub enum Depth {
 }
 
 impl Depth {
-    fn blocks(self) -> [usize; 4] {
+    pub(crate) fn blocks(self) -> [usize; 4] {
         match self {
             Depth::R18 => [2, 2, 2, 2],
             Depth::R34 | Depth::R50 => [3, 4, 6, 3],

@@ -1,0 +1,400 @@
+//! Pretrained weights in and dense weights out: PyTorch state dicts (`.pth`/`.pt`, read by
+//! burn-store's `PytorchReader`) and safetensors files (burn-store's `SafetensorsStore`) loaded
+//! into the zoo's models under torchvision's and timm's key names, and the zoo's models written
+//! back as safetensors under those names.
+//!
+//! - [`StateDict::open`] reads a file, whatever its format, and refuses what is not a state
+//!   dict of numbers (a whole pickled model, a TorchScript archive, a truncated file, NaN).
+//! - [`StateDict::architecture`] reads the model's shape from the tensors' shapes: a
+//!   torchvision ResNet (depth from its blocks, stem from `conv1`, width, classes) or a timm
+//!   DeiT (width, depth, patch and image size from `pos_embed`, classes; heads of 64).
+//! - [`load`] puts the state dict's tensors into a model built from that shape: every
+//!   parameter of the model must have its key, every key must be taken (or be one that is
+//!   left out on purpose, [`Names::ignored`]), every shape must match.
+//! - [`export`] writes a model's parameters as one safetensors file under the PyTorch names
+//!   (or Ember's own module paths, [`Naming::Ember`]).
+//!
+//! The models keep their module paths, so the names a per-layer policy uses stay the same
+//! whether a model was imported or trained from scratch.
+//!
+//! ```
+//! use burn::backend::NdArray;
+//! use ember_models::pretrained::{self, Architecture, Names, StateDict};
+//! use ember_models::resnet::{Depth, ResNetConfig};
+//!
+//! // a ResNet-18 at width 4 written under torchvision's names, then read back
+//! let config = ResNetConfig::new(Depth::R18, false, 3).with_width(4);
+//! let model = config.init::<NdArray>(&Default::default());
+//! let bytes = pretrained::export(&model, &Names::torchvision(&config))?;
+//! let dir = tempfile::tempdir()?;
+//! let file = dir.path().join("r18.safetensors");
+//! std::fs::write(&file, bytes)?;
+//! let dict = StateDict::open(&file)?;
+//! assert!(dict.get("layer4.1.bn2.running_var").is_some());
+//! let Architecture::ResNet(found) = dict.architecture()? else { unreachable!() };
+//! assert_eq!(found, config);
+//! let again = pretrained::load(found.init::<NdArray>(&Default::default()), &dict, &Names::torchvision(&found))?;
+//! # let _ = again;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod names;
+mod shape;
+
+pub use names::{Names, Source};
+pub use shape::Architecture;
+
+use crate::error::{Error, Result};
+use burn::module::Module;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The key names an export writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// torchvision's ResNet names (`torchvision.models.resnet18().load_state_dict` takes them).
+    Torchvision,
+    /// timm's DeiT names (`timm.create_model("deit_tiny_patch16_224")` takes them).
+    Timm,
+    /// Ember's own module paths and Burn's layouts (linear weights `[in, out]`): any model.
+    Ember,
+}
+
+crate::choices!(Naming {
+    Torchvision => "torchvision",
+    Timm => "timm",
+    Ember => "ember",
+});
+
+/// A state dict's float tensors by key, read from a `.pth`/`.pt` or `.safetensors` file.
+#[derive(Clone, Debug)]
+pub struct StateDict {
+    path: PathBuf,
+    tensors: BTreeMap<String, TensorData>,
+}
+
+/// The one error of this module: `path`, then why.
+pub(crate) fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Weights {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Keys a training script nests a state dict under (`{"model": state_dict, "optimizer": ..}`,
+/// `{"state_dict": ..}`, a `DataParallel`'s `module.`), taken off when every tensor has one.
+const NESTING: [&str; 3] = ["model.", "state_dict.", "module."];
+
+impl StateDict {
+    /// Reads every tensor of a PyTorch (`torch.save` of a state dict, zip or legacy) or
+    /// safetensors file. Refuses a file that is not a state dict of numbers, naming what it is
+    /// when Ember can tell: a TorchScript archive, a whole pickled model, a truncated file, a
+    /// tensor holding NaN or infinity.
+    pub fn open(path: &Path) -> Result<Self> {
+        let head = read_head(path)?;
+        let snapshots = if is_safetensors(&head) {
+            let mut store = SafetensorsStore::from_file(path);
+            let all = store
+                .get_all_snapshots()
+                .map_err(|e| bad(path, format!("not a readable safetensors file ({e})")))?;
+            all.iter()
+                .map(|(k, s)| (k.clone(), s.clone()))
+                .collect::<Vec<_>>()
+        } else {
+            if head.starts_with(b"PK") && zip_has(path, "constants.pkl")? {
+                return Err(bad(
+                    path,
+                    "it is a TorchScript archive (torch.jit.save), not a state dict: save \
+                     model.state_dict() with torch.save instead",
+                ));
+            }
+            let reader = burn_store::pytorch::PytorchReader::new(path)
+                .map_err(|e| bad(path, pytorch_reason(&e.to_string())))?;
+            reader.into_tensors().into_iter().collect()
+        };
+        let mut tensors = BTreeMap::new();
+        for (key, snapshot) in snapshots {
+            let data = snapshot
+                .to_data()
+                .map_err(|e| bad(path, format!("cannot read tensor {key}: {e:?}")))?;
+            if data.dtype.is_float() {
+                let values = data.clone().convert::<f32>();
+                let values = values
+                    .as_slice::<f32>()
+                    .map_err(|e| bad(path, format!("cannot read tensor {key} as f32: {e:?}")))?;
+                if values.iter().any(|v| !v.is_finite()) {
+                    return Err(bad(
+                        path,
+                        format!("tensor {key} holds NaN or infinite values"),
+                    ));
+                }
+            }
+            tensors.insert(key, data);
+        }
+        if tensors.is_empty() {
+            return Err(bad(path, "it holds no tensors: it is not a state dict"));
+        }
+        for prefix in NESTING {
+            if tensors.keys().all(|k| k.starts_with(prefix)) {
+                tensors = tensors
+                    .into_iter()
+                    .map(|(k, v)| (k[prefix.len()..].to_string(), v))
+                    .collect();
+            }
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            tensors,
+        })
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The tensor under `key`.
+    pub fn get(&self, key: &str) -> Option<&TensorData> {
+        self.tensors.get(key)
+    }
+
+    /// Every key, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// The shape of the tensor under `key`.
+    pub(crate) fn dims(&self, key: &str) -> Option<&[usize]> {
+        self.tensors.get(key).map(|t| t.shape.as_slice())
+    }
+
+    fn error(&self, reason: impl Into<String>) -> Error {
+        bad(&self.path, reason)
+    }
+}
+
+fn read_head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(16);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(16).read_to_end(&mut head))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(head)
+}
+
+/// A safetensors file starts with its header's length (little-endian u64) and the header's `{`.
+fn is_safetensors(head: &[u8]) -> bool {
+    head.len() >= 9 && head[8] == b'{'
+}
+
+/// Whether a zip archive has an entry whose name ends in `/<name>` (its central directory's
+/// names, read without extracting).
+fn zip_has(path: &Path, name: &str) -> Result<bool> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let needle = format!("/{name}");
+    Ok(bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+}
+
+/// A sentence for what burn-store's PyTorch reader refused.
+fn pytorch_reason(error: &str) -> String {
+    let lower = error.to_lowercase();
+    if lower.contains("eof") || lower.contains("unexpected end") || lower.contains("invalid zip") {
+        format!("it is truncated or not a PyTorch file ({error})")
+    } else if ["full model", "python type", "class", "global"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        format!(
+            "it is not a state dict: a whole pickled model (torch.save(model)) cannot be read \
+             without Python; save model.state_dict() instead ({error})"
+        )
+    } else {
+        format!("not a readable PyTorch state dict ({error})")
+    }
+}
+
+/// The f32 values and shape of a tensor in Burn's layout for `source` (rows cut out of a fused
+/// projection, a linear weight transposed).
+fn to_burn(data: &TensorData, source: &Source) -> (Vec<f32>, Vec<usize>) {
+    let mut shape = data.shape.to_vec();
+    let mut values: Vec<f32> = data
+        .clone()
+        .convert::<f32>()
+        .to_vec()
+        .expect("f32 after convert");
+    if let Some((i, n)) = source.rows {
+        let rows = shape[0] / n;
+        let width: usize = shape[1..].iter().product();
+        values = values[i * rows * width..(i + 1) * rows * width].to_vec();
+        shape[0] = rows;
+    }
+    if source.transpose {
+        values = transpose(&values, shape[0], shape[1]);
+        shape.swap(0, 1);
+    }
+    (values, shape)
+}
+
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = values[r * cols + c];
+        }
+    }
+    out
+}
+
+/// Loads `dict` into `model` under `names`: every parameter of the model takes the tensor of
+/// its key, in Burn's layout. A parameter without a key, a key no parameter takes (and that
+/// [`Names::ignored`] does not leave out) and a shape that differs are each an error naming
+/// the key.
+pub fn load<B: Backend, M: Module<B>>(mut model: M, dict: &StateDict, names: &Names) -> Result<M> {
+    let mut used = BTreeSet::new();
+    let mut snapshots = Vec::new();
+    for wanted in model.collect(None, None, false) {
+        let path = wanted.full_path();
+        let source = names.source(&path).ok_or_else(|| {
+            dict.error(format!(
+                "the model's parameter {path} has no key in this naming (a PReLU slope? \
+                 pretrained weights take --act relu)"
+            ))
+        })?;
+        let data = dict.get(&source.key).ok_or_else(|| {
+            dict.error(format!(
+                "key {} is missing (the model's {path} needs it)",
+                source.key
+            ))
+        })?;
+        let divisible = source
+            .rows
+            .is_none_or(|(_, n)| data.shape.first().is_some_and(|r| r % n == 0));
+        let fits = data.shape.len() == wanted.shape.len() && divisible;
+        let (values, shape) = if fits {
+            to_burn(data, &source)
+        } else {
+            (vec![], data.shape.to_vec())
+        };
+        if !fits || shape != wanted.shape.to_vec() {
+            return Err(dict.error(format!(
+                "key {} is {:?}; the model's {path} needs {:?}{}",
+                source.key,
+                data.shape.as_slice(),
+                wanted.shape.as_slice(),
+                match (source.rows, source.transpose) {
+                    (Some((_, n)), _) => format!(" (one of {n} blocks of its rows, transposed)"),
+                    (None, true) => " (transposed)".into(),
+                    (None, false) => String::new(),
+                }
+            )));
+        }
+        used.insert(source.key);
+        snapshots.push(TensorSnapshot::from_data(
+            TensorData::new(values, shape),
+            wanted.path_stack.clone().unwrap_or_default(),
+            wanted.container_stack.clone().unwrap_or_default(),
+            wanted.tensor_id.unwrap_or_default(),
+        ));
+    }
+    let extra: Vec<&str> = dict
+        .keys()
+        .filter(|k| !used.contains(*k) && !names.ignored(k))
+        .collect();
+    if !extra.is_empty() {
+        return Err(dict.error(format!(
+            "{} key{} that the model has no parameter for: {}",
+            extra.len(),
+            if extra.len() == 1 { "" } else { "s" },
+            list(&extra)
+        )));
+    }
+    let result = model.apply(snapshots, None, None, false);
+    if let Some(e) = result.errors.first() {
+        return Err(dict.error(format!("cannot load it: {e}")));
+    }
+    if let Some((path, _)) = result.missing.first() {
+        return Err(dict.error(format!("the model's {path} was not loaded")));
+    }
+    Ok(model)
+}
+
+/// At most five items of a list, then how many more.
+fn list(items: &[&str]) -> String {
+    let shown = items.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    match items.len() {
+        n if n > 5 => format!("{shown} and {} more", n - 5),
+        _ => shown,
+    }
+}
+
+/// Writes `model`'s parameters as a safetensors file (returned as bytes) under `names`: dense
+/// f32 tensors in PyTorch's layouts (linear weights `[out, in]`, timm's query, key and value
+/// fused into one `qkv` projection), a `num_batches_tracked` of 0 beside each torchvision batch
+/// norm, header metadata `{"format": "pt"}`. Pruned weights are written as they are, zeros
+/// where pruned. A parameter the naming has no key for (a PReLU slope) is an error.
+pub fn export<B: Backend, M: Module<B>>(model: &M, names: &Names) -> Result<Vec<u8>> {
+    let mut out: BTreeMap<String, (Vec<usize>, Vec<u8>, safetensors::Dtype)> = BTreeMap::new();
+    let mut parts: BTreeMap<String, Vec<Option<(Vec<usize>, Vec<f32>)>>> = BTreeMap::new();
+    let le = |values: &[f32]| {
+        values
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    for snapshot in model.collect(None, None, false) {
+        let path = snapshot.full_path();
+        let source = names.source(&path).ok_or_else(|| {
+            Error::Invalid(format!(
+                "the model's parameter {path} has no key in this naming (a PReLU slope?): \
+                 export it with --names ember"
+            ))
+        })?;
+        let data = snapshot
+            .to_data()
+            .map_err(|e| Error::Invalid(format!("cannot read the model's {path}: {e:?}")))?;
+        let mut shape = data.shape.to_vec();
+        let mut values: Vec<f32> = data.convert::<f32>().to_vec().expect("f32 after convert");
+        if source.transpose {
+            values = transpose(&values, shape[0], shape[1]);
+            shape.swap(0, 1);
+        }
+        if let Some(counter) = names.counter(&source) {
+            out.insert(
+                counter,
+                (vec![], 0i64.to_le_bytes().to_vec(), safetensors::Dtype::I64),
+            );
+        }
+        match source.rows {
+            None => {
+                out.insert(source.key, (shape, le(&values), safetensors::Dtype::F32));
+            }
+            Some((i, n)) => {
+                let slots = parts
+                    .entry(source.key.clone())
+                    .or_insert_with(|| vec![None; n]);
+                slots[i] = Some((shape, values));
+                if slots.iter().all(Option::is_some) {
+                    let blocks: Vec<_> = slots.drain(..).flatten().collect();
+                    let mut shape = blocks[0].0.clone();
+                    shape[0] *= n;
+                    let values: Vec<f32> = blocks.into_iter().flat_map(|(_, v)| v).collect();
+                    out.insert(source.key, (shape, le(&values), safetensors::Dtype::F32));
+                }
+            }
+        }
+    }
+    let views = out
+        .iter()
+        .map(|(k, (shape, bytes, dtype))| {
+            safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+                .map(|v| (k.clone(), v))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Invalid(format!("cannot write safetensors: {e}")))?;
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+    safetensors::serialize(views, Some(metadata))
+        .map_err(|e| Error::Invalid(format!("cannot write safetensors: {e}")))
+}

@@ -1,0 +1,3 @@
+//! ember-models' integration tests.
+
+mod pretrained;

@@ -1,0 +1,316 @@
+//! Pretrained weights against PyTorch itself: the fixtures of
+//! `testdata/pretrained/make_fixtures.py` (torchvision's and timm's exact key layouts, random
+//! weights, PyTorch's logits on a batch).
+
+use burn::backend::NdArray;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use ember_models::deit::DeitConfig;
+use ember_models::pretrained::{self, Architecture, Names, StateDict};
+use ember_models::resnet::{Depth, ResNetConfig};
+use std::path::{Path, PathBuf};
+
+type B = NdArray;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/pretrained")
+        .join(name)
+}
+
+fn tensor<const D: usize>(data: &TensorData) -> Tensor<B, D> {
+    Tensor::from_data(data.clone().convert::<f32>(), &Default::default())
+}
+
+/// PyTorch's input and logits for fixture `name`.
+fn expected(name: &str) -> (Tensor<B, 4>, Vec<f32>) {
+    let dict = StateDict::open(&fixture("expected.safetensors")).unwrap();
+    let input = tensor(dict.get(&format!("{name}.input")).unwrap());
+    let logits = dict.get(&format!("{name}.logits")).unwrap().clone();
+    (input, logits.to_vec().unwrap())
+}
+
+fn assert_close(got: Tensor<B, 2>, want: &[f32], what: &str) {
+    let got: Vec<f32> = got.into_data().to_vec().unwrap();
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * scale,
+            "{what}: logit {i} is {g}, PyTorch's {w}"
+        );
+    }
+}
+
+/// The model a fixture holds, built at its shape and loaded, with its logits on the input.
+fn imported(file: &str) -> (Architecture, Vec<u8>, Tensor<B, 2>) {
+    let name = file.split('.').next().unwrap();
+    let dict = StateDict::open(&fixture(file)).unwrap();
+    let (input, _) = expected(name);
+    let device = Default::default();
+    let arch = dict.architecture().unwrap();
+    let (bytes, logits) = match &arch {
+        Architecture::ResNet(c) => {
+            let names = Names::torchvision(c);
+            let m = pretrained::load(c.init::<B>(&device), &dict, &names).unwrap();
+            (pretrained::export(&m, &names).unwrap(), m.forward(input))
+        }
+        Architecture::Deit(c) => {
+            let m = pretrained::load(c.init::<B>(&device), &dict, &Names::Timm).unwrap();
+            (
+                pretrained::export(&m, &Names::Timm).unwrap(),
+                m.forward(input),
+            )
+        }
+    };
+    if let Ok(dir) = std::env::var("EMBER_EXPORT_DIR") {
+        std::fs::write(Path::new(&dir).join(format!("{name}.safetensors")), &bytes).unwrap();
+    }
+    (arch, bytes, logits)
+}
+
+#[test]
+fn torchvision_resnets_give_pytorchs_logits() {
+    for (file, depth, width, classes) in [
+        ("resnet18-w8.pth", Depth::R18, 8, 5),
+        ("resnet50-w4.pth", Depth::R50, 4, 3),
+    ] {
+        let (arch, _, logits) = imported(file);
+        let mut want = ResNetConfig::new(depth, false, classes).with_width(width);
+        want.channels = 3;
+        assert_eq!(arch, Architecture::ResNet(want), "{file}");
+        let (_, expected) = expected(file.split('.').next().unwrap());
+        assert_close(logits, &expected, file);
+    }
+}
+
+#[test]
+fn a_timm_deit_in_f16_gives_pytorchs_logits() {
+    let (arch, _, logits) = imported("deit-d128.safetensors");
+    let want = DeitConfig {
+        dim: 128,
+        depth: 2,
+        heads: 2,
+        image_size: 32,
+        patch_size: 16,
+        channels: 3,
+        classes: 4,
+    };
+    assert_eq!(arch, Architecture::Deit(want));
+    assert_close(logits, &expected("deit-d128").1, "deit");
+}
+
+/// The CRC-32 of each export that `make_fixtures.py --check` loaded into PyTorch strictly
+/// (`load_state_dict(strict=True)`) and found to give PyTorch's logits.
+#[test]
+fn exports_are_the_files_pytorch_loaded() {
+    let text = std::fs::read_to_string(fixture("exports.json")).unwrap();
+    let digests: std::collections::BTreeMap<String, u32> = serde_json::from_str(&text).unwrap();
+    for file in [
+        "resnet18-w8.pth",
+        "resnet50-w4.pth",
+        "deit-d128.safetensors",
+    ] {
+        let name = file.split('.').next().unwrap();
+        let (_, bytes, _) = imported(file);
+        assert_eq!(crc32fast::hash(&bytes), digests[name], "{name}");
+    }
+}
+
+#[test]
+fn import_export_import_is_bit_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["resnet18-w8.pth", "deit-d128.safetensors"] {
+        let (_, bytes, _) = imported(file);
+        let out = dir.path().join("again.safetensors");
+        std::fs::write(&out, &bytes).unwrap();
+        let (first, again) = (
+            StateDict::open(&fixture(file)).unwrap(),
+            StateDict::open(&out).unwrap(),
+        );
+        // parameters bit-exact; torchvision's batch-norm counters are not parameters
+        for key in first.keys().filter(|k| !k.ends_with("num_batches_tracked")) {
+            let a = first.get(key).unwrap().clone().convert::<f32>();
+            let b = again.get(key).unwrap().clone().convert::<f32>();
+            assert_eq!(a, b, "{file}: {key}");
+        }
+        assert_eq!(first.keys().count(), again.keys().count(), "{file}");
+        // and once more: the second export is the same bytes
+        let (_, twice, _) = {
+            let dict = StateDict::open(&out).unwrap();
+            let arch = dict.architecture().unwrap();
+            let bytes = match arch {
+                Architecture::ResNet(c) => {
+                    let n = Names::torchvision(&c);
+                    pretrained::export(
+                        &pretrained::load(c.init::<B>(&Default::default()), &dict, &n).unwrap(),
+                        &n,
+                    )
+                }
+                Architecture::Deit(c) => pretrained::export(
+                    &pretrained::load(c.init::<B>(&Default::default()), &dict, &Names::Timm)
+                        .unwrap(),
+                    &Names::Timm,
+                ),
+            };
+            ((), bytes.unwrap(), ())
+        };
+        assert_eq!(twice, bytes, "{file}");
+    }
+}
+
+fn refusal(path: &Path) -> String {
+    match StateDict::open(path).and_then(|d| d.architecture().map(|_| d)) {
+        Ok(_) => panic!("{} was accepted", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn files_that_are_not_state_dicts_are_refused_with_what_they_are() {
+    let err = refusal(&fixture("resnet18-script.pt"));
+    assert!(err.contains("TorchScript archive"), "{err}");
+    let err = refusal(&fixture("resnet18-model.pth"));
+    assert!(
+        err.contains("whole pickled model") || err.contains("not a state dict"),
+        "{err}"
+    );
+    let err = refusal(&fixture("distilled.safetensors"));
+    assert!(err.contains("distilled DeiT (dist_token)"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        (
+            "truncated.pth",
+            std::fs::read(fixture("resnet18-w8.pth")).unwrap()[..5000].to_vec(),
+        ),
+        (
+            "truncated.safetensors",
+            std::fs::read(fixture("deit-d128.safetensors")).unwrap()[..5000].to_vec(),
+        ),
+        ("text.pth", b"not a model at all\n".to_vec()),
+        ("empty.pth", vec![]),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let err = refusal(&file);
+        assert!(
+            err.starts_with(&file.display().to_string()),
+            "{name}: {err}"
+        );
+    }
+    let err = refusal(&expected_file());
+    assert!(err.contains("unknown architecture"), "{err}");
+}
+
+fn expected_file() -> PathBuf {
+    fixture("expected.safetensors")
+}
+
+/// Writes a copy of a fixture's tensors with `edit` applied, as safetensors.
+fn edited(
+    file: &str,
+    edit: impl Fn(&mut std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>),
+) -> (tempfile::TempDir, PathBuf) {
+    let dict = StateDict::open(&fixture(file)).unwrap();
+    let mut tensors: std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)> = dict
+        .keys()
+        .map(|k| {
+            let d = dict.get(k).unwrap().clone();
+            (
+                k.to_string(),
+                (d.shape.to_vec(), d.convert::<f32>().to_vec().unwrap()),
+            )
+        })
+        .collect();
+    edit(&mut tensors);
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(k, (s, v))| (k, s, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    let views = bytes.iter().map(|(k, s, b)| {
+        (
+            k.clone(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap(),
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edited.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).unwrap()).unwrap();
+    (dir, path)
+}
+
+fn load_error(path: &Path) -> String {
+    let dict = match StateDict::open(path) {
+        Ok(d) => d,
+        Err(e) => return e.to_string(),
+    };
+    let Architecture::ResNet(c) = dict.architecture().unwrap() else {
+        panic!()
+    };
+    match pretrained::load(
+        c.init::<B>(&Default::default()),
+        &dict,
+        &Names::torchvision(&c),
+    ) {
+        Ok(_) => panic!("{} was loaded", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_missing_extra_wrongly_shaped_or_nan_tensor_is_named() {
+    let (_d, f) = edited("resnet18-w8.pth", |t| {
+        t.remove("layer2.1.bn1.running_var");
+    });
+    assert!(
+        load_error(&f).contains("key layer2.1.bn1.running_var is missing"),
+        "{}",
+        load_error(&f)
+    );
+    let (_d, f) = edited("resnet18-w8.pth", |t| {
+        t.insert("layer2.1.extra.weight".into(), (vec![2], vec![0.0, 1.0]));
+    });
+    assert!(
+        load_error(&f).contains("1 key that the model has no parameter for: layer2.1.extra.weight"),
+        "{}",
+        load_error(&f)
+    );
+    let (_d, f) = edited("resnet18-w8.pth", |t| {
+        t.insert(
+            "layer3.0.conv2.weight".into(),
+            (vec![32, 32, 1, 1], vec![0.0; 1024]),
+        );
+    });
+    assert!(load_error(&f).contains("key layer3.0.conv2.weight is [32, 32, 1, 1]; the model's blocks.4.layers.1.conv.weight needs [32, 32, 3, 3]"), "{}", load_error(&f));
+    let (_d, f) = edited("resnet18-w8.pth", |t| {
+        t.get_mut("layer1.0.conv1.weight").unwrap().1[3] = f32::NAN;
+    });
+    assert!(
+        load_error(&f).contains("tensor layer1.0.conv1.weight holds NaN"),
+        "{}",
+        load_error(&f)
+    );
+    let (_d, f) = edited("resnet18-w8.pth", |t| {
+        t.remove("layer4.1.conv1.weight");
+    });
+    let err = StateDict::open(&f)
+        .unwrap()
+        .architecture()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[2, 2, 2, 1] basic blocks"), "{err}");
+}
+
+#[test]
+fn prelu_slopes_have_no_torchvision_name() {
+    let mut config = ResNetConfig::new(Depth::R18, false, 3).with_width(2);
+    config.act = ember_models::act::Activation::Prelu;
+    let m = config.init::<B>(&Default::default());
+    let err = pretrained::export(&m, &Names::torchvision(&config))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--names ember"), "{err}");
+    // Ember's own names take any model
+    let bytes = pretrained::export(&m, &Names::Ember).unwrap();
+    assert!(!bytes.is_empty());
+}
