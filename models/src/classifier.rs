@@ -34,6 +34,16 @@ pub enum ModelKind {
     /// ResMLP-S24 in its CIFAR configuration (d 384, 24 blocks, 4×4 patches).
     #[serde(rename = "resmlp-s24")]
     ResmlpS24,
+    /// ResNet-18 with the ImageNet stem (7×7 stride-2 convolution, max-pool), width 64:
+    /// torchvision's `resnet18`.
+    #[serde(rename = "resnet18")]
+    Resnet18,
+    /// ResNet-34 with the ImageNet stem, width 64: torchvision's `resnet34`.
+    #[serde(rename = "resnet34")]
+    Resnet34,
+    /// ResNet-50 with the ImageNet stem, width 64: torchvision's `resnet50`.
+    #[serde(rename = "resnet50")]
+    Resnet50,
     /// ResNet-18 with the CIFAR stem (3×3 stem convolution, no max-pool), width 64.
     #[serde(rename = "resnet18-cifar")]
     Resnet18Cifar,
@@ -71,6 +81,9 @@ crate::choices!(ModelKind {
     ResmlpSmall => "resmlp-small",
     ResmlpS12 => "resmlp-s12",
     ResmlpS24 => "resmlp-s24",
+    Resnet18 => "resnet18",
+    Resnet34 => "resnet34",
+    Resnet50 => "resnet50",
     Resnet18Cifar => "resnet18-cifar",
     Resnet34Cifar => "resnet34-cifar",
     Resnet50Cifar => "resnet50-cifar",
@@ -159,8 +172,8 @@ impl ModelKind {
             (Activation::Relu, _)
             | (
                 Activation::Prelu,
-                Lenet5 | Lenet300 | Resnet18Cifar | Resnet34Cifar | Resnet50Cifar
-                | Resnet18CifarW16,
+                Lenet5 | Lenet300 | Resnet18 | Resnet34 | Resnet50 | Resnet18Cifar | Resnet34Cifar
+                | Resnet50Cifar | Resnet18CifarW16,
             ) => Ok(()),
             (Activation::Prelu, _) => Err(format!(
                 "--act prelu applies to the LeNets and the ResNets, not to {self}"
@@ -190,8 +203,8 @@ impl ModelKind {
                 .with_channels(input.channels)
                 .init(device)
         };
-        let resnet = |depth: Depth, width: usize| -> ResNet<B> {
-            let mut config = ResNetConfig::new(depth, true, input.classes).with_width(width);
+        let resnet = |depth: Depth, cifar_stem: bool, width: usize| -> ResNet<B> {
+            let mut config = ResNetConfig::new(depth, cifar_stem, input.classes).with_width(width);
             config.channels = input.channels;
             config.act = act;
             config.init(device)
@@ -204,10 +217,13 @@ impl ModelKind {
             config.init(device)
         };
         Ok(match self {
-            Self::Resnet18Cifar => visitor.visit(resnet(Depth::R18, 64)),
-            Self::Resnet34Cifar => visitor.visit(resnet(Depth::R34, 64)),
-            Self::Resnet50Cifar => visitor.visit(resnet(Depth::R50, 64)),
-            Self::Resnet18CifarW16 => visitor.visit(resnet(Depth::R18, 16)),
+            Self::Resnet18 => visitor.visit(resnet(Depth::R18, false, 64)),
+            Self::Resnet34 => visitor.visit(resnet(Depth::R34, false, 64)),
+            Self::Resnet50 => visitor.visit(resnet(Depth::R50, false, 64)),
+            Self::Resnet18Cifar => visitor.visit(resnet(Depth::R18, true, 64)),
+            Self::Resnet34Cifar => visitor.visit(resnet(Depth::R34, true, 64)),
+            Self::Resnet50Cifar => visitor.visit(resnet(Depth::R50, true, 64)),
+            Self::Resnet18CifarW16 => visitor.visit(resnet(Depth::R18, true, 16)),
             Self::DeitTi => visitor.visit(deit(DeitConfig::tiny)),
             Self::DeitS => visitor.visit(deit(DeitConfig::small)),
             Self::DeitB => visitor.visit(deit(DeitConfig::base)),
@@ -394,6 +410,11 @@ mod tests {
         );
         // the published counts at 10 classes (CIFAR stem), and the narrow ResNet-18
         assert_eq!(built(ModelKind::Resnet18Cifar, CIFAR).unwrap(), 11_173_962);
+        // the ImageNet stem: a 7×7 stem convolution instead of 3×3
+        assert_eq!(
+            built(ModelKind::Resnet18, CIFAR).unwrap(),
+            11_173_962 + 64 * 3 * (49 - 9)
+        );
         assert_eq!(built(ModelKind::Resnet18CifarW16, CIFAR).unwrap(), 701_466);
         assert_eq!(built(ModelKind::Vgg16, CIFAR).unwrap(), 14_728_266);
         // 2 × 256 GRU over 39 features: 3 gates of input and hidden products with biases

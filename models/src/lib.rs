@@ -9,7 +9,6 @@
 //! - [`resmlp`]: ResMLP-S12/S24 (ImageNet and CIFAR configurations) and a small CPU variant.
 //! - [`resnet`]: ResNet-18/34/50 with the ImageNet or the CIFAR stem and a width knob;
 //!   [`deit`]: DeiT-Ti/S/B. Their trainable parameter counts are the published ones (tested).
-//!   They are library models for now: the CLI's [`classifier::ModelKind`] does not list them yet.
 //! - [`vgg`]: VGG-16 in its CIFAR-10 configuration (parameter count tested), for BCR's tuner and
 //!   kernel shapes; a library model for now.
 //! - [`gru`]: a GRU sequence classifier (stacked stock `burn::nn::Gru`, logits from each

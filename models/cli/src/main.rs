@@ -32,6 +32,9 @@ enum Command {
     Train(Box<commands::train::TrainArgs>),
     /// Evaluate a saved model (or a packed one from `ember prune`) on the test split.
     Eval(commands::eval::EvalArgs),
+    /// Write a saved model as one dense safetensors file under torchvision's (ResNets) or
+    /// timm's (DeiTs) key names, zeros where pruned: what PyTorch's `load_state_dict` takes.
+    Export(commands::export::ExportArgs),
     /// Prune a trained run's weights to HiNM (hierarchical N:M with Gyro-Permutation; a table
     /// of the saliency each permutation choice keeps per layer) or to BCR (one-shot projection
     /// and masked retraining), and write the packed model.
@@ -67,6 +70,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
     match cli.command {
         Command::Train(args) => commands::train::run(*args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Export(args) => commands::export::run(args),
         Command::Prune(args) => commands::prune::run(args),
         Command::Memory(args) => commands::memory::run(args),
         Command::TuneBcr(args) => commands::tune_bcr::run(args),

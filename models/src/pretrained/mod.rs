@@ -40,9 +40,11 @@
 
 mod names;
 mod shape;
+mod zoo;
 
 pub use names::{Names, Source};
-pub use shape::Architecture;
+pub use shape::{Architecture, DEIT_HEAD_DIM};
+pub use zoo::Head;
 
 use crate::error::{Error, Result};
 use burn::module::Module;
@@ -252,8 +254,20 @@ fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 /// its key, in Burn's layout. A parameter without a key, a key no parameter takes (and that
 /// [`Names::ignored`] does not leave out) and a shape that differs are each an error naming
 /// the key.
-pub fn load<B: Backend, M: Module<B>>(mut model: M, dict: &StateDict, names: &Names) -> Result<M> {
+pub fn load<B: Backend, M: Module<B>>(model: M, dict: &StateDict, names: &Names) -> Result<M> {
+    load_except(model, dict, names, |_| false)
+}
+
+/// [`load`] leaving out the keys `skip` names on both sides: the model's parameters under
+/// them keep their values (a new classifier head), the state dict's are not used.
+pub fn load_except<B: Backend, M: Module<B>>(
+    mut model: M,
+    dict: &StateDict,
+    names: &Names,
+    skip: impl Fn(&str) -> bool,
+) -> Result<M> {
     let mut used = BTreeSet::new();
+    let mut kept = BTreeSet::new();
     let mut snapshots = Vec::new();
     for wanted in model.collect(None, None, false) {
         let path = wanted.full_path();
@@ -263,6 +277,10 @@ pub fn load<B: Backend, M: Module<B>>(mut model: M, dict: &StateDict, names: &Na
                  pretrained weights take --act relu)"
             ))
         })?;
+        if skip(&source.key) {
+            kept.insert(path);
+            continue;
+        }
         let data = dict.get(&source.key).ok_or_else(|| {
             dict.error(format!(
                 "key {} is missing (the model's {path} needs it)",
@@ -301,7 +319,7 @@ pub fn load<B: Backend, M: Module<B>>(mut model: M, dict: &StateDict, names: &Na
     }
     let extra: Vec<&str> = dict
         .keys()
-        .filter(|k| !used.contains(*k) && !names.ignored(k))
+        .filter(|k| !used.contains(*k) && !names.ignored(k) && !skip(k))
         .collect();
     if !extra.is_empty() {
         return Err(dict.error(format!(
@@ -315,7 +333,7 @@ pub fn load<B: Backend, M: Module<B>>(mut model: M, dict: &StateDict, names: &Na
     if let Some(e) = result.errors.first() {
         return Err(dict.error(format!("cannot load it: {e}")));
     }
-    if let Some((path, _)) = result.missing.first() {
+    if let Some((path, _)) = result.missing.iter().find(|(p, _)| !kept.contains(p)) {
         return Err(dict.error(format!("the model's {path} was not loaded")));
     }
     Ok(model)

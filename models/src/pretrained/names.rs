@@ -73,6 +73,15 @@ impl Names {
         matches!(self, Self::Torchvision { .. }) && key.ends_with(".num_batches_tracked")
     }
 
+    /// Whether `key` belongs to the classifier head (torchvision's `fc`, timm's `head`).
+    pub fn is_head(&self, key: &str) -> bool {
+        match self {
+            Self::Torchvision { .. } => key.starts_with("fc."),
+            Self::Timm => key.starts_with("head."),
+            Self::Ember => false,
+        }
+    }
+
     /// The `num_batches_tracked` counters a torchvision state dict has (one per batch norm),
     /// which `load_state_dict(strict=True)` expects: the key of each batch-norm source.
     pub fn counter(&self, source: &Source) -> Option<String> {

@@ -76,5 +76,6 @@ pub mod run;
 pub mod scale;
 pub mod technique;
 pub mod train;
+pub mod weights;
 
 pub use error::{EmberError, Result};

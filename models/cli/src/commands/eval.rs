@@ -12,8 +12,9 @@ use std::path::PathBuf;
 /// Arguments of `ember eval`.
 #[derive(clap::Args)]
 pub struct EvalArgs {
-    /// A run directory, its model.mpk, a checkpoint/model-<epoch>.mpk, or a packed model
-    /// (an `ember prune` directory or its model.hinm).
+    /// A run directory, its model.mpk, a checkpoint/model-<epoch>.mpk, a packed model (an
+    /// `ember prune` directory or its model.hinm), or PyTorch weights (a `.pth`/`.pt` state
+    /// dict or a `.safetensors` file under torchvision's or timm's names; pass --model).
     #[arg(long)]
     checkpoint: PathBuf,
     /// The model the checkpoint holds (read from the run's ember-run.json if omitted).

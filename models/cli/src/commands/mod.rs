@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod eval;
+pub mod export;
 pub mod lut;
 pub mod memory;
 pub mod policy;

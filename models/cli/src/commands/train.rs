@@ -101,8 +101,11 @@ pub struct TrainArgs {
     /// optimizer step, and write the packed model.hinm beside model.mpk.
     #[arg(long, value_name = "TOTAL:vV", requires = "from")]
     hinm: Option<burn_hinm::Level>,
-    /// The trained run a --hinm fine-tuning or a --bcr run starts from (same --model).
-    #[arg(long, value_name = "RUN")]
+    /// What training starts from: the trained run a --hinm fine-tuning or a --bcr run starts
+    /// from (same --model), or PyTorch weights to fine-tune (a `.pth`/`.pt` state dict or a
+    /// `.safetensors` file under torchvision's or timm's names; a head of other classes than
+    /// the dataset's starts fresh).
+    #[arg(long, value_name = "RUN|FILE")]
     from: Option<std::path::PathBuf>,
     /// Permutation search of --hinm: gyro, ovw or none.
     #[arg(long, default_value = "gyro", requires = "hinm")]
@@ -316,13 +319,21 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         _ => OnExisting::Refuse,
     };
     let (policy, energy) = args.layers.parse()?;
-    if args.from.is_some() && args.hinm.is_none() && args.bcr.bcr.is_none() {
+    let weights = args
+        .from
+        .as_deref()
+        .is_some_and(ember_train::weights::is_weights_file);
+    if args.from.is_some() && !weights && args.hinm.is_none() && args.bcr.bcr.is_none() {
         return Err(EmberError::Invalid(
-            "--from starts a --hinm or --bcr run from a trained one: give one of them".into(),
+            "--from RUN starts a --hinm or --bcr run from a trained one: give one of them (or \
+             --from FILE.pth|.safetensors to fine-tune PyTorch weights)"
+                .into(),
         ));
     }
+    let pretrained = weights.then(|| args.from.clone()).flatten();
     let bcr = if args.hinm.is_none() {
-        args.bcr.options(args.epochs, args.from.clone())
+        args.bcr
+            .options(args.epochs, args.from.clone().filter(|_| !weights))
     } else {
         None
     };
@@ -350,8 +361,9 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         hinm: args.hinm.map(|level| ember_train::hinm::HinmTune {
             level,
             perm: args.perm,
-            from: args.from.expect("clap requires --from with --hinm"),
+            from: args.from.clone().expect("clap requires --from with --hinm"),
         }),
+        pretrained,
         bcr,
         interrupt: interrupt_flag(),
         scale: args.scale.scale()?,

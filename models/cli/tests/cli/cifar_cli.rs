@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// `train/` and `test/` ImageFolders of CIFAR-10's ten class directories, holding the three
 /// committed test images (labels 3, 8, 8) in their classes.
-fn image_folder(root: &Path) -> PathBuf {
+pub fn image_folder(root: &Path) -> PathBuf {
     let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/cifar10");
     let classes = ember_models::data::cifar::CLASS_NAMES;
     for split in ["train", "test"] {

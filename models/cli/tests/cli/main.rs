@@ -13,5 +13,6 @@ mod lut_cli;
 #[cfg(feature = "mpi")]
 mod mpi_cli;
 mod policy_cli;
+mod pretrained_cli;
 mod scale_cli;
 mod sparse_act_cli;

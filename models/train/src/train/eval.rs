@@ -24,6 +24,7 @@ use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
+use ember_models::pretrained::{Head, StateDict};
 use std::path::{Path, PathBuf};
 
 pub(crate) fn evaluate_items<B, M, I, V>(
@@ -90,6 +91,9 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         ));
     }
     opts.backend.check_available()?;
+    if let Some(dict) = crate::weights::open(&opts.checkpoint)? {
+        return eval_weights(opts, dict);
+    }
     let packed = Packed::find(&opts.checkpoint)?;
     let (file, manifest, checksum) = match &packed {
         Some((f, m, crc)) => (f.clone(), packed_run(f, m, *crc)?, None),
@@ -160,6 +164,43 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
             policy: opts.policy,
             energy: opts.energy,
             packed: packed.map(|(_, m, _)| m),
+            weights: None,
+        },
+    )
+}
+
+/// Evaluates PyTorch weights (a `.pth`/`.pt` state dict or a safetensors file) as the model
+/// `--model` names, built at their shape.
+fn eval_weights(opts: EvalOptions, dict: StateDict) -> Result<EvalReport> {
+    let model = crate::weights::model_for(&opts.checkpoint, opts.model)?;
+    model.check_weights(&dict)?;
+    let dataset = opts.dataset.unwrap_or(DatasetKind::Mnist);
+    let source = DataSource::new(dataset, opts.data_dir)?;
+    model
+        .accepts(source.spec())
+        .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
+    if opts.test_limit == Some(0) {
+        return Err(EmberError::Invalid(
+            "--test-limit must be at least 1".into(),
+        ));
+    }
+    let test = Splits::load(&source, false, None, opts.test_limit, opts.max_frames)?;
+    opts.backend.dispatch(
+        opts.multiplier.clone(),
+        Policy::default(),
+        EvalJob {
+            act: Activation::Relu,
+            file: opts.checkpoint,
+            checksum: None,
+            model,
+            spec: source.spec(),
+            test,
+            batch_size: opts.batch_size,
+            multiplier: opts.multiplier,
+            policy: opts.policy,
+            energy: opts.energy,
+            packed: None,
+            weights: Some(dict),
         },
     )
 }
@@ -204,13 +245,32 @@ pub(crate) struct EvalJob {
     pub(crate) multiplier: Multiplier,
     pub(crate) policy: Option<LayerPolicy>,
     pub(crate) energy: Option<PathBuf>,
+    /// PyTorch weights the model is built from (the model is then loaded before the visit).
+    pub(crate) weights: Option<StateDict>,
 }
 
 impl BackendJob for EvalJob {
     type Output = EvalReport;
-    fn run<B: TrainBackend>(self, device: B::Device) -> Result<EvalReport> {
+    fn run<B: TrainBackend>(mut self, device: B::Device) -> Result<EvalReport> {
         let (kind, act, spec) = (self.model, self.act, self.spec);
-        kind.build_with::<B, _>(act, spec, &device.clone(), EvalVisit { job: self, device })?
+        match self.weights.take() {
+            Some(dict) => {
+                let visit = EvalVisit {
+                    job: self,
+                    device: device.clone(),
+                    loaded: true,
+                };
+                kind.build_pretrained::<B, _>(&dict, Head::Keep, act, spec, &device, visit)?
+            }
+            None => {
+                let visit = EvalVisit {
+                    job: self,
+                    device: device.clone(),
+                    loaded: false,
+                };
+                kind.build_with::<B, _>(act, spec, &device, visit)?
+            }
+        }
     }
 }
 
@@ -219,6 +279,8 @@ impl BackendJob for EvalJob {
 pub(crate) struct EvalVisit<B: TrainBackend> {
     pub(crate) job: EvalJob,
     pub(crate) device: B::Device,
+    /// The model comes loaded (from PyTorch weights): no record to load.
+    pub(crate) loaded: bool,
 }
 
 impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
@@ -243,6 +305,7 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
                         reason: format!("cannot load it as {}: {reason}", job.model),
                     })?
             }
+            None if self.loaded => tag_layers::<B, M>(model, &choices).valid(),
             None => {
                 let model =
                     record::load_checked(&job.file, job.checksum, model, job.model, &self.device)?;

@@ -111,6 +111,10 @@ pub struct TrainOptions {
     /// masks searched on them, re-apply the masks after every optimizer step (gradients of
     /// pruned weights masked too), and write the packed `model.hinm` at the end.
     pub hinm: Option<crate::hinm::HinmTune>,
+    /// Fine-tuning from PyTorch weights (`--from FILE.pth|.safetensors`): the model is built at
+    /// their shape and loaded ([`ember_models::pretrained`]); a head of other classes than the
+    /// dataset's is replaced by a fresh one.
+    pub pretrained: Option<PathBuf>,
     /// BCR pruning (`--bcr LEVEL [--admm]`): ADMM training then hard pruning and masked
     /// retraining, or one-shot masks and masked training; the packed `model.bcr` at the end
     /// ([`crate::bcr`]).
@@ -157,6 +161,7 @@ impl TrainOptions {
             keep_checkpoints: Some(DEFAULT_KEEP),
             max_frames: ember_models::data::sequence::DEFAULT_MAX_FRAMES,
             hinm: None,
+            pretrained: None,
             bcr: None,
             interrupt: None,
             scale: Scale::default(),
@@ -165,6 +170,13 @@ impl TrainOptions {
 
     fn validate(&self) -> Result<()> {
         self.scale.validate()?;
+        if self.pretrained.is_some() && (self.hinm.is_some() || self.bcr.is_some()) {
+            return Err(EmberError::Invalid(
+                "--hinm and --bcr start from an Ember run, not from PyTorch weights: fine-tune \
+                 the weights first (ember train --from FILE), then start from that run"
+                    .into(),
+            ));
+        }
         self.model
             .takes_activation(self.act)
             .map_err(EmberError::Invalid)?;
@@ -289,6 +301,22 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
         .and_then(|b| b.from.as_ref())
         .map(|from| source_run(from, opts.model))
         .transpose()?;
+    let weights = match &opts.pretrained {
+        Some(file) => {
+            let dict = crate::weights::open(file)?.ok_or_else(|| {
+                EmberError::Invalid(format!(
+                    "--from {}: not a weights file (.pth, .pt, .bin or .safetensors)",
+                    file.display()
+                ))
+            })?;
+            let arch = opts.model.check_weights(&dict)?;
+            opts.model
+                .check_run_shape(&arch)
+                .map_err(|why| EmberError::Invalid(format!("--from {}: {why}", file.display())))?;
+            Some(dict)
+        }
+        None => None,
+    };
     // The MPI job is joined before the run directory is touched.
     scale::connect(&mut opts.scale)?;
     opts.backend.dispatch_on(
@@ -299,7 +327,11 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
         TrainJob {
             opts,
             splits,
-            start: Start { hinm, bcr_source },
+            start: Start {
+                hinm,
+                bcr_source,
+                weights,
+            },
         },
     )
 }
@@ -331,12 +363,21 @@ impl BackendJob for TrainJob {
         self.run_on::<B>(vec![device])
     }
 
-    fn run_on<B: TrainBackend>(self, devices: Vec<B::Device>) -> Result<TrainReport> {
+    fn run_on<B: TrainBackend>(mut self, devices: Vec<B::Device>) -> Result<TrainReport> {
         let device = devices[0].clone();
         // Seeded before the model is built: the seed fixes its initialisation.
         B::seed(&device, self.opts.seed);
         let (kind, act, spec) = (self.opts.model, self.opts.act, self.opts.data.spec());
-        kind.build_with::<B, _>(act, spec, &device, TrainVisit { job: self, devices })?
+        match self.start.weights.take() {
+            Some(dict) => {
+                let head = ember_models::pretrained::Head::Replace;
+                let visit = TrainVisit { job: self, devices };
+                kind.build_pretrained::<B, _>(&dict, head, act, spec, &device, visit)?
+            }
+            None => {
+                kind.build_with::<B, _>(act, spec, &device, TrainVisit { job: self, devices })?
+            }
+        }
     }
 }
 
@@ -416,6 +457,8 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
 struct Start {
     hinm: Option<crate::hinm::HinmRun>,
     bcr_source: Option<(PathBuf, Option<u32>)>,
+    /// The PyTorch weights the model starts from (`--from FILE`).
+    weights: Option<ember_models::pretrained::StateDict>,
 }
 
 /// The techniques of a run, in [`technique::REGISTRY`]'s order: ApproxMul's and SparseAct's

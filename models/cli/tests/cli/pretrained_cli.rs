@@ -1,0 +1,194 @@
+//! PyTorch weights through the command line: `ember eval` and `ember train --from` on a
+//! torchvision state dict (the fixture of `models/testdata/pretrained`), `ember export` of the
+//! fine-tuned run, and the bad inputs of that path.
+
+use crate::cifar_cli::image_folder;
+use crate::common::{ember, fails_with, ok, s, scratch};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/pretrained")
+        .join(name)
+}
+
+/// The accuracy an `ember eval` printed.
+fn accuracy(out: &str) -> &str {
+    let at = out.find("test accuracy").expect(out);
+    out[at..].split('%').next().unwrap()
+}
+
+#[test]
+fn a_run_exports_under_torchvision_names_and_fine_tunes_from_its_export() {
+    let tmp = scratch("pretrained");
+    let data = image_folder(&tmp.join("data"));
+    let cifar = ["--dataset", "cifar10", "--data-dir", s(&data)];
+    let train = |extra: &[&str], out: &Path| {
+        let mut args = vec!["train", "--model", "resnet18-cifar-w16", "--epochs", "1"];
+        args.extend_from_slice(&["--batch-size", "2", "--plain", "--out", s(out)]);
+        args.extend_from_slice(&cifar);
+        args.extend_from_slice(extra);
+        ok(&ember(&args))
+    };
+    let run = tmp.join("run");
+    train(&[], &run);
+    let exported = tmp.join("r18.safetensors");
+    let out = ok(&ember(&[
+        "export",
+        "--checkpoint",
+        s(&run),
+        "--out",
+        s(&exported),
+    ]));
+    assert!(
+        out.contains("resnet18-cifar-w16 under torchvision names"),
+        "{out}"
+    );
+    let dict = ember_models::pretrained::StateDict::open(&exported).unwrap();
+    assert_eq!(dict.get("fc.weight").unwrap().shape.to_vec(), vec![10, 128]);
+    assert!(dict.get("layer1.0.bn1.num_batches_tracked").is_some());
+    // the run and its export evaluate to the same accuracy
+    let eval = |checkpoint: &Path, model: &[&str]| {
+        let mut args = vec!["eval", "--checkpoint", s(checkpoint)];
+        args.extend_from_slice(model);
+        args.extend_from_slice(&cifar);
+        ok(&ember(&args))
+    };
+    let from_run = eval(&run, &[]);
+    let from_file = eval(&exported, &["--model", "resnet18-cifar-w16"]);
+    assert_eq!(
+        accuracy(&from_run),
+        accuracy(&from_file),
+        "{from_run}\n{from_file}"
+    );
+    // fine-tuning from the export, then exporting again under the same names
+    let tuned = tmp.join("tuned");
+    train(&["--from", s(&exported)], &tuned);
+    let again = tmp.join("tuned.safetensors");
+    ok(&ember(&[
+        "export",
+        "--checkpoint",
+        s(&tuned),
+        "--out",
+        s(&again),
+    ]));
+    // an export over an existing file is refused, and the file is kept as it was
+    let before = std::fs::read(&exported).unwrap();
+    let refused = ember(&["export", "--checkpoint", s(&tuned), "--out", s(&exported)]);
+    fails_with(&refused, "already exists");
+    assert_eq!(std::fs::read(&exported).unwrap(), before);
+    ok(&ember(&[
+        "export",
+        "--checkpoint",
+        s(&tuned),
+        "--out",
+        s(&exported),
+        "--overwrite",
+    ]));
+    assert_eq!(
+        std::fs::read(&exported).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+    // names the model does not have
+    let timm = ember(&[
+        "export",
+        "--checkpoint",
+        s(&run),
+        "--names",
+        "timm",
+        "--out",
+        s(&tmp.join("t.st")),
+    ]);
+    fails_with(&timm, "resnet18-cifar-w16 has no timm names");
+    assert!(!tmp.join("t.st").exists());
+    // weights of another width evaluate, but a run cannot be rebuilt from them
+    let narrow = ember(&[
+        "train",
+        "--from",
+        s(&fixture("resnet18-w8.pth")),
+        "--model",
+        "resnet18",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        s(&data),
+        "--out",
+        s(&tmp.join("narrow")),
+    ]);
+    fails_with(
+        &narrow,
+        "a run of --model resnet18 has width 64; these weights have width 8",
+    );
+    assert!(!tmp.join("narrow").exists());
+}
+
+#[test]
+fn weights_that_do_not_fit_are_refused_naming_why() {
+    let tmp = scratch("pretrained-bad");
+    let data = image_folder(&tmp.join("data"));
+    let eval = |file: &Path, model: Option<&str>| {
+        let mut args = vec!["eval", "--checkpoint", s(file), "--dataset", "cifar10"];
+        if let Some(m) = model {
+            args.extend_from_slice(&["--model", m]);
+        }
+        args.extend_from_slice(&["--data-dir", s(&data)]);
+        ember(&args)
+    };
+    let r18 = fixture("resnet18-w8.pth");
+    fails_with(&eval(&r18, None), "pass --model");
+    fails_with(
+        &eval(&r18, Some("resnet18")),
+        "its head classifies 5 classes; the dataset has 10",
+    );
+    fails_with(
+        &eval(&r18, Some("resnet34")),
+        "--model resnet34 is another ResNet (use --model resnet18)",
+    );
+    fails_with(&eval(&r18, Some("resnet18-cifar")), "use --model resnet18");
+    fails_with(
+        &eval(&r18, Some("lenet5")),
+        "--model lenet5 is not a ResNet",
+    );
+    fails_with(
+        &eval(&fixture("resnet18-script.pt"), Some("resnet18")),
+        "TorchScript archive",
+    );
+    fails_with(
+        &eval(&fixture("resnet18-model.pth"), Some("resnet18")),
+        "whole pickled model",
+    );
+    fails_with(
+        &eval(&fixture("distilled.safetensors"), Some("deit-ti")),
+        "distilled DeiT",
+    );
+    fails_with(
+        &eval(&tmp.join("missing.pth"), Some("resnet18")),
+        "no such file",
+    );
+    let cut = tmp.join("cut.pth");
+    std::fs::write(&cut, &std::fs::read(&r18).unwrap()[..4000]).unwrap();
+    fails_with(&eval(&cut, Some("resnet18")), "cut.pth");
+    // a DeiT's position embeddings fix its image size
+    let deit = fixture("deit-d128.safetensors");
+    let mnist = ember(&["eval", "--checkpoint", s(&deit), "--model", "deit-ti"]);
+    fails_with(&mnist, "takes 3-channel images; the dataset's have 1");
+    // fine-tuning weights under HiNM or BCR, which start from Ember runs
+    let out = tmp.join("run");
+    let hinm = ember(&[
+        "train",
+        "--from",
+        s(&r18),
+        "--hinm",
+        "75:v8",
+        "--model",
+        "resnet18",
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        s(&data),
+        "--out",
+        s(&out),
+    ]);
+    fails_with(&hinm, "start from an Ember run, not from PyTorch weights");
+    assert!(!out.exists());
+}

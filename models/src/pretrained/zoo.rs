@@ -1,0 +1,217 @@
+//! The zoo's models built from pretrained weights: which [`ModelKind`] a state dict may load
+//! into, and the model built at the state dict's shape with its tensors loaded.
+
+use super::{Architecture, Names, StateDict};
+use crate::act::Activation;
+use crate::classifier::{ModelKind, ModelVisitor};
+use crate::data::DataSpec;
+use crate::deit::DeitConfig;
+use crate::error::{Error, Result};
+use crate::resnet::Depth;
+use burn::tensor::backend::AutodiffBackend;
+
+/// What to do with a classifier head whose classes differ from the dataset's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Refuse (evaluation, pruning: the head must classify the dataset's classes).
+    Keep,
+    /// Start a new head of the dataset's classes (fine-tuning, `ember train --from`).
+    Replace,
+}
+
+impl ModelKind {
+    /// The names under which this kind's PyTorch weights are stored, at `arch`'s shape:
+    /// torchvision's for the ResNets, timm's for the DeiTs.
+    pub fn torch_names(self, arch: &Architecture) -> Names {
+        match arch {
+            Architecture::ResNet(c) => Names::torchvision(c),
+            Architecture::Deit(_) => Names::Timm,
+        }
+    }
+
+    /// The PyTorch names of this kind at its own shape: torchvision's for the ResNets, timm's
+    /// for the DeiTs; `None` for the models PyTorch's zoos do not have.
+    pub fn torch_naming(self) -> Option<Names> {
+        use ModelKind::*;
+        let blocks = |depth: Depth| Names::Torchvision {
+            blocks: depth.blocks(),
+        };
+        Some(match self {
+            Resnet18 | Resnet18Cifar | Resnet18CifarW16 => blocks(Depth::R18),
+            Resnet34 | Resnet34Cifar => blocks(Depth::R34),
+            Resnet50 | Resnet50Cifar => blocks(Depth::R50),
+            DeitTi | DeitS | DeitB => Names::Timm,
+            _ => return None,
+        })
+    }
+
+    /// The architecture of `dict` when it is this kind of model (widths, classes and sizes may
+    /// differ from this kind's; the block layout, stem and head width must not); an error
+    /// naming what it holds otherwise.
+    pub fn check_weights(self, dict: &StateDict) -> Result<Architecture> {
+        use ModelKind::*;
+        let arch = dict.architecture()?;
+        let wrong =
+            |what: String| dict.error(format!("it holds a {arch}; --model {self} is {what}"));
+        match (&arch, self) {
+            (Architecture::ResNet(c), _) => {
+                let (depth, cifar_stem) = match self {
+                    Resnet18 => (Depth::R18, false),
+                    Resnet34 => (Depth::R34, false),
+                    Resnet50 => (Depth::R50, false),
+                    Resnet18Cifar | Resnet18CifarW16 => (Depth::R18, true),
+                    Resnet34Cifar => (Depth::R34, true),
+                    Resnet50Cifar => (Depth::R50, true),
+                    _ => return Err(wrong("not a ResNet".into())),
+                };
+                if (c.depth, c.cifar_stem) != (depth, cifar_stem) {
+                    let other = ModelKind::ALL.iter().find(|k| {
+                        k.to_string().starts_with("resnet")
+                            && k.check_weights_quiet(c.depth, c.cifar_stem)
+                    });
+                    return Err(wrong(format!(
+                        "another ResNet{}",
+                        other.map_or(String::new(), |k| format!(" (use --model {k})"))
+                    )));
+                }
+            }
+            (Architecture::Deit(c), DeitTi | DeitS | DeitB) => {
+                let dim = |k: ModelKind| match k {
+                    DeitTi => DeitConfig::tiny(1).dim,
+                    DeitS => DeitConfig::small(1).dim,
+                    _ => DeitConfig::base(1).dim,
+                };
+                if let Some(k) = [DeitTi, DeitS, DeitB]
+                    .into_iter()
+                    .find(|&k| dim(k) == c.dim)
+                    && k != self
+                {
+                    return Err(wrong(format!(
+                        "a DeiT {} wide (use --model {k})",
+                        dim(self)
+                    )));
+                }
+            }
+            (Architecture::Deit(_), _) => return Err(wrong("not a DeiT".into())),
+        }
+        Ok(arch)
+    }
+
+    /// Whether a run of this kind can start from weights of shape `arch`: a run directory
+    /// rebuilds its model from the kind alone, so the weights must have the kind's own width,
+    /// depth and patches (their classes may differ: fine-tuning starts a new head).
+    pub fn check_run_shape(self, arch: &Architecture) -> std::result::Result<(), String> {
+        use ModelKind::*;
+        let (found, own) = match arch {
+            Architecture::ResNet(c) => {
+                let width = if self == Resnet18CifarW16 { 16 } else { 64 };
+                (
+                    format!("width {}", c.width),
+                    (c.width != width).then(|| format!("width {width}")),
+                )
+            }
+            Architecture::Deit(c) => {
+                let mut own = match self {
+                    DeitS => DeitConfig::small(c.classes),
+                    DeitB => DeitConfig::base(c.classes),
+                    _ => DeitConfig::tiny(c.classes),
+                };
+                own.patch_size = crate::classifier::DEIT_PATCH;
+                let shape = |c: &DeitConfig| {
+                    format!(
+                        "dim {}, {} blocks, {}×{} patches",
+                        c.dim, c.depth, c.patch_size, c.patch_size
+                    )
+                };
+                let differs = (c.dim, c.depth, c.heads, c.patch_size)
+                    != (own.dim, own.depth, own.heads, own.patch_size);
+                (shape(c), differs.then(|| shape(&own)))
+            }
+        };
+        match own {
+            None => Ok(()),
+            Some(own) => Err(format!(
+                "a run of --model {self} has {own}; these weights have {found}: they evaluate \
+                 (ember eval) and export as they are, but a run cannot be rebuilt from them"
+            )),
+        }
+    }
+
+    fn check_weights_quiet(self, depth: Depth, cifar_stem: bool) -> bool {
+        use ModelKind::*;
+        matches!(
+            (self, depth, cifar_stem),
+            (Resnet18, Depth::R18, false)
+                | (Resnet34, Depth::R34, false)
+                | (Resnet50, Depth::R50, false)
+                | (Resnet18Cifar, Depth::R18, true)
+                | (Resnet34Cifar, Depth::R34, true)
+                | (Resnet50Cifar, Depth::R50, true)
+        )
+    }
+
+    /// Builds this kind of model at the shape `dict` holds, loads its tensors
+    /// ([`super::load_except`]) and hands the model to `visitor`, as [`ModelKind::build_with`]
+    /// does for a fresh one. The dataset must fit the weights: the same channels, the image
+    /// side of a DeiT's position embeddings, the head's classes (or [`Head::Replace`]).
+    pub fn build_pretrained<B: AutodiffBackend, V: ModelVisitor<B>>(
+        self,
+        dict: &StateDict,
+        head: Head,
+        act: Activation,
+        spec: DataSpec,
+        device: &B::Device,
+        visitor: V,
+    ) -> Result<V::Output> {
+        let arch = self.check_weights(dict)?;
+        if act != Activation::Relu {
+            return Err(Error::Invalid(format!(
+                "--act {act}: pretrained weights have no PReLU slopes; they take --act relu"
+            )));
+        }
+        self.accepts(spec).map_err(Error::Invalid)?;
+        let DataSpec::Images(input) = spec else {
+            unreachable!("accepts refuses sequences for an image model")
+        };
+        let (channels, classes) = match &arch {
+            Architecture::ResNet(c) => (c.channels, c.classes),
+            Architecture::Deit(c) => (c.channels, c.classes),
+        };
+        if channels != input.channels {
+            return Err(dict.error(format!(
+                "its {arch} takes {channels}-channel images; the dataset's have {}",
+                input.channels
+            )));
+        }
+        if let Architecture::Deit(c) = &arch
+            && c.image_size != input.side
+        {
+            return Err(dict.error(format!(
+                "its position embeddings are for {0}×{0} images; the dataset's are {1}×{1}",
+                c.image_size, input.side
+            )));
+        }
+        let replace = classes != input.classes;
+        if replace && head == Head::Keep {
+            return Err(dict.error(format!(
+                "its head classifies {classes} classes; the dataset has {} (ember train --from \
+                 fine-tunes with a new head)",
+                input.classes
+            )));
+        }
+        let names = self.torch_names(&arch);
+        let skip = |key: &str| replace && names.is_head(key);
+        Ok(match arch {
+            Architecture::ResNet(mut c) => {
+                c.classes = input.classes;
+                let model = super::load_except(c.init::<B>(device), dict, &names, skip)?;
+                visitor.visit(model)
+            }
+            Architecture::Deit(mut c) => {
+                c.classes = input.classes;
+                let model = super::load_except(c.init::<B>(device), dict, &names, skip)?;
+                visitor.visit(model)
+            }
+        })
+    }
+}

@@ -1,0 +1,264 @@
+//! PyTorch weights in and out: the files `ember eval`, `ember train --from` and `ember prune`
+//! read as pretrained models (`.pth`/`.pt` state dicts, `.safetensors`), and `ember export`,
+//! which writes a saved model as one dense safetensors file under torchvision's or timm's key
+//! names ([`ember_models::pretrained`]).
+
+use crate::backend::{BackendJob, BackendKind, TrainBackend};
+use crate::error::{EmberError, Result};
+use crate::record;
+use crate::run;
+use crate::technique::Packed;
+use burn_approx_mul::Multiplier;
+use burn_sparse_act::Policy;
+use ember_models::act::Activation;
+use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::pretrained::{self, Head, Names, Naming, StateDict};
+use std::path::{Path, PathBuf};
+
+/// File extensions read as PyTorch weights rather than Ember checkpoints.
+pub const EXTENSIONS: [&str; 4] = ["pth", "pt", "bin", "safetensors"];
+
+/// Whether `path` names a weights file (by its extension, [`EXTENSIONS`]).
+pub fn is_weights_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// The state dict `path` holds when it is a weights file; `None` for an Ember checkpoint.
+pub fn open(path: &Path) -> Result<Option<StateDict>> {
+    if !is_weights_file(path) {
+        return Ok(None);
+    }
+    if !path.is_file() {
+        return Err(EmberError::BadCheckpoint {
+            path: path.to_path_buf(),
+            reason: "no such file".into(),
+        });
+    }
+    Ok(Some(StateDict::open(path)?))
+}
+
+/// The model a weights file is to be read as: `--model`, which it must have.
+pub fn model_for(path: &Path, model: Option<ModelKind>) -> Result<ModelKind> {
+    model.ok_or_else(|| EmberError::BadCheckpoint {
+        path: path.to_path_buf(),
+        reason: "a weights file does not say which model it holds: pass --model (resnet18, \
+                 resnet34, resnet50, deit-ti, deit-s, deit-b, …)"
+            .into(),
+    })
+}
+
+/// The names `ember export` writes for `kind` by default: torchvision's for the ResNets,
+/// timm's for the DeiTs, Ember's own for the rest.
+pub fn default_naming(kind: ModelKind) -> Naming {
+    match kind.torch_naming() {
+        Some(Names::Torchvision { .. }) => Naming::Torchvision,
+        Some(Names::Timm) => Naming::Timm,
+        _ => Naming::Ember,
+    }
+}
+
+/// Everything `ember export` needs.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// A run directory, an Ember `.mpk` checkpoint, or a weights file.
+    pub checkpoint: PathBuf,
+    /// The model (read from the run's manifest when not given; required for a weights file
+    /// or a `.mpk` outside a run).
+    pub model: Option<ModelKind>,
+    /// The key names to write (`None`: [`default_naming`]).
+    pub names: Option<Naming>,
+    /// The safetensors file to write.
+    pub out: PathBuf,
+    /// Replace `out` if it exists.
+    pub overwrite: bool,
+}
+
+/// What `ember export` wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportReport {
+    /// The model.
+    pub model: ModelKind,
+    /// The names written.
+    pub names: Naming,
+    /// Tensors written.
+    pub tensors: usize,
+    /// Bytes written.
+    pub bytes: usize,
+}
+
+/// Writes the model a checkpoint holds as one dense safetensors file (zeros where pruned).
+/// `out` is written whole or not at all, and an existing `out` is refused unless `overwrite`.
+pub fn export(opts: ExportOptions) -> Result<ExportReport> {
+    if opts.out.exists() && !opts.overwrite {
+        return Err(EmberError::Exists(opts.out.clone()));
+    }
+    let weights = open(&opts.checkpoint)?;
+    let (file, manifest, checksum) = match &weights {
+        Some(_) => (opts.checkpoint.clone(), None, None),
+        None => match run::resolve_checkpoint(&opts.checkpoint) {
+            Ok(found) => found,
+            Err(e) => {
+                if Packed::find(&opts.checkpoint)?.is_some() {
+                    return Err(EmberError::BadCheckpoint {
+                        path: opts.checkpoint.clone(),
+                        reason: "it holds only a packed model (HiNM's or BCR's format, which \
+                                 stays Ember's): export the run that trained it, whose \
+                                 model.mpk holds the dense weights, zeros where pruned"
+                            .into(),
+                    });
+                }
+                return Err(e);
+            }
+        },
+    };
+    let model = match (opts.model, manifest.as_ref().map(|m| m.model)) {
+        (Some(asked), Some(trained)) if asked != trained => {
+            return Err(EmberError::BadCheckpoint {
+                path: opts.checkpoint,
+                reason: format!("it holds a {trained} model, not {asked}"),
+            });
+        }
+        (Some(m), _) | (None, Some(m)) => m,
+        (None, None) => model_for(&opts.checkpoint, None)?,
+    };
+    let names = opts.names.unwrap_or_else(|| default_naming(model));
+    let wanted = match names {
+        Naming::Ember => Names::Ember,
+        asked => match model.torch_naming() {
+            Some(n) if default_naming(model) == asked => n,
+            _ => {
+                return Err(EmberError::Invalid(format!(
+                    "--names {asked}: {model} has no {asked} names (torchvision: the ResNets; \
+                     timm: the DeiTs; ember: any model)"
+                )));
+            }
+        },
+    };
+    let spec = match &manifest {
+        Some(m) => m.dataset.spec(),
+        None => weights_spec(weights.as_ref(), model)?,
+    };
+    let act = manifest.as_ref().map_or(Activation::Relu, |m| m.act);
+    let bytes = BackendKind::Ndarray.dispatch(
+        Multiplier::native(),
+        Policy::default(),
+        ExportJob {
+            model,
+            act,
+            spec,
+            file,
+            checksum,
+            weights,
+            names: wanted,
+        },
+    )?;
+    let tensors = safetensors::SafeTensors::deserialize(&bytes)
+        .map(|t| t.len())
+        .unwrap_or(0);
+    if opts.overwrite {
+        crate::atomic::write(&opts.out, &bytes)?;
+    } else {
+        crate::atomic::write_new(&opts.out, &bytes)?;
+    }
+    Ok(ExportReport {
+        model,
+        names,
+        tensors,
+        bytes: bytes.len(),
+    })
+}
+
+/// The data a weights file's model takes: its own channels, classes and image side.
+fn weights_spec(
+    weights: Option<&StateDict>,
+    model: ModelKind,
+) -> Result<ember_models::data::DataSpec> {
+    use ember_models::data::{DataSpec, ImageSpec};
+    use ember_models::pretrained::Architecture;
+    let Some(dict) = weights else {
+        return Err(EmberError::Invalid(format!(
+            "a {model} checkpoint outside a run: export the run directory, whose manifest \
+             names its dataset"
+        )));
+    };
+    Ok(DataSpec::Images(match model.check_weights(dict)? {
+        Architecture::ResNet(c) => ImageSpec {
+            channels: c.channels,
+            side: 224,
+            classes: c.classes,
+        },
+        Architecture::Deit(c) => ImageSpec {
+            channels: c.channels,
+            side: c.image_size,
+            classes: c.classes,
+        },
+    }))
+}
+
+struct ExportJob {
+    model: ModelKind,
+    act: Activation,
+    spec: ember_models::data::DataSpec,
+    file: PathBuf,
+    checksum: Option<u32>,
+    weights: Option<StateDict>,
+    names: Names,
+}
+
+impl BackendJob for ExportJob {
+    type Output = Vec<u8>;
+    fn run<B: TrainBackend>(mut self, device: B::Device) -> Result<Vec<u8>> {
+        let (kind, act, spec) = (self.model, self.act, self.spec);
+        match self.weights.take() {
+            Some(dict) => {
+                let visit = ExportVisit::<B> {
+                    job: self,
+                    device: device.clone(),
+                    loaded: true,
+                };
+                kind.build_pretrained::<B, _>(&dict, Head::Keep, act, spec, &device, visit)?
+            }
+            None => {
+                let visit = ExportVisit::<B> {
+                    job: self,
+                    device: device.clone(),
+                    loaded: false,
+                };
+                kind.build_with::<B, _>(act, spec, &device, visit)?
+            }
+        }
+    }
+}
+
+struct ExportVisit<B: TrainBackend> {
+    job: ExportJob,
+    device: B::Device,
+    loaded: bool,
+}
+
+impl<B: TrainBackend> ModelVisitor<B> for ExportVisit<B> {
+    type Output = Result<Vec<u8>>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<Vec<u8>> {
+        let job = self.job;
+        let model = match self.loaded {
+            true => model,
+            false => record::load_checked(&job.file, job.checksum, model, job.model, &self.device)?,
+        };
+        let model = model.valid();
+        let params = cubecl_kernels::decorator::module::params(&model);
+        if let Some((path, _)) = params
+            .iter()
+            .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))
+        {
+            return Err(EmberError::BadCheckpoint {
+                path: job.file.clone(),
+                reason: format!(
+                    "its parameter {path} holds NaN or infinite values: nothing to export"
+                ),
+            });
+        }
+        Ok(pretrained::export(&model, &job.names)?)
+    }
+}
