@@ -348,6 +348,9 @@ fn list(items: &[&str]) -> String {
     }
 }
 
+/// A tensor's shape and f32 values.
+type Dense = (Vec<usize>, Vec<f32>);
+
 /// Writes `model`'s parameters as a safetensors file (returned as bytes) under `names`: dense
 /// f32 tensors in PyTorch's layouts (linear weights `[out, in]`, timm's query, key and value
 /// fused into one `qkv` projection), a `num_batches_tracked` of 0 beside each torchvision batch
@@ -355,7 +358,7 @@ fn list(items: &[&str]) -> String {
 /// where pruned. A parameter the naming has no key for (a PReLU slope) is an error.
 pub fn export<B: Backend, M: Module<B>>(model: &M, names: &Names) -> Result<Vec<u8>> {
     let mut out: BTreeMap<String, (Vec<usize>, Vec<u8>, safetensors::Dtype)> = BTreeMap::new();
-    let mut parts: BTreeMap<String, Vec<Option<(Vec<usize>, Vec<f32>)>>> = BTreeMap::new();
+    let mut parts: BTreeMap<String, Vec<Option<Dense>>> = BTreeMap::new();
     let le = |values: &[f32]| {
         values
             .iter()

@@ -202,17 +202,17 @@ fn files_that_are_not_state_dicts_are_refused_with_what_they_are() {
     assert!(err.contains("unknown architecture"), "{err}");
 }
 
+/// Tensors by key: shape and f32 values.
+type Tensors = std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
 fn expected_file() -> PathBuf {
     fixture("expected.safetensors")
 }
 
 /// Writes a copy of a fixture's tensors with `edit` applied, as safetensors.
-fn edited(
-    file: &str,
-    edit: impl Fn(&mut std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)>),
-) -> (tempfile::TempDir, PathBuf) {
+fn edited(file: &str, edit: impl Fn(&mut Tensors)) -> (tempfile::TempDir, PathBuf) {
     let dict = StateDict::open(&fixture(file)).unwrap();
-    let mut tensors: std::collections::BTreeMap<String, (Vec<usize>, Vec<f32>)> = dict
+    let mut tensors: Tensors = dict
         .keys()
         .map(|k| {
             let d = dict.get(k).unwrap().clone();
