@@ -1,6 +1,7 @@
 //! Data loaders. Every loader reads local files (nothing is downloaded at run time).
 
 pub mod cifar;
+pub mod folder;
 pub mod fsdd;
 pub mod idx;
 pub mod mfcc;
@@ -143,6 +144,10 @@ pub enum DatasetKind {
     Fsdd,
     /// UCI's Japanese Vowels (`.ts` files): 12 LPC cepstra per frame, 9 speakers.
     JapaneseVowels,
+    /// An ImageNet-style ImageFolder (one directory per class, images of any size) seen as
+    /// torchvision's ImageNet evaluation transform sees it: 224 × 224 centre crops. Evaluation
+    /// only ([`folder`]).
+    ImagenetFolder,
 }
 
 crate::choices!(DatasetKind {
@@ -150,12 +155,19 @@ crate::choices!(DatasetKind {
     Cifar10 => "cifar10",
     Fsdd => "fsdd",
     JapaneseVowels => "japanese-vowels",
+    ImagenetFolder => "imagenet-folder",
 });
 
 impl DatasetKind {
-    /// What its items are.
+    /// What its items are. An ImageFolder's classes are its directories: this is ImageNet's
+    /// 1000, and [`DataSource::spec`] the folder's own.
     pub fn spec(self) -> DataSpec {
         match self {
+            Self::ImagenetFolder => DataSpec::Images(ImageSpec {
+                channels: folder::CHANNELS,
+                side: folder::SIDE,
+                classes: 1000,
+            }),
             Self::Mnist => DataSpec::Images(ImageSpec {
                 channels: 1,
                 side: mnist::SIDE,
@@ -189,6 +201,8 @@ pub enum DataSource {
     Fsdd(PathBuf),
     /// The directory of `JapaneseVowels_TRAIN.ts` and `JapaneseVowels_TEST.ts`.
     JapaneseVowels(PathBuf),
+    /// An ImageFolder and its classes.
+    ImagenetFolder(folder::FolderSource),
 }
 
 impl DataSource {
@@ -243,6 +257,12 @@ impl DataSource {
             (DatasetKind::JapaneseVowels, Some(dir)) => {
                 Ok(Self::JapaneseVowels(existing_dir(dir)?))
             }
+            (DatasetKind::ImagenetFolder, Some(dir)) => Ok(Self::ImagenetFolder(
+                folder::FolderSource::detect(&existing_dir(dir)?)?,
+            )),
+            (DatasetKind::ImagenetFolder, None) => Err(needs(
+                "the directory of the class directories (or the directory whose val/ is)",
+            )),
             (DatasetKind::JapaneseVowels, None) => Err(needs(
                 "the directory of JapaneseVowels_TRAIN.ts and JapaneseVowels_TEST.ts (e.g. \
                  ../shared/datasets/japanese-vowels)",
@@ -257,12 +277,20 @@ impl DataSource {
             Self::Cifar10(_) => DatasetKind::Cifar10,
             Self::Fsdd(_) => DatasetKind::Fsdd,
             Self::JapaneseVowels(_) => DatasetKind::JapaneseVowels,
+            Self::ImagenetFolder(_) => DatasetKind::ImagenetFolder,
         }
     }
 
-    /// What its items are.
+    /// What its items are (an ImageFolder's classes are its directories).
     pub fn spec(&self) -> DataSpec {
-        self.kind().spec()
+        match self {
+            Self::ImagenetFolder(f) => DataSpec::Images(ImageSpec {
+                channels: folder::CHANNELS,
+                side: folder::SIDE,
+                classes: f.classes.len(),
+            }),
+            _ => self.kind().spec(),
+        }
     }
 }
 
@@ -271,6 +299,7 @@ impl std::fmt::Display for DataSource {
         match self {
             Self::Mnist(s) => s.fmt(f),
             Self::Cifar10(s) => s.fmt(f),
+            Self::ImagenetFolder(s) => s.fmt(f),
             Self::Fsdd(p) | Self::JapaneseVowels(p) => p.display().fmt(f),
         }
     }

@@ -13,7 +13,10 @@ Fixtures (CI never runs this script; Ember's tests read what it wrote):
 - deit-d128.safetensors: timm VisionTransformer as DeiT (no distillation token), dim 128,
   2 blocks, 2 heads of 64, 16x16 patches of 32x32 images, 4 classes, stored as F16
 - expected.safetensors: `<name>.input` (a batch of 2 images) and `<name>.logits` (PyTorch's,
-  in f32, eval mode)
+  in f32, eval mode); `folder.<class>` the images of folder/ as torchvision's ImageNet
+  evaluation transform gives them (Resize(256), CenterCrop(224), ToTensor, Normalize), and
+  `folder.<class>.logits` resnet18-w8's logits on them
+- folder/<class>/image.png: two PNG images of odd sizes in an ImageFolder of two classes
 - distilled.safetensors, resnet18-model.pth, resnet18-script.pt: bad inputs (a distilled
   DeiT, a whole pickled model, a TorchScript archive)
 """
@@ -27,6 +30,8 @@ from torch import nn
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 from timm.models.vision_transformer import VisionTransformer
 from safetensors.torch import save_file, load_file
+from PIL import Image
+from torchvision import transforms
 
 HERE = Path(__file__).parent
 
@@ -64,6 +69,23 @@ def randomise_norms(m):
             mod.num_batches_tracked.fill_(3)
 
 
+def folder_image(w, h, g):
+    """A smooth RGB image with some edges (PNG: both sides decode the same pixels)."""
+    y, x = torch.meshgrid(torch.linspace(0, 1, h), torch.linspace(0, 1, w), indexing="ij")
+    rgb = torch.stack([x, y, (x * 7).sin() * 0.5 + 0.5]) * 200
+    rgb[:, h // 3: h // 2, w // 4: w // 2] = 255
+    rgb[:, (y * 24).long() % 2 == (x * 24).long() % 2] *= 0.5  # a checkerboard: sharp edges
+    return Image.fromarray(rgb.clamp(0, 255).byte().permute(1, 2, 0).numpy())
+
+
+def imagenet_eval(img):
+    t = transforms.Compose([
+        transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
+        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ])
+    return t(img.convert("RGB")).contiguous()
+
+
 def models():
     torch.manual_seed(0)
     r18 = narrow_resnet(BasicBlock, [2, 2, 2, 2], 8, 5)
@@ -87,7 +109,8 @@ def models():
 def write():
     expected = {}
     g = torch.Generator().manual_seed(1)
-    for name, (m, shape) in models().items():
+    zoo = models()
+    for name, (m, shape) in zoo.items():
         m.eval()
         x = torch.randn(*shape, generator=g)
         with torch.no_grad():
@@ -98,6 +121,15 @@ def write():
             save_file(sd, HERE / f"{name}.safetensors")
         else:
             torch.save(m.state_dict(), HERE / f"{name}.pth")
+    for cls, (w, h) in [("cat", (301, 257)), ("dog", (250, 399))]:
+        img = folder_image(w, h, g)
+        (HERE / "folder" / cls).mkdir(parents=True, exist_ok=True)
+        img.save(HERE / "folder" / cls / "image.png")
+        img = Image.open(HERE / "folder" / cls / "image.png")
+        expected[f"folder.{cls}"] = imagenet_eval(img).half()  # F16: 0.002 of rounding
+        with torch.no_grad():
+            logits = zoo["resnet18-w8"][0](imagenet_eval(img).unsqueeze(0))
+        expected[f"folder.{cls}.logits"] = logits
     save_file(expected, HERE / "expected.safetensors")
     # bad inputs
     distilled = VisionTransformer(img_size=32, patch_size=16, embed_dim=64, depth=1, num_heads=1,

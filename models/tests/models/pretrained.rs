@@ -314,3 +314,94 @@ fn prelu_slopes_have_no_torchvision_name() {
     let bytes = pretrained::export(&m, &Names::Ember).unwrap();
     assert!(!bytes.is_empty());
 }
+
+/// torchvision's ImageNet evaluation transform (`Resize(256)`, `CenterCrop(224)`, `ToTensor`,
+/// `Normalize`) of the fixture folder's two images, against [`folder::preprocess`]: the same
+/// crop, pixels within the two resamplers' rounding (PIL's antialiased bilinear in 8 bits,
+/// the `image` crate's triangle filter in f32).
+#[test]
+fn imagenet_folder_images_are_what_torchvision_makes_of_them() {
+    use ember_models::data::folder;
+    let want = StateDict::open(&fixture("expected.safetensors")).unwrap();
+    for class in ["cat", "dog"] {
+        let got = folder::preprocess(&fixture(&format!("folder/{class}/image.png"))).unwrap();
+        let want: Vec<f32> = want
+            .get(&format!("folder.{class}"))
+            .unwrap()
+            .clone()
+            .convert::<f32>()
+            .to_vec()
+            .unwrap();
+        assert_eq!(got.len(), want.len());
+        let diff: Vec<f32> = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).collect();
+        let max = diff.iter().fold(0f32, |m, d| m.max(*d));
+        let mean = diff.iter().sum::<f32>() / diff.len() as f32;
+        // one 8-bit level is 1/255/0.225 ≈ 0.017 after normalisation, F16 adds 0.002
+        assert!(
+            max < 0.021 && mean < 0.002,
+            "{class}: max {max}, mean {mean}"
+        );
+        // and through torchvision's ResNet-18 fixture: PyTorch's logits on its own pixels
+        let dict = StateDict::open(&fixture("resnet18-w8.pth")).unwrap();
+        let Architecture::ResNet(c) = dict.architecture().unwrap() else {
+            panic!("a ResNet")
+        };
+        let names = Names::torchvision(&c);
+        let model = pretrained::load(c.init::<B>(&Default::default()), &dict, &names).unwrap();
+        let input = Tensor::<B, 1>::from_floats(got.as_slice(), &Default::default());
+        let logits: Vec<f32> = model
+            .forward(input.reshape([1, 3, 224, 224]))
+            .into_data()
+            .to_vec()
+            .unwrap();
+        let torch = want_logits(class);
+        let scale = torch.iter().fold(1f32, |m, v| m.max(v.abs()));
+        for (g, w) in logits.iter().zip(&torch) {
+            assert!(
+                (g - w).abs() < 1e-2 * scale,
+                "{class}: logits {logits:?}, PyTorch's {torch:?}"
+            );
+        }
+    }
+}
+
+fn want_logits(class: &str) -> Vec<f32> {
+    let dict = StateDict::open(&fixture("expected.safetensors")).unwrap();
+    dict.get(&format!("folder.{class}.logits"))
+        .unwrap()
+        .clone()
+        .to_vec()
+        .unwrap()
+}
+
+#[test]
+fn an_image_folder_lists_its_classes_and_refuses_what_is_not_an_image() {
+    use ember_models::data::folder::{FolderSource, FolderSplit};
+    let dir = tempfile::tempdir().unwrap();
+    let err = FolderSource::detect(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("no class directories"), "{err}");
+    for class in ["b", "a"] {
+        let d = dir.path().join("val").join(class);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(fixture("folder/cat/image.png"), d.join("1.png")).unwrap();
+        std::fs::copy(fixture("folder/dog/image.png"), d.join("2.png")).unwrap();
+    }
+    std::fs::write(dir.path().join("val/a/notes.txt"), "not listed").unwrap();
+    let source = FolderSource::detect(dir.path()).unwrap();
+    assert_eq!(source.classes, ["a", "b"]);
+    let split = FolderSplit::load(&source).unwrap();
+    assert_eq!(split.len(), 4);
+    let items = split.dataset();
+    let labels: Vec<usize> = (0..4)
+        .map(|i| burn::data::dataset::Dataset::get(&items, i).unwrap().label)
+        .collect();
+    // interleaved by class, so that the first N are balanced
+    assert_eq!(labels, [0, 1, 0, 1]);
+    let fake = dir.path().join("val/b/3.jpg");
+    std::fs::write(&fake, "not a jpeg").unwrap();
+    let err = FolderSplit::load(&source).err().unwrap().to_string();
+    assert!(
+        err.contains("3.jpg") && err.contains("not a readable image"),
+        "{err}"
+    );
+}

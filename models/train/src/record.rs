@@ -124,6 +124,29 @@ pub(crate) fn load_checked<B: Backend, M: Module<B>>(
     }
 }
 
+/// Refuses a model with a parameter that is not a number (a run that diverged): `file` is the
+/// checkpoint it came from, `consequence` what cannot be done.
+pub(crate) fn refuse_non_finite<B: Backend, M: Module<B>>(
+    model: &M,
+    file: &Path,
+    consequence: &str,
+) -> Result<()> {
+    let params = cubecl_kernels::decorator::module::params(model);
+    match params
+        .iter()
+        .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))
+    {
+        Some((path, _)) => Err(EmberError::BadCheckpoint {
+            path: file.to_path_buf(),
+            reason: format!(
+                "its parameter {path} holds NaN or infinite values (a run that diverged): \
+                 {consequence}"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -247,18 +247,7 @@ impl<B: TrainBackend> ModelVisitor<B> for ExportVisit<B> {
             false => record::load_checked(&job.file, job.checksum, model, job.model, &self.device)?,
         };
         let model = model.valid();
-        let params = cubecl_kernels::decorator::module::params(&model);
-        if let Some((path, _)) = params
-            .iter()
-            .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))
-        {
-            return Err(EmberError::BadCheckpoint {
-                path: job.file.clone(),
-                reason: format!(
-                    "its parameter {path} holds NaN or infinite values: nothing to export"
-                ),
-            });
-        }
+        record::refuse_non_finite(&model, &job.file, "there is nothing to export")?;
         Ok(pretrained::export(&model, &job.names)?)
     }
 }

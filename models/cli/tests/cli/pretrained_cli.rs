@@ -192,3 +192,80 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     fails_with(&hinm, "start from an Ember run, not from PyTorch weights");
     assert!(!out.exists());
 }
+
+/// An ImageFolder of `classes` class directories under `root/val`, each holding the fixture's
+/// two PNG images.
+fn imagenet_folder(root: &Path, classes: usize) -> PathBuf {
+    for c in 0..classes {
+        let dir = root.join("val").join(format!("n{c:08}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["cat", "dog"] {
+            let file = fixture(&format!("folder/{name}/image.png"));
+            std::fs::copy(file, dir.join(format!("{name}.png"))).unwrap();
+        }
+    }
+    root.to_path_buf()
+}
+
+#[test]
+fn torchvision_weights_evaluate_on_an_imagenet_folder() {
+    let tmp = scratch("pretrained-folder");
+    let data = imagenet_folder(&tmp.join("imagenet"), 5);
+    let r18 = fixture("resnet18-w8.pth");
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "--checkpoint", s(&r18), "--model", "resnet18"];
+        args.extend_from_slice(&["--dataset", "imagenet-folder", "--data-dir", s(&data)]);
+        args.extend_from_slice(extra);
+        ember(&args)
+    };
+    let out = ok(&eval(&[]));
+    assert!(out.contains("10 images"), "{out}");
+    let out = ok(&eval(&["--test-limit", "3", "--batch-size", "2"]));
+    assert!(out.contains("3 images"), "{out}");
+    // a file whose header reads but whose pixels do not: an error naming it, after the batch
+    let png = std::fs::read(fixture("folder/cat/image.png")).unwrap();
+    let broken = data.join("val/n00000002/cat.png");
+    std::fs::write(&broken, &png[..120]).unwrap();
+    fails_with(&eval(&[]), "n00000002/cat.png");
+    // other classes than the head's, and training on a folder
+    let six = imagenet_folder(&tmp.join("six"), 6);
+    let wrong = ember(&[
+        "eval",
+        "--checkpoint",
+        s(&r18),
+        "--model",
+        "resnet18",
+        "--dataset",
+        "imagenet-folder",
+        "--data-dir",
+        s(&six),
+    ]);
+    fails_with(&wrong, "its head classifies 5 classes; the dataset has 6");
+    let train = ember(&[
+        "train",
+        "--model",
+        "resnet18",
+        "--dataset",
+        "imagenet-folder",
+        "--data-dir",
+        s(&six),
+        "--out",
+        s(&tmp.join("run")),
+    ]);
+    fails_with(&train, "imagenet-folder is read by ember eval");
+    assert!(!tmp.join("run").exists());
+    let empty = tmp.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let none = ember(&[
+        "eval",
+        "--checkpoint",
+        s(&r18),
+        "--model",
+        "resnet18",
+        "--dataset",
+        "imagenet-folder",
+        "--data-dir",
+        s(&empty),
+    ]);
+    fails_with(&none, "no class directories");
+}

@@ -3,6 +3,7 @@
 
 use crate::error::{EmberError, Result};
 use ember_models::data::cifar::{self};
+use ember_models::data::folder;
 use ember_models::data::mnist::{self};
 use ember_models::data::sequence::{self, SequenceSplit};
 use ember_models::data::{DataSource, DataSpec};
@@ -13,6 +14,8 @@ pub(crate) enum Splits {
     Cifar10(Option<cifar::CifarSplit>, cifar::CifarSplit),
     /// FSDD or Japanese Vowels, with the values per frame.
     Sequences(Option<SequenceSplit>, SequenceSplit, usize),
+    /// An ImageFolder's images, listed (evaluation only).
+    Folder(folder::FolderSplit),
 }
 
 impl Splits {
@@ -53,6 +56,17 @@ impl Splits {
                 let test = test.truncate(test_limit.unwrap_or(usize::MAX));
                 empty(train.as_ref().map_or(0, |s| s.len()), test.len())?;
                 Self::Cifar10(train, test)
+            }
+            DataSource::ImagenetFolder(src) => {
+                if with_train {
+                    return Err(EmberError::Invalid(
+                        "--dataset imagenet-folder is read by ember eval; training on an \
+                         ImageFolder is not supported (fine-tune on cifar10 or mnist)"
+                            .into(),
+                    ));
+                }
+                let test = folder::FolderSplit::load(src)?;
+                Self::Folder(test.truncate(test_limit.unwrap_or(usize::MAX)))
             }
             DataSource::Fsdd(_) | DataSource::JapaneseVowels(_) => {
                 let (train, test) = match source {

@@ -21,6 +21,7 @@ use cubecl_kernels::decorator::effects;
 use ember_models::act::Activation;
 use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::CifarBatcher;
+use ember_models::data::folder::FolderBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
@@ -134,39 +135,16 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .as_ref()
         .and_then(|(_, m, _)| m.about().get("dataset"))
         .and_then(|d| d.parse::<DatasetKind>().ok());
-    let dataset = opts
-        .dataset
-        .or(manifest.as_ref().map(|m| m.dataset))
-        .or(packed_dataset)
-        .unwrap_or(DatasetKind::Mnist);
-    let source = DataSource::new(dataset, opts.data_dir)?;
-    model
-        .accepts(source.spec())
-        .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
-    if opts.test_limit == Some(0) {
-        return Err(EmberError::Invalid(
-            "--test-limit must be at least 1".into(),
-        ));
-    }
-    let test = Splits::load(&source, false, None, opts.test_limit, opts.max_frames)?;
-    opts.backend.dispatch(
-        opts.multiplier.clone(),
-        Policy::default(),
-        EvalJob {
-            act: manifest.as_ref().map_or(Activation::Relu, |m| m.act),
-            file,
-            checksum,
-            model,
-            spec: source.spec(),
-            test,
-            batch_size: opts.batch_size,
-            multiplier: opts.multiplier,
-            policy: opts.policy,
-            energy: opts.energy,
-            packed: packed.map(|(_, m, _)| m),
-            weights: None,
-        },
-    )
+    let found = Found {
+        model,
+        act: manifest.as_ref().map_or(Activation::Relu, |m| m.act),
+        dataset: manifest.as_ref().map(|m| m.dataset).or(packed_dataset),
+        file,
+        checksum,
+        packed: packed.map(|(_, m, _)| m),
+        weights: None,
+    };
+    evaluate(opts, found)
 }
 
 /// Evaluates PyTorch weights (a `.pth`/`.pt` state dict or a safetensors file) as the model
@@ -174,9 +152,36 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
 fn eval_weights(opts: EvalOptions, dict: StateDict) -> Result<EvalReport> {
     let model = crate::weights::model_for(&opts.checkpoint, opts.model)?;
     model.check_weights(&dict)?;
-    let dataset = opts.dataset.unwrap_or(DatasetKind::Mnist);
+    let found = Found {
+        model,
+        act: Activation::Relu,
+        dataset: None,
+        file: opts.checkpoint.clone(),
+        checksum: None,
+        packed: None,
+        weights: Some(dict),
+    };
+    evaluate(opts, found)
+}
+
+/// What a checkpoint holds and how it loads.
+struct Found {
+    model: ModelKind,
+    act: Activation,
+    /// The dataset its run trained on, when known.
+    dataset: Option<DatasetKind>,
+    file: PathBuf,
+    checksum: Option<u32>,
+    packed: Option<Packed>,
+    weights: Option<StateDict>,
+}
+
+/// Loads the test split (`--dataset`, else the run's, else MNIST) and evaluates `found` on it.
+fn evaluate(opts: EvalOptions, found: Found) -> Result<EvalReport> {
+    let dataset = opts.dataset.or(found.dataset).unwrap_or(DatasetKind::Mnist);
     let source = DataSource::new(dataset, opts.data_dir)?;
-    model
+    found
+        .model
         .accepts(source.spec())
         .map_err(|why| EmberError::Invalid(format!("--dataset {dataset}: {why}")))?;
     if opts.test_limit == Some(0) {
@@ -189,18 +194,18 @@ fn eval_weights(opts: EvalOptions, dict: StateDict) -> Result<EvalReport> {
         opts.multiplier.clone(),
         Policy::default(),
         EvalJob {
-            act: Activation::Relu,
-            file: opts.checkpoint,
-            checksum: None,
-            model,
+            act: found.act,
+            file: found.file,
+            checksum: found.checksum,
+            model: found.model,
             spec: source.spec(),
             test,
             batch_size: opts.batch_size,
             multiplier: opts.multiplier,
             policy: opts.policy,
             energy: opts.energy,
-            packed: None,
-            weights: Some(dict),
+            packed: found.packed,
+            weights: found.weights,
         },
     )
 }
@@ -313,19 +318,7 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
             }
         };
         // weights that are not numbers evaluate to a loss of NaN and a chance accuracy
-        let params = cubecl_kernels::decorator::module::params(&model);
-        if let Some((path, _)) = params
-            .iter()
-            .find(|(_, (_, values))| values.iter().any(|v| !v.is_finite()))
-        {
-            return Err(EmberError::BadCheckpoint {
-                path: job.file.clone(),
-                reason: format!(
-                    "its parameter {path} holds NaN or infinite values (a run that diverged): \
-                     there is no model to evaluate"
-                ),
-            });
-        }
+        record::refuse_non_finite(&model, &job.file, "there is no model to evaluate")?;
         let device: burn::tensor::Device<B::InnerBackend> = self.device;
         effects::start();
         let report = match job.test {
@@ -350,6 +343,15 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
                 job.batch_size,
                 &device,
             ),
+            Splits::Folder(test) => {
+                let batcher = FolderBatcher::new();
+                let report =
+                    evaluate_items(&model, &test.dataset(), &batcher, job.batch_size, &device);
+                if let Some(e) = batcher.failure() {
+                    return Err(e.into());
+                }
+                report
+            }
         };
         let seen = effects::finish();
         let batches = report.images.div_ceil(job.batch_size) as u64;

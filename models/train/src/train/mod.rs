@@ -448,6 +448,9 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
                 valid: SequenceBatcher { features },
             },
         ),
+        Splits::Folder(_) => Err(EmberError::Invalid(
+            "--dataset imagenet-folder is read by ember eval only".into(),
+        )),
     }
 }
 

@@ -1,0 +1,252 @@
+//! An ImageNet-style ImageFolder for evaluating pretrained models: one directory per class
+//! (classes numbered by sorted directory name, as torchvision's `ImageFolder` does), JPEG or PNG
+//! images of any size, each resized so that its shorter side is 256 pixels (a linear filter
+//! widened when shrinking, as PIL's antialiased bilinear), centre-cropped to 224 × 224 and
+//! normalised with ImageNet's per-channel mean and standard deviation: torchvision's
+//! `Resize(256)`, `CenterCrop(224)`, `ToTensor()`, `Normalize(...)`.
+//!
+//! `--data-dir` is the class directories' parent, or a directory whose `val/` is. Images are
+//! decoded batch by batch (an ImageNet validation set does not fit in memory decoded); every
+//! file's header is read when the split is listed, so a file that is not an image is refused
+//! before evaluation starts.
+
+use crate::error::{Error, Result};
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::InMemDataset;
+use burn::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The side of the centre crop.
+pub const SIDE: usize = 224;
+/// The shorter side images are resized to before the crop.
+pub const RESIZE: u32 = 256;
+/// Colour channels.
+pub const CHANNELS: usize = 3;
+/// ImageNet's per-channel mean and standard deviation (pixels in [0, 1]).
+pub const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// See [`MEAN`].
+pub const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// Where an ImageFolder is read from: its test split and its class names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FolderSource {
+    /// The directory of the class directories.
+    pub dir: PathBuf,
+    /// The class names (directory names), sorted: a class's label is its index.
+    pub classes: Vec<String>,
+}
+
+impl FolderSource {
+    /// The ImageFolder in `dir` (or in `dir/val` when there is one), with its classes.
+    pub fn detect(dir: &Path) -> Result<Self> {
+        let dir = if dir.join("val").is_dir() {
+            dir.join("val")
+        } else {
+            dir.to_path_buf()
+        };
+        let classes: Vec<String> = sorted_entries(&dir)?
+            .into_iter()
+            .filter(|p| p.is_dir())
+            .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(String::from))
+            .collect();
+        if classes.is_empty() {
+            return Err(Error::malformed(
+                &dir,
+                "no class directories in it (an ImageFolder has one directory of images per class)",
+            ));
+        }
+        Ok(Self { dir, classes })
+    }
+}
+
+impl std::fmt::Display for FolderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "an ImageFolder of {} classes in {}",
+            self.classes.len(),
+            self.dir.display()
+        )
+    }
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// One image file and its class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FolderItem {
+    /// The image file.
+    pub path: PathBuf,
+    /// Its class (the index of its directory among the sorted class names).
+    pub label: usize,
+}
+
+/// The images of an ImageFolder, listed (not decoded).
+pub struct FolderSplit {
+    items: Vec<FolderItem>,
+}
+
+impl FolderSplit {
+    /// Lists the JPEG and PNG files of every class, interleaved by class (the first of every
+    /// class, then the second, …) so that the first N are balanced, and reads each one's
+    /// header: a file that is not a readable image is an error naming it.
+    pub fn load(source: &FolderSource) -> Result<Self> {
+        let mut by_class = Vec::with_capacity(source.classes.len());
+        for (label, class) in source.classes.iter().enumerate() {
+            let mut files = Vec::new();
+            for path in sorted_entries(&source.dir.join(class))? {
+                let ext = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .map(str::to_ascii_lowercase);
+                if !matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png")) {
+                    continue;
+                }
+                image::ImageReader::open(&path)
+                    .map_err(|e| Error::io(&path, e))?
+                    .with_guessed_format()
+                    .map_err(|e| Error::io(&path, e))?
+                    .into_dimensions()
+                    .map_err(|e| Error::malformed(&path, format!("not a readable image: {e}")))?;
+                files.push(FolderItem { path, label });
+            }
+            by_class.push(files.into_iter());
+        }
+        let total: usize = by_class.iter().map(|c| c.len()).sum();
+        let mut items = Vec::with_capacity(total);
+        while items.len() < total {
+            items.extend(by_class.iter_mut().filter_map(Iterator::next));
+        }
+        if items.is_empty() {
+            return Err(Error::malformed(
+                &source.dir,
+                "no JPEG or PNG image in its classes",
+            ));
+        }
+        Ok(Self { items })
+    }
+
+    /// The first `n` items.
+    pub fn truncate(mut self, n: usize) -> Self {
+        self.items.truncate(n);
+        self
+    }
+    /// Number of images.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Whether the split has no image.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// As a Burn dataset.
+    pub fn dataset(self) -> InMemDataset<FolderItem> {
+        InMemDataset::new(self.items)
+    }
+}
+
+/// An image file as the network sees it: shorter side resized to [`RESIZE`], centre-cropped to
+/// [`SIDE`] × [`SIDE`], channel-major, normalised ([`MEAN`], [`STD`]).
+pub fn preprocess(file: &Path) -> Result<Vec<f32>> {
+    let img = image::open(file)
+        .map_err(|e| Error::malformed(file, format!("cannot decode the image: {e}")))?
+        .to_rgb8();
+    let (w, h) = img.dimensions();
+    let scale = RESIZE as f64 / w.min(h) as f64;
+    // torchvision's Resize(256): the shorter side exactly 256, the longer one truncated
+    let (nw, nh) = if w <= h {
+        (RESIZE, ((h as f64 * scale) as u32).max(1))
+    } else {
+        (((w as f64 * scale) as u32).max(1), RESIZE)
+    };
+    let resized = image::imageops::resize(&img, nw, nh, image::imageops::FilterType::Triangle);
+    if (nw as usize) < SIDE || (nh as usize) < SIDE {
+        return Err(Error::malformed(
+            file,
+            format!("the image is {w}×{h}: too small to crop"),
+        ));
+    }
+    // torchvision's CenterCrop: Python's round, halves to even
+    let (left, top) = (
+        ((nw as f64 - SIDE as f64) / 2.0).round_ties_even() as u32,
+        ((nh as f64 - SIDE as f64) / 2.0).round_ties_even() as u32,
+    );
+    let plane = SIDE * SIDE;
+    let mut out = vec![0f32; CHANNELS * plane];
+    for y in 0..SIDE {
+        for x in 0..SIDE {
+            let px = resized.get_pixel(left + x as u32, top + y as u32).0;
+            for c in 0..CHANNELS {
+                out[c * plane + y * SIDE + x] = (px[c] as f32 / 255.0 - MEAN[c]) / STD[c];
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Batches [`FolderItem`]s, decoding their files on the host's cores. A file that fails to
+/// decode (its header was read when listed; its body may still be corrupt) becomes a zero image
+/// and the first such failure is kept for [`FolderBatcher::failure`], which the caller checks.
+#[derive(Clone, Default)]
+pub struct FolderBatcher {
+    failure: Arc<Mutex<Option<Error>>>,
+}
+
+impl FolderBatcher {
+    /// A batcher with no failure yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The first file that failed to decode since the last call, as an error naming it.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+}
+
+impl<B: Backend> Batcher<B, FolderItem, super::Batch<B>> for FolderBatcher {
+    fn batch(&self, items: Vec<FolderItem>, device: &B::Device) -> super::Batch<B> {
+        let n = items.len();
+        let size = CHANNELS * SIDE * SIDE;
+        let mut data = vec![0f32; n * size];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .min(n.max(1));
+        let per = n.div_ceil(threads).max(1);
+        std::thread::scope(|scope| {
+            for (chunk, out) in items.chunks(per).zip(data.chunks_mut(per * size)) {
+                scope.spawn(move || {
+                    for (item, out) in chunk.iter().zip(out.chunks_mut(size)) {
+                        match preprocess(&item.path) {
+                            Ok(pixels) => out.copy_from_slice(&pixels),
+                            Err(e) => {
+                                let mut slot =
+                                    self.failure.lock().unwrap_or_else(|e| e.into_inner());
+                                slot.get_or_insert(e);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let targets: Vec<i64> = items.iter().map(|i| i.label as i64).collect();
+        super::Batch {
+            inputs: super::Inputs::Images(Tensor::from_data(
+                TensorData::new(data, [n, CHANNELS, SIDE, SIDE]),
+                device,
+            )),
+            targets: Tensor::from_data(TensorData::new(targets, [n]), device),
+        }
+    }
+}
