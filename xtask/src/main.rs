@@ -317,6 +317,29 @@ fn test(quick: bool) -> Result<()> {
     }
     cargo(&tests)?;
     cargo(&["test", "--workspace", "--doc"])?;
+    run_examples()
+}
+
+/// The model-zoo examples of `ember-train` (`models/train/examples`), each run to its end: the
+/// ones on data in the repository always, `bcr_gru` where `../shared/datasets/japanese-vowels`
+/// is beside the repository.
+fn run_examples() -> Result<()> {
+    cargo(&["build", "-p", "ember-train", "--examples"])?;
+    let jv = root().join("../shared/datasets/japanese-vowels");
+    for example in [
+        "approx_lenet",
+        "prelu_broadcast",
+        "sparse_act_resmlp",
+        "hinm_resnet",
+        "stack",
+        "bcr_gru",
+    ] {
+        if example == "bcr_gru" && !jv.is_dir() {
+            eprintln!("==> skipping the example bcr_gru: no {}", jv.display());
+            continue;
+        }
+        cargo(&["run", "-q", "-p", "ember-train", "--example", example])?;
+    }
     Ok(())
 }
 

@@ -44,6 +44,9 @@ pub struct PruneOptions {
     /// Per-layer HiNM levels (`hinm = "…"` / `"off"`); without one, the first and the last
     /// contraction layer stay dense.
     pub policy: Option<LayerPolicy>,
+    /// The model `checkpoint` holds: required for PyTorch weights (`.pth`, `.safetensors`),
+    /// checked against a run's manifest otherwise.
+    pub model: Option<ModelKind>,
 }
 
 /// One layer of a prune: its level and what each permutation choice keeps.
@@ -353,7 +356,7 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
         params: all,
         layers,
         ..
-    } = run_params(&opts.checkpoint)?;
+    } = source_params(&opts.checkpoint, opts.model)?;
     let plans = plan(
         &all,
         &layers,
@@ -368,9 +371,9 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
         ("perm", method_name(opts.perm).to_string()),
         ("seed", opts.seed.to_string()),
         ("source", file.display().to_string()),
-        ("dataset", manifest.dataset.to_string()),
     ]
     .into_iter()
+    .chain(manifest.map(|m| ("dataset", m.dataset.to_string())))
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let model = packed_model(kind, &all, &plans, about)?;
@@ -440,8 +443,8 @@ pub struct Tuning {
 pub struct SourceRun {
     /// Its model.
     pub kind: ModelKind,
-    /// Its manifest.
-    pub manifest: Manifest,
+    /// Its manifest (`None` for PyTorch weights).
+    pub manifest: Option<Manifest>,
     /// The model file read.
     pub file: PathBuf,
     /// That file's CRC-32 as the run recorded it.
@@ -450,6 +453,61 @@ pub struct SourceRun {
     pub params: Params,
     /// The contraction layers in model order.
     pub layers: Vec<String>,
+}
+
+/// The parameters a prune starts from: a trained run's ([`run_params`]; `model`, when given,
+/// must be the run's), or PyTorch weights of `model` ([`crate::weights`]), which must have the
+/// zoo model's own shape (the packed model is rebuilt from `model` alone).
+pub fn source_params(checkpoint: &Path, model: Option<ModelKind>) -> Result<SourceRun> {
+    let Some(dict) = crate::weights::open(checkpoint)? else {
+        let source = run_params(checkpoint)?;
+        return match model {
+            Some(asked) if asked != source.kind => Err(EmberError::BadCheckpoint {
+                path: checkpoint.to_path_buf(),
+                reason: format!("it holds a {} model, not {asked}", source.kind),
+            }),
+            _ => Ok(source),
+        };
+    };
+    let kind = crate::weights::model_for(checkpoint, model)?;
+    let arch = kind.check_weights(&dict)?;
+    kind.check_run_shape(&arch)
+        .map_err(|why| EmberError::BadCheckpoint {
+            path: checkpoint.to_path_buf(),
+            reason: format!("{why} (a packed model is rebuilt from --model alone)"),
+        })?;
+    let spec = crate::weights::arch_spec(&arch);
+    let device = crate::backend::stack_device::<burn::backend::NdArray>(
+        burn_approx_mul::Multiplier::native(),
+        Default::default(),
+    );
+    let all = kind.build_pretrained::<NdarrayStack, _>(
+        &dict,
+        ember_models::pretrained::Head::Keep,
+        ember_models::act::Activation::Relu,
+        spec,
+        &device,
+        Loaded,
+    )?;
+    let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
+    Ok(SourceRun {
+        kind,
+        manifest: None,
+        file: checkpoint.to_path_buf(),
+        checksum: None,
+        params: all,
+        layers,
+    })
+}
+
+/// The parameters of a model built loaded (from PyTorch weights).
+struct Loaded;
+
+impl<B: TrainBackend> ModelVisitor<B> for Loaded {
+    type Output = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output {
+        params(&model.valid())
+    }
 }
 
 /// Loads a trained run's parameters on the host.
@@ -484,7 +542,7 @@ pub fn run_params(checkpoint: &Path) -> Result<SourceRun> {
     let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
     Ok(SourceRun {
         kind,
-        manifest,
+        manifest: Some(manifest),
         file,
         checksum,
         params: all,

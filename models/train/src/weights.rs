@@ -12,17 +12,38 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::pretrained::{self, Head, Names, Naming, StateDict};
+use ember_models::data::{DataSpec, ImageSpec};
+use ember_models::pretrained::{self, Architecture, Head, Names, Naming, StateDict};
 use std::path::{Path, PathBuf};
 
 /// File extensions read as PyTorch weights rather than Ember checkpoints.
-pub const EXTENSIONS: [&str; 4] = ["pth", "pt", "bin", "safetensors"];
+pub const EXTENSIONS: [&str; 3] = ["pth", "pt", "safetensors"];
 
-/// Whether `path` names a weights file (by its extension, [`EXTENSIONS`]).
+/// Whether `path` names a weights file: by its extension ([`EXTENSIONS`]), or, for a `.bin`
+/// (Hugging Face's `pytorch_model.bin`, and a name Ember's own records may have too), by its
+/// first bytes: a zip archive (`torch.save`), a pickle protocol 2–5 header (legacy
+/// `torch.save`) or a safetensors header.
 pub fn is_weights_file(path: &Path) -> bool {
-    path.extension()
+    let ext = path
+        .extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some(e) if EXTENSIONS.contains(&e) => true,
+        Some("bin") => {
+            use std::io::Read;
+            let mut head = [0u8; 9];
+            let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+            read.is_ok()
+                && (head.starts_with(b"PK\x03\x04")
+                    || (head[0] == 0x80 && (2..=5).contains(&head[1]))
+                    || (head[8] == b'{' && {
+                        let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+                        (2..100_000_000).contains(&n)
+                    }))
+        }
+        _ => false,
+    }
 }
 
 /// The state dict `path` holds when it is a weights file; `None` for an Ember checkpoint.
@@ -136,9 +157,15 @@ pub fn export(opts: ExportOptions) -> Result<ExportReport> {
             }
         },
     };
-    let spec = match &manifest {
-        Some(m) => m.dataset.spec(),
-        None => weights_spec(weights.as_ref(), model)?,
+    let spec = match (&manifest, &weights) {
+        (Some(m), _) => m.dataset.spec(),
+        (None, Some(dict)) => arch_spec(&model.check_weights(dict)?),
+        (None, None) => {
+            return Err(EmberError::Invalid(format!(
+                "a {model} checkpoint outside a run: export the run directory, whose manifest \
+                 names its dataset"
+            )));
+        }
     };
     let act = manifest.as_ref().map_or(Activation::Relu, |m| m.act);
     let bytes = BackendKind::Ndarray.dispatch(
@@ -170,20 +197,10 @@ pub fn export(opts: ExportOptions) -> Result<ExportReport> {
     })
 }
 
-/// The data a weights file's model takes: its own channels, classes and image side.
-fn weights_spec(
-    weights: Option<&StateDict>,
-    model: ModelKind,
-) -> Result<ember_models::data::DataSpec> {
-    use ember_models::data::{DataSpec, ImageSpec};
-    use ember_models::pretrained::Architecture;
-    let Some(dict) = weights else {
-        return Err(EmberError::Invalid(format!(
-            "a {model} checkpoint outside a run: export the run directory, whose manifest \
-             names its dataset"
-        )));
-    };
-    Ok(DataSpec::Images(match model.check_weights(dict)? {
+/// The data a model of `arch` takes: its own channels, classes and image side (224 for a
+/// ResNet, whose parameters do not depend on it).
+pub(crate) fn arch_spec(arch: &Architecture) -> DataSpec {
+    DataSpec::Images(match arch {
         Architecture::ResNet(c) => ImageSpec {
             channels: c.channels,
             side: 224,
@@ -194,13 +211,13 @@ fn weights_spec(
             side: c.image_size,
             classes: c.classes,
         },
-    }))
+    })
 }
 
 struct ExportJob {
     model: ModelKind,
     act: Activation,
-    spec: ember_models::data::DataSpec,
+    spec: DataSpec,
     file: PathBuf,
     checksum: Option<u32>,
     weights: Option<StateDict>,

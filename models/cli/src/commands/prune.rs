@@ -46,9 +46,15 @@ pub struct PruneArgs {
     /// Seed of the permutation search (same seed, same permutations).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// The trained run to prune (its directory, model.mpk or a checkpoint file).
+    /// The trained run to prune (its directory, model.mpk or a checkpoint file), or, for
+    /// --hinm, PyTorch weights (`.pth`/`.pt`/`.safetensors` under torchvision's or timm's
+    /// names, at the zoo model's own shape; pass --model).
     #[arg(long)]
     checkpoint: PathBuf,
+    /// HiNM: the model --checkpoint holds (required for PyTorch weights; a run's manifest
+    /// names its own).
+    #[arg(long, value_parser = crate::choice::<ember_models::classifier::ModelKind>())]
+    model: Option<ember_models::classifier::ModelKind>,
     /// Output directory for model.hinm, hinm.md and hinm.json (must not exist, or be empty;
     /// the three appear together), or the BCR run directory.
     #[arg(long)]
@@ -81,6 +87,13 @@ pub fn run(mut args: PruneArgs) -> Result<(), EmberError> {
     }
     let Some(level) = args.hinm else {
         let level = args.bcr.expect("clap requires --hinm or --bcr");
+        if ember_train::weights::is_weights_file(&args.checkpoint) {
+            return Err(EmberError::Invalid(
+                "--bcr retrains from an Ember run, not from PyTorch weights: fine-tune the \
+                 weights first (ember train --from FILE), then prune that run"
+                    .into(),
+            ));
+        }
         return prune_bcr(args, level, policy);
     };
     // the outputs appear together at the end (hinm::prune): an interruption before that
@@ -98,6 +111,7 @@ pub fn run(mut args: PruneArgs) -> Result<(), EmberError> {
         seed: args.seed,
         out: args.out,
         policy,
+        model: args.model,
     })?;
     println!("{}", report.markdown());
     println!(

@@ -369,7 +369,7 @@ fn options_and_state_that_do_not_hold_together_are_refused() {
     let never = dir.join("never");
     // --from belongs to a pruning run
     let run = ember(&gru_args(&jv, &never, "1", &["--from", s(&dir)]));
-    fails_with(&run, "--from starts a --hinm or --bcr run");
+    fails_with(&run, "--from RUN starts a --hinm or --bcr run");
     assert!(!never.exists());
     // the tuner needs rows to multiply
     let tune = ember(&[

@@ -120,6 +120,43 @@ fn a_run_exports_under_torchvision_names_and_fine_tunes_from_its_export() {
         "a run of --model resnet18 has width 64; these weights have width 8",
     );
     assert!(!tmp.join("narrow").exists());
+    let w8 = fixture("resnet18-w8.pth");
+    let narrow = ember(&[
+        "prune",
+        "--hinm",
+        "75:v8",
+        "--checkpoint",
+        s(&w8),
+        "--model",
+        "resnet18",
+        "--out",
+        s(&tmp.join("narrow")),
+    ]);
+    fails_with(&narrow, "rebuilt from --model alone");
+    let unnamed = ember(&[
+        "prune",
+        "--hinm",
+        "75:v8",
+        "--checkpoint",
+        s(&exported),
+        "--out",
+        s(&tmp.join("narrow")),
+    ]);
+    fails_with(&unnamed, "pass --model");
+    let bcr = ember(&[
+        "prune",
+        "--bcr",
+        "10x:4x16",
+        "--checkpoint",
+        s(&exported),
+        "--out",
+        s(&tmp.join("narrow")),
+    ]);
+    fails_with(
+        &bcr,
+        "--bcr retrains from an Ember run, not from PyTorch weights",
+    );
+    assert!(!tmp.join("narrow").exists());
 }
 
 #[test]
