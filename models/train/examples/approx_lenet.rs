@@ -28,7 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let train = mnist::load(&MnistSource::Embedded, true)?
         .truncate(4000)
         .dataset();
-    let test = mnist::load(&MnistSource::Embedded, false)?.truncate(1000).dataset();
+    let test = mnist::load(&MnistSource::Embedded, false)?
+        .truncate(1000)
+        .dataset();
 
     B::seed(&afm16, 1);
     let mut model = LeNet5::<B>::init(&afm16);

@@ -173,6 +173,13 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     };
     let r18 = fixture("resnet18-w8.pth");
     fails_with(&eval(&r18, None), "pass --model");
+    // a .bin is read as weights by its first bytes (Hugging Face's pytorch_model.bin)
+    let bin = tmp.join("pytorch_model.bin");
+    std::fs::copy(&r18, &bin).unwrap();
+    fails_with(
+        &eval(&bin, Some("resnet18")),
+        "its head classifies 5 classes",
+    );
     fails_with(
         &eval(&r18, Some("resnet18")),
         "its head classifies 5 classes; the dataset has 10",
