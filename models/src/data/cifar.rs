@@ -7,7 +7,6 @@
 
 use crate::error::{Error, Result};
 use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::path::{Path, PathBuf};
@@ -78,33 +77,7 @@ impl std::fmt::Display for CifarSource {
 }
 
 /// A split of CIFAR-10.
-pub struct CifarSplit {
-    items: Vec<CifarItem>,
-}
-
-impl CifarSplit {
-    /// The first `n` items.
-    pub fn truncate(mut self, n: usize) -> Self {
-        self.items.truncate(n);
-        self
-    }
-    /// Number of images.
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-    /// Whether the split has no image.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-    /// The items.
-    pub fn items(&self) -> &[CifarItem] {
-        &self.items
-    }
-    /// As a Burn dataset.
-    pub fn dataset(self) -> InMemDataset<CifarItem> {
-        InMemDataset::new(self.items)
-    }
-}
+pub type CifarSplit = super::Split<CifarItem>;
 
 /// Loads the training (`train = true`) or test split.
 pub fn load(source: &CifarSource, train: bool) -> Result<CifarSplit> {
@@ -128,7 +101,7 @@ pub fn load(source: &CifarSource, train: bool) -> Result<CifarSplit> {
                 let bytes = std::fs::read(f).map_err(|e| Error::io(f, e))?;
                 items.extend(parse_binary(&bytes, f)?);
             }
-            Ok(CifarSplit { items })
+            Ok(CifarSplit::new(items))
         }
         CifarSource::ImageFolder(dir) => {
             let split = dir.join(if train { "train" } else { "test" });
@@ -171,15 +144,10 @@ pub fn parse_binary(bytes: &[u8], origin: &Path) -> Result<Vec<CifarItem>> {
 /// of every class, then the second, …), so that the first N of a split (`--train-limit`,
 /// `--test-limit`) are balanced over classes, as in the binary batches.
 pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
-    let read_dir = |d: &Path| -> Result<Vec<PathBuf>> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
-            .map_err(|e| Error::io(d, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        v.sort();
-        Ok(v)
-    };
-    let classes: Vec<PathBuf> = read_dir(dir)?.into_iter().filter(|p| p.is_dir()).collect();
+    let classes: Vec<PathBuf> = super::sorted_entries(dir)?
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .collect();
     if classes.len() != CLASSES {
         return Err(Error::malformed(
             dir,
@@ -192,12 +160,8 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
     let mut by_class = Vec::with_capacity(CLASSES);
     for (label, class) in classes.iter().enumerate() {
         let mut class_items = Vec::new();
-        for file in read_dir(class)? {
-            let ext = file
-                .extension()
-                .and_then(|e| e.to_str())
-                .map(str::to_ascii_lowercase);
-            if !matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png")) {
+        for file in super::sorted_entries(class)? {
+            if !super::is_image_file(&file) {
                 continue;
             }
             class_items.push(CifarItem {
@@ -205,17 +169,13 @@ pub fn load_image_folder(dir: &Path) -> Result<CifarSplit> {
                 label: label as u8,
             });
         }
-        by_class.push(class_items.into_iter());
+        by_class.push(class_items);
     }
-    let total: usize = by_class.iter().map(|c| c.len()).sum();
-    let mut items = Vec::with_capacity(total);
-    while items.len() < total {
-        items.extend(by_class.iter_mut().filter_map(Iterator::next));
-    }
+    let items = super::interleave(by_class);
     if items.is_empty() {
         return Err(Error::malformed(dir, "no JPEG or PNG image in it"));
     }
-    Ok(CifarSplit { items })
+    Ok(CifarSplit::new(items))
 }
 
 /// Decodes one 32×32 image file into channel-major RGB bytes.

@@ -12,7 +12,6 @@
 
 use crate::error::{Error, Result};
 use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::InMemDataset;
 use burn::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -45,7 +44,7 @@ impl FolderSource {
         } else {
             dir.to_path_buf()
         };
-        let classes: Vec<String> = sorted_entries(&dir)?
+        let classes: Vec<String> = super::sorted_entries(&dir)?
             .into_iter()
             .filter(|p| p.is_dir())
             .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(String::from))
@@ -71,15 +70,6 @@ impl std::fmt::Display for FolderSource {
     }
 }
 
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    v.sort();
-    Ok(v)
-}
-
 /// One image file and its class.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FolderItem {
@@ -90,67 +80,37 @@ pub struct FolderItem {
 }
 
 /// The images of an ImageFolder, listed (not decoded).
-pub struct FolderSplit {
-    items: Vec<FolderItem>,
-}
+pub type FolderSplit = super::Split<FolderItem>;
 
-impl FolderSplit {
-    /// Lists the JPEG and PNG files of every class, interleaved by class (the first of every
-    /// class, then the second, …) so that the first N are balanced, and reads each one's
-    /// header: a file that is not a readable image is an error naming it.
-    pub fn load(source: &FolderSource) -> Result<Self> {
-        let mut by_class = Vec::with_capacity(source.classes.len());
-        for (label, class) in source.classes.iter().enumerate() {
-            let mut files = Vec::new();
-            for path in sorted_entries(&source.dir.join(class))? {
-                let ext = path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .map(str::to_ascii_lowercase);
-                if !matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png")) {
-                    continue;
-                }
-                image::ImageReader::open(&path)
-                    .map_err(|e| Error::io(&path, e))?
-                    .with_guessed_format()
-                    .map_err(|e| Error::io(&path, e))?
-                    .into_dimensions()
-                    .map_err(|e| Error::malformed(&path, format!("not a readable image: {e}")))?;
-                files.push(FolderItem { path, label });
+/// Lists the JPEG and PNG files of every class, interleaved by class (the first of every class,
+/// then the second, …) so that the first N are balanced, and reads each one's header: a file
+/// that is not a readable image is an error naming it.
+pub fn load(source: &FolderSource) -> Result<FolderSplit> {
+    let mut by_class = Vec::with_capacity(source.classes.len());
+    for (label, class) in source.classes.iter().enumerate() {
+        let mut files = Vec::new();
+        for path in super::sorted_entries(&source.dir.join(class))? {
+            if !super::is_image_file(&path) {
+                continue;
             }
-            by_class.push(files.into_iter());
+            image::ImageReader::open(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .with_guessed_format()
+                .map_err(|e| Error::io(&path, e))?
+                .into_dimensions()
+                .map_err(|e| Error::malformed(&path, format!("not a readable image: {e}")))?;
+            files.push(FolderItem { path, label });
         }
-        let total: usize = by_class.iter().map(|c| c.len()).sum();
-        let mut items = Vec::with_capacity(total);
-        while items.len() < total {
-            items.extend(by_class.iter_mut().filter_map(Iterator::next));
-        }
-        if items.is_empty() {
-            return Err(Error::malformed(
-                &source.dir,
-                "no JPEG or PNG image in its classes",
-            ));
-        }
-        Ok(Self { items })
+        by_class.push(files);
     }
-
-    /// The first `n` items.
-    pub fn truncate(mut self, n: usize) -> Self {
-        self.items.truncate(n);
-        self
+    let items = super::interleave(by_class);
+    if items.is_empty() {
+        return Err(Error::malformed(
+            &source.dir,
+            "no JPEG or PNG image in its classes",
+        ));
     }
-    /// Number of images.
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-    /// Whether the split has no image.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-    /// As a Burn dataset.
-    pub fn dataset(self) -> InMemDataset<FolderItem> {
-        InMemDataset::new(self.items)
-    }
+    Ok(FolderSplit::new(items))
 }
 
 /// An image file as the network sees it: shorter side resized to [`RESIZE`], centre-cropped to

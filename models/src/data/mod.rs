@@ -13,6 +13,72 @@ use crate::error::{Error, Result};
 use burn::prelude::*;
 use std::path::PathBuf;
 
+/// A split of a dataset: its items, in order.
+#[derive(Clone, Debug)]
+pub struct Split<I> {
+    items: Vec<I>,
+}
+
+impl<I: Clone + Send + Sync> Split<I> {
+    /// A split of `items`.
+    pub fn new(items: Vec<I>) -> Self {
+        Self { items }
+    }
+    /// The first `n` items.
+    pub fn truncate(mut self, n: usize) -> Self {
+        self.items.truncate(n);
+        self
+    }
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    /// Whether the split has no item.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    /// The items.
+    pub fn items(&self) -> &[I] {
+        &self.items
+    }
+    /// As a Burn dataset.
+    pub fn dataset(self) -> burn::data::dataset::InMemDataset<I> {
+        burn::data::dataset::InMemDataset::new(self.items)
+    }
+}
+
+/// The entries of `dir`, sorted by path.
+pub(crate) fn sorted_entries(dir: &std::path::Path) -> Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Whether `path` has an image extension an ImageFolder reads (`.jpg`, `.jpeg`, `.png`, in any
+/// case).
+pub(crate) fn is_image_file(path: &std::path::Path) -> bool {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    matches!(ext.as_deref(), Some("jpg" | "jpeg" | "png"))
+}
+
+/// The items of every class interleaved by class (the first of every class, then the second,
+/// …), so that the first N of a split are balanced over classes.
+pub(crate) fn interleave<I>(by_class: Vec<Vec<I>>) -> Vec<I> {
+    let total: usize = by_class.iter().map(Vec::len).sum();
+    let mut classes: Vec<_> = by_class.into_iter().map(Vec::into_iter).collect();
+    let mut items = Vec::with_capacity(total);
+    while items.len() < total {
+        items.extend(classes.iter_mut().filter_map(Iterator::next));
+    }
+    items
+}
+
 /// A batch's inputs: images, or right-padded feature sequences with their lengths.
 #[derive(Clone, Debug)]
 pub enum Inputs<B: Backend> {

@@ -376,7 +376,7 @@ fn want_logits(class: &str) -> Vec<f32> {
 
 #[test]
 fn an_image_folder_lists_its_classes_and_refuses_what_is_not_an_image() {
-    use ember_models::data::folder::{FolderSource, FolderSplit};
+    use ember_models::data::folder::{self, FolderSource};
     let dir = tempfile::tempdir().unwrap();
     let err = FolderSource::detect(dir.path()).unwrap_err().to_string();
     assert!(err.contains("no class directories"), "{err}");
@@ -389,7 +389,7 @@ fn an_image_folder_lists_its_classes_and_refuses_what_is_not_an_image() {
     std::fs::write(dir.path().join("val/a/notes.txt"), "not listed").unwrap();
     let source = FolderSource::detect(dir.path()).unwrap();
     assert_eq!(source.classes, ["a", "b"]);
-    let split = FolderSplit::load(&source).unwrap();
+    let split = folder::load(&source).unwrap();
     assert_eq!(split.len(), 4);
     let items = split.dataset();
     let labels: Vec<usize> = (0..4)
@@ -399,7 +399,7 @@ fn an_image_folder_lists_its_classes_and_refuses_what_is_not_an_image() {
     assert_eq!(labels, [0, 1, 0, 1]);
     let fake = dir.path().join("val/b/3.jpg");
     std::fs::write(&fake, "not a jpeg").unwrap();
-    let err = FolderSplit::load(&source).err().unwrap().to_string();
+    let err = folder::load(&source).err().unwrap().to_string();
     assert!(
         err.contains("3.jpg") && err.contains("not a readable image"),
         "{err}"

@@ -8,11 +8,9 @@
 mod common;
 
 use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
 use ember_models::classifier::ModelKind;
 use ember_models::data::{DataSource, DatasetKind};
 use ember_train::backend::BackendKind;
-use ember_train::hinm::{self, PruneOptions};
 use ember_train::train::{self, EvalOptions, TrainOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,15 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // the search of every layer but the first and the last, then the packed file
     let pruned = dir.path().join("hinm");
-    let report = hinm::prune(PruneOptions {
-        checkpoint: run.clone(),
-        level: "75:v8".parse()?,
-        perm: Method::Gyro,
-        seed: 1,
-        out: pruned.clone(),
-        policy: None,
-        model: None,
-    })?;
+    let report = common::prune_hinm(&run, &pruned)?;
     println!("{}", report.markdown());
     println!(
         "model.mpk {} bytes → model.hinm {} bytes",

@@ -16,12 +16,10 @@
 mod common;
 
 use burn_approx_mul::Multiplier;
-use burn_hinm::gyro::Method;
 use burn_sparse_act::{Policy, Pruning};
 use ember_models::classifier::ModelKind;
 use ember_models::data::{DataSource, DatasetKind};
 use ember_train::backend::BackendKind;
-use ember_train::hinm::{self, PruneOptions};
 use ember_train::policy::LayerPolicy;
 use ember_train::train::{self, EvalOptions, TrainOptions};
 
@@ -50,15 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{}", std::fs::read_to_string(run.join("effects.md"))?);
 
     let pruned = dir.path().join("hinm");
-    hinm::prune(PruneOptions {
-        checkpoint: run,
-        level: "75:v8".parse()?,
-        perm: Method::Gyro,
-        seed: 1,
-        out: pruned.clone(),
-        policy: None,
-        model: None,
-    })?;
+    common::prune_hinm(&run, &pruned)?;
     // evaluation prints its own effects report: HiNM's packed layers (an approximate multiplier
     // would densify them: the report would say so)
     let eval = train::eval(EvalOptions {

@@ -101,62 +101,45 @@ fn a_run_exports_under_torchvision_names_and_fine_tunes_from_its_export() {
     ]);
     fails_with(&timm, "resnet18-cifar-w16 has no timm names");
     assert!(!tmp.join("t.st").exists());
-    // weights of another width evaluate, but a run cannot be rebuilt from them
-    let narrow = ember(&[
-        "train",
-        "--from",
-        s(&fixture("resnet18-w8.pth")),
-        "--model",
-        "resnet18",
-        "--dataset",
-        "cifar10",
-        "--data-dir",
-        s(&data),
-        "--out",
-        s(&tmp.join("narrow")),
-    ]);
-    fails_with(
-        &narrow,
-        "a run of --model resnet18 has width 64; these weights have width 8",
-    );
-    assert!(!tmp.join("narrow").exists());
-    let w8 = fixture("resnet18-w8.pth");
-    let narrow = ember(&[
-        "prune",
-        "--hinm",
-        "75:v8",
-        "--checkpoint",
-        s(&w8),
-        "--model",
-        "resnet18",
-        "--out",
-        s(&tmp.join("narrow")),
-    ]);
-    fails_with(&narrow, "rebuilt from --model alone");
-    let unnamed = ember(&[
-        "prune",
-        "--hinm",
-        "75:v8",
-        "--checkpoint",
-        s(&exported),
-        "--out",
-        s(&tmp.join("narrow")),
-    ]);
-    fails_with(&unnamed, "pass --model");
-    let bcr = ember(&[
-        "prune",
-        "--bcr",
-        "10x:4x16",
-        "--checkpoint",
-        s(&exported),
-        "--out",
-        s(&tmp.join("narrow")),
-    ]);
-    fails_with(
-        &bcr,
-        "--bcr retrains from an Ember run, not from PyTorch weights",
-    );
-    assert!(!tmp.join("narrow").exists());
+    // weights of another width evaluate, but a run or a packed model cannot be rebuilt from
+    // them; --bcr retrains from a run; weights do not say which model they hold
+    let (w8, out) = (fixture("resnet18-w8.pth"), tmp.join("refused"));
+    let cifar_args = ["--dataset", "cifar10", "--data-dir", s(&data)];
+    let refusals: [(Vec<&str>, &str); 4] = [
+        (
+            [
+                &["train", "--from", s(&w8), "--model", "resnet18"],
+                &cifar_args[..],
+            ]
+            .concat(),
+            "a run of --model resnet18 has width 64; these weights have width 8",
+        ),
+        (
+            vec![
+                "prune",
+                "--hinm",
+                "75:v8",
+                "--checkpoint",
+                s(&w8),
+                "--model",
+                "resnet18",
+            ],
+            "rebuilt from --model alone",
+        ),
+        (
+            vec!["prune", "--hinm", "75:v8", "--checkpoint", s(&exported)],
+            "pass --model",
+        ),
+        (
+            vec!["prune", "--bcr", "10x:4x16", "--checkpoint", s(&exported)],
+            "--bcr retrains from an Ember run, not from PyTorch weights",
+        ),
+    ];
+    for (mut args, needle) in refusals {
+        args.extend(["--out", s(&out)]);
+        fails_with(&ember(&args), needle);
+        assert!(!out.exists(), "{args:?}");
+    }
 }
 
 #[test]
@@ -256,35 +239,31 @@ fn torchvision_weights_evaluate_on_an_imagenet_folder() {
     let tmp = scratch("pretrained-folder");
     let data = imagenet_folder(&tmp.join("imagenet"), 5);
     let r18 = fixture("resnet18-w8.pth");
-    let eval = |extra: &[&str]| {
+    let eval = |dir: &Path, extra: &[&str]| {
         let mut args = vec!["eval", "--checkpoint", s(&r18), "--model", "resnet18"];
-        args.extend_from_slice(&["--dataset", "imagenet-folder", "--data-dir", s(&data)]);
+        args.extend_from_slice(&["--dataset", "imagenet-folder", "--data-dir", s(dir)]);
         args.extend_from_slice(extra);
         ember(&args)
     };
-    let out = ok(&eval(&[]));
+    let out = ok(&eval(&data, &[]));
     assert!(out.contains("10 images"), "{out}");
-    let out = ok(&eval(&["--test-limit", "3", "--batch-size", "2"]));
+    let out = ok(&eval(&data, &["--test-limit", "3", "--batch-size", "2"]));
     assert!(out.contains("3 images"), "{out}");
     // a file whose header reads but whose pixels do not: an error naming it, after the batch
     let png = std::fs::read(fixture("folder/cat/image.png")).unwrap();
     let broken = data.join("val/n00000002/cat.png");
     std::fs::write(&broken, &png[..120]).unwrap();
-    fails_with(&eval(&[]), "n00000002/cat.png");
-    // other classes than the head's, and training on a folder
+    fails_with(&eval(&data, &[]), "n00000002/cat.png");
+    // other classes than the head's, no classes, and training on a folder
     let six = imagenet_folder(&tmp.join("six"), 6);
-    let wrong = ember(&[
-        "eval",
-        "--checkpoint",
-        s(&r18),
-        "--model",
-        "resnet18",
-        "--dataset",
-        "imagenet-folder",
-        "--data-dir",
-        s(&six),
-    ]);
-    fails_with(&wrong, "its head classifies 5 classes; the dataset has 6");
+    fails_with(
+        &eval(&six, &[]),
+        "its head classifies 5 classes; the dataset has 6",
+    );
+    let empty = tmp.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    fails_with(&eval(&empty, &[]), "no class directories");
+    let run = tmp.join("run");
     let train = ember(&[
         "train",
         "--model",
@@ -294,22 +273,8 @@ fn torchvision_weights_evaluate_on_an_imagenet_folder() {
         "--data-dir",
         s(&six),
         "--out",
-        s(&tmp.join("run")),
+        s(&run),
     ]);
     fails_with(&train, "imagenet-folder is read by ember eval");
-    assert!(!tmp.join("run").exists());
-    let empty = tmp.join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let none = ember(&[
-        "eval",
-        "--checkpoint",
-        s(&r18),
-        "--model",
-        "resnet18",
-        "--dataset",
-        "imagenet-folder",
-        "--data-dir",
-        s(&empty),
-    ]);
-    fails_with(&none, "no class directories");
+    assert!(!run.exists());
 }

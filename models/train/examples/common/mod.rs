@@ -66,3 +66,17 @@ pub fn cifar_samples(dir: &Path) -> std::io::Result<PathBuf> {
     }
     Ok(dir.to_path_buf())
 }
+
+/// Prunes the run in `run` to 75 % HiNM (V = 8, Gyro-Permutation, seed 1; the first and the last
+/// layer dense) into `out`.
+pub fn prune_hinm(run: &Path, out: &Path) -> ember_train::Result<ember_train::hinm::PruneReport> {
+    ember_train::hinm::prune(ember_train::hinm::PruneOptions {
+        checkpoint: run.to_path_buf(),
+        level: "75:v8".parse().expect("a level"),
+        perm: burn_hinm::gyro::Method::Gyro,
+        seed: 1,
+        out: out.to_path_buf(),
+        policy: None,
+        model: None,
+    })
+}

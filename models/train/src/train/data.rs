@@ -65,7 +65,7 @@ impl Splits {
                             .into(),
                     ));
                 }
-                let test = folder::FolderSplit::load(src)?;
+                let test = folder::load(src)?;
                 Self::Folder(test.truncate(test_limit.unwrap_or(usize::MAX)))
             }
             DataSource::Fsdd(_) | DataSource::JapaneseVowels(_) => {
