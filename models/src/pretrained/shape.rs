@@ -51,16 +51,26 @@ pub const DEIT_HEAD_DIM: usize = 64;
 impl StateDict {
     /// The architecture and shape of the model the state dict holds.
     pub fn architecture(&self) -> Result<Architecture> {
-        if self.get("conv1.weight").is_some() {
+        if self.get("conv1.weight").is_some() && self.get("layer1.0.conv1.weight").is_some() {
             self.resnet().map(Architecture::ResNet)
         } else if self.get("patch_embed.proj.weight").is_some() {
             self.deit().map(Architecture::Deit)
         } else {
             let first: Vec<&str> = self.keys().take(4).collect();
+            let ember = ["stem.weight", "embed.weight", "conv1.weight", "fc1.weight"]
+                .iter()
+                .any(|k| self.get(k).is_some());
             Err(self.error(format!(
-                "unknown architecture: it has neither torchvision's ResNet keys (conv1.weight) \
-                 nor timm's DeiT keys (patch_embed.proj.weight); its first keys are {}",
-                first.join(", ")
+                "unknown architecture: it has neither torchvision's ResNet keys \
+                 (layer1.0.conv1.weight) nor timm's DeiT keys (patch_embed.proj.weight); its \
+                 first keys are {}{}",
+                first.join(", "),
+                if ember {
+                    " (Ember's own module paths, as `ember export --names ember` writes them, \
+                     are not read back: evaluate the run it came from)"
+                } else {
+                    ""
+                }
             )))
         }
     }

@@ -195,6 +195,30 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     let cut = tmp.join("cut.pth");
     std::fs::write(&cut, &std::fs::read(&r18).unwrap()[..4000]).unwrap();
     fails_with(&eval(&cut, Some("resnet18")), "cut.pth");
+    // Ember's own module paths (`--names ember`) are written for tools, not read back
+    let lenet = tmp.join("lenet");
+    ok(&ember(&[
+        "train",
+        "--epochs",
+        "1",
+        "--train-limit",
+        "64",
+        "--test-limit",
+        "32",
+        "--out",
+        s(&lenet),
+        "--plain",
+    ]));
+    let paths = tmp.join("lenet.safetensors");
+    ok(&ember(&[
+        "export",
+        "--checkpoint",
+        s(&lenet),
+        "--out",
+        s(&paths),
+    ]));
+    let back = ember(&["eval", "--checkpoint", s(&paths), "--model", "lenet5"]);
+    fails_with(&back, "Ember's own module paths");
     // a DeiT's position embeddings fix its image size
     let deit = fixture("deit-d128.safetensors");
     let mnist = ember(&["eval", "--checkpoint", s(&deit), "--model", "deit-ti"]);
