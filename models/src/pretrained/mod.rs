@@ -96,8 +96,8 @@ impl StateDict {
     /// when Ember can tell: a TorchScript archive, a whole pickled model, a truncated file, a
     /// tensor holding NaN or infinity.
     pub fn open(path: &Path) -> Result<Self> {
-        let head = read_head(path)?;
-        let snapshots = if is_safetensors(&head) {
+        let format = sniff(path).map_err(|e| Error::io(path, e))?;
+        let snapshots = if format == Some(Format::Safetensors) {
             let mut store = SafetensorsStore::from_file(path);
             let all = store
                 .get_all_snapshots()
@@ -106,16 +106,24 @@ impl StateDict {
                 .map(|(k, s)| (k.clone(), s.clone()))
                 .collect::<Vec<_>>()
         } else {
-            if head.starts_with(b"PK") && zip_has(path, "constants.pkl")? {
-                return Err(bad(
+            // a TorchScript archive is a zip too: looked for only when the reader finds no
+            // state dict, so that a state dict is read once
+            let torchscript = || {
+                format == Some(Format::Pytorch) && zip_has(path, "constants.pkl").unwrap_or(false)
+            };
+            let script = || {
+                bad(
                     path,
                     "it is a TorchScript archive (torch.jit.save), not a state dict: save \
                      model.state_dict() with torch.save instead",
-                ));
+                )
+            };
+            match burn_store::pytorch::PytorchReader::new(path) {
+                Ok(reader) if reader.is_empty() && torchscript() => return Err(script()),
+                Ok(reader) => reader.into_tensors().into_iter().collect(),
+                Err(_) if torchscript() => return Err(script()),
+                Err(e) => return Err(bad(path, pytorch_reason(&e.to_string()))),
             }
-            let reader = burn_store::pytorch::PytorchReader::new(path)
-                .map_err(|e| bad(path, pytorch_reason(&e.to_string())))?;
-            reader.into_tensors().into_iter().collect()
         };
         let mut tensors = BTreeMap::new();
         for (key, snapshot) in snapshots {
@@ -178,18 +186,34 @@ impl StateDict {
     }
 }
 
-fn read_head(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(16);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(16).read_to_end(&mut head))
-        .map_err(|e| Error::io(path, e))?;
-    Ok(head)
+/// A weights file's format, as its first bytes say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `torch.save`: a zip archive, or (legacy) a pickle of protocol 2 to 5.
+    Pytorch,
+    /// A safetensors file: its header's length (little-endian u64, at least 2 and below
+    /// 100 MB) and the header's `{`.
+    Safetensors,
 }
 
-/// A safetensors file starts with its header's length (little-endian u64) and the header's `{`.
-fn is_safetensors(head: &[u8]) -> bool {
-    head.len() >= 9 && head[8] == b'{'
+/// The format of the file at `path` by its first bytes; `None` when it is neither (an Ember
+/// record, a text file, an empty file).
+pub fn sniff(path: &Path) -> std::io::Result<Option<Format>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(9);
+    std::fs::File::open(path)?.take(9).read_to_end(&mut head)?;
+    let header = |h: &[u8]| u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    Ok(
+        if head.len() == 9 && head[8] == b'{' && (2..100_000_000).contains(&header(&head)) {
+            Some(Format::Safetensors)
+        } else if head.starts_with(b"PK\x03\x04")
+            || (head.len() >= 2 && head[0] == 0x80 && (2..=5).contains(&head[1]))
+        {
+            Some(Format::Pytorch)
+        } else {
+            None
+        },
+    )
 }
 
 /// Whether a zip archive has an entry whose name ends in `/<name>` (its central directory's

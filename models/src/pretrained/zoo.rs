@@ -33,16 +33,12 @@ impl ModelKind {
     /// for the DeiTs; `None` for the models PyTorch's zoos do not have.
     pub fn torch_naming(self) -> Option<Names> {
         use ModelKind::*;
-        let blocks = |depth: Depth| Names::Torchvision {
-            blocks: depth.blocks(),
-        };
-        Some(match self {
-            Resnet18 | Resnet18Cifar | Resnet18CifarW16 => blocks(Depth::R18),
-            Resnet34 | Resnet34Cifar => blocks(Depth::R34),
-            Resnet50 | Resnet50Cifar => blocks(Depth::R50),
-            DeitTi | DeitS | DeitB => Names::Timm,
-            _ => return None,
-        })
+        match self.resnet_layout() {
+            Some((depth, _)) => Some(Names::Torchvision {
+                blocks: depth.blocks(),
+            }),
+            None => matches!(self, DeitTi | DeitS | DeitB).then_some(Names::Timm),
+        }
     }
 
     /// The architecture of `dict` when it is this kind of model (widths, classes and sizes may
@@ -55,20 +51,13 @@ impl ModelKind {
             |what: String| dict.error(format!("it holds a {arch}; --model {self} is {what}"));
         match (&arch, self) {
             (Architecture::ResNet(c), _) => {
-                let (depth, cifar_stem) = match self {
-                    Resnet18 => (Depth::R18, false),
-                    Resnet34 => (Depth::R34, false),
-                    Resnet50 => (Depth::R50, false),
-                    Resnet18Cifar | Resnet18CifarW16 => (Depth::R18, true),
-                    Resnet34Cifar => (Depth::R34, true),
-                    Resnet50Cifar => (Depth::R50, true),
-                    _ => return Err(wrong("not a ResNet".into())),
+                let Some(layout) = self.resnet_layout() else {
+                    return Err(wrong("not a ResNet".into()));
                 };
-                if (c.depth, c.cifar_stem) != (depth, cifar_stem) {
-                    let other = ModelKind::ALL.iter().find(|k| {
-                        k.to_string().starts_with("resnet")
-                            && k.check_weights_quiet(c.depth, c.cifar_stem)
-                    });
+                if (c.depth, c.cifar_stem) != layout {
+                    let other = ModelKind::ALL
+                        .iter()
+                        .find(|k| k.resnet_layout() == Some((c.depth, c.cifar_stem)));
                     return Err(wrong(format!(
                         "another ResNet{}",
                         other.map_or(String::new(), |k| format!(" (use --model {k})"))
@@ -137,17 +126,18 @@ impl ModelKind {
         }
     }
 
-    fn check_weights_quiet(self, depth: Depth, cifar_stem: bool) -> bool {
+    /// The depth and stem (`true`: CIFAR's) of a ResNet kind; `None` for the other models.
+    fn resnet_layout(self) -> Option<(Depth, bool)> {
         use ModelKind::*;
-        matches!(
-            (self, depth, cifar_stem),
-            (Resnet18, Depth::R18, false)
-                | (Resnet34, Depth::R34, false)
-                | (Resnet50, Depth::R50, false)
-                | (Resnet18Cifar, Depth::R18, true)
-                | (Resnet34Cifar, Depth::R34, true)
-                | (Resnet50Cifar, Depth::R50, true)
-        )
+        Some(match self {
+            Resnet18 => (Depth::R18, false),
+            Resnet34 => (Depth::R34, false),
+            Resnet50 => (Depth::R50, false),
+            Resnet18Cifar | Resnet18CifarW16 => (Depth::R18, true),
+            Resnet34Cifar => (Depth::R34, true),
+            Resnet50Cifar => (Depth::R50, true),
+            _ => return None,
+        })
     }
 
     /// Builds this kind of model at the shape `dict` holds, loads its tensors

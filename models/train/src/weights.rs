@@ -30,18 +30,7 @@ pub fn is_weights_file(path: &Path) -> bool {
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
         Some(e) if EXTENSIONS.contains(&e) => true,
-        Some("bin") => {
-            use std::io::Read;
-            let mut head = [0u8; 9];
-            let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
-            read.is_ok()
-                && (head.starts_with(b"PK\x03\x04")
-                    || (head[0] == 0x80 && (2..=5).contains(&head[1]))
-                    || (head[8] == b'{' && {
-                        let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
-                        (2..100_000_000).contains(&n)
-                    }))
-        }
+        Some("bin") => matches!(ember_models::pretrained::sniff(path), Ok(Some(_))),
         _ => false,
     }
 }

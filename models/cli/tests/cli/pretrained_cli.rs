@@ -3,7 +3,7 @@
 //! fine-tuned run, and the bad inputs of that path.
 
 use crate::cifar_cli::image_folder;
-use crate::common::{ember, fails_with, ok, s, scratch};
+use crate::common::{ember, fails_with, ok, s, scratch, sized_train_args};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -197,18 +197,11 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     fails_with(&eval(&cut, Some("resnet18")), "cut.pth");
     // Ember's own module paths (`--names ember`) are written for tools, not read back
     let lenet = tmp.join("lenet");
-    ok(&ember(&[
-        "train",
-        "--epochs",
-        "1",
-        "--train-limit",
-        "64",
-        "--test-limit",
-        "32",
-        "--out",
-        s(&lenet),
-        "--plain",
-    ]));
+    ok(&ember(&sized_train_args(
+        "lenet5",
+        &lenet,
+        ["64", "32", "32"],
+    )));
     let paths = tmp.join("lenet.safetensors");
     ok(&ember(&[
         "export",
