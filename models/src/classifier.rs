@@ -106,6 +106,61 @@ pub const DEIT_PATCH: usize = 4;
 /// Patch side of the ResMLPs trained by the CLI (the CIFAR configuration of the paper).
 pub const RESMLP_PATCH: usize = 4;
 
+/// The sizes of a ResNet or DeiT that its [`ModelKind`] does not fix by name when it is built
+/// from PyTorch weights: a ResNet's first-stage width, a DeiT's width, depth, heads and patch
+/// side. A kind has its own ([`ModelKind::own_shape`]); a run or a packed model started from
+/// weights of another shape records theirs (`ember-run.json`'s `shape`, a packed model's
+/// `about.shape`) and is rebuilt at it ([`ModelKind::build_shaped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "family", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Shape {
+    /// A ResNet.
+    Resnet {
+        /// Channels of the first stage (stages double it).
+        width: usize,
+    },
+    /// A DeiT.
+    Deit {
+        /// Embedding width.
+        dim: usize,
+        /// Transformer blocks.
+        depth: usize,
+        /// Attention heads.
+        heads: usize,
+        /// Patch side in pixels.
+        patch: usize,
+    },
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Resnet { width } => write!(f, "width {width}"),
+            Self::Deit {
+                dim,
+                depth,
+                heads,
+                patch,
+            } => write!(
+                f,
+                "dim {dim}, {depth} blocks, {heads} heads, {patch}×{patch} patches"
+            ),
+        }
+    }
+}
+
+impl Shape {
+    /// The shape as one line of JSON (how a packed model's `about` map holds it).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a shape serialises")
+    }
+
+    /// A shape from [`Shape::to_json`]'s line.
+    pub fn from_json(text: &str) -> std::result::Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| format!("not a model shape ({e}): {text}"))
+    }
+}
+
 impl ModelKind {
     /// Whether the model can classify this dataset's items; the reason when not.
     pub fn accepts(&self, spec: DataSpec) -> std::result::Result<(), String> {
@@ -189,8 +244,84 @@ impl ModelKind {
         device: &B::Device,
         visitor: V,
     ) -> Result<V::Output> {
+        self.build_shaped(None, act, spec, device, visitor)
+    }
+
+    /// The sizes this kind is built at by name: a ResNet's width, a DeiT's width, depth, heads
+    /// and patch; `None` for the models without a [`Shape`].
+    pub fn own_shape(self) -> Option<Shape> {
+        use ModelKind::*;
+        let deit = |c: DeitConfig| Shape::Deit {
+            dim: c.dim,
+            depth: c.depth,
+            heads: c.heads,
+            patch: DEIT_PATCH,
+        };
+        Some(match self {
+            Resnet18CifarW16 => Shape::Resnet { width: 16 },
+            Resnet18 | Resnet34 | Resnet50 | Resnet18Cifar | Resnet34Cifar | Resnet50Cifar => {
+                Shape::Resnet { width: 64 }
+            }
+            DeitTi => deit(DeitConfig::tiny(1)),
+            DeitS => deit(DeitConfig::small(1)),
+            DeitB => deit(DeitConfig::base(1)),
+            _ => return None,
+        })
+    }
+
+    /// Whether this kind can be built at `shape` for items of `spec`: a shape of its own
+    /// family, sizes of at least 1, heads that divide the width, patches that tile the images.
+    pub fn check_shape(self, shape: Shape, spec: DataSpec) -> std::result::Result<(), String> {
+        let family = |s: Option<Shape>| s.map(|s| std::mem::discriminant(&s));
+        if family(self.own_shape()) != family(Some(shape)) {
+            return Err(format!("{self} cannot have the shape \"{shape}\""));
+        }
+        let bad = match shape {
+            Shape::Resnet { width } => width == 0,
+            Shape::Deit {
+                dim,
+                depth,
+                heads,
+                patch,
+            } => {
+                let side = match spec {
+                    DataSpec::Images(input) => input.side,
+                    DataSpec::Sequences { .. } => 0,
+                };
+                dim == 0
+                    || depth == 0
+                    || heads == 0
+                    || patch == 0
+                    || !dim.is_multiple_of(heads)
+                    || !side.is_multiple_of(patch)
+                    || side < patch
+            }
+        };
+        match bad {
+            false => Ok(()),
+            true => Err(format!(
+                "{self} of shape \"{shape}\" cannot be built for {spec} (sizes of at least 1, \
+                 heads that divide the width, patches that tile the image)"
+            )),
+        }
+    }
+
+    /// [`ModelKind::build_with`] at `shape` instead of the kind's own
+    /// ([`ModelKind::own_shape`]; `None`: the own), checked by [`ModelKind::check_shape`].
+    pub fn build_shaped<B: AutodiffBackend, V: ModelVisitor<B>>(
+        self,
+        shape: Option<Shape>,
+        act: Activation,
+        spec: DataSpec,
+        device: &B::Device,
+        visitor: V,
+    ) -> Result<V::Output> {
         self.accepts(spec).map_err(Error::Invalid)?;
         self.takes_activation(act).map_err(Error::Invalid)?;
+        if let Some(shape) = shape {
+            self.check_shape(shape, spec).map_err(Error::Invalid)?;
+        }
+        let shape = shape.or(self.own_shape());
         let input = match spec {
             DataSpec::Images(input) => input,
             DataSpec::Sequences { features, classes } => {
@@ -203,30 +334,44 @@ impl ModelKind {
                 .with_channels(input.channels)
                 .init(device)
         };
-        let resnet = |depth: Depth, cifar_stem: bool, width: usize| -> ResNet<B> {
+        let resnet = |depth: Depth, cifar_stem: bool| -> ResNet<B> {
+            let Some(Shape::Resnet { width }) = shape else {
+                unreachable!("a ResNet kind has a ResNet shape")
+            };
             let mut config = ResNetConfig::new(depth, cifar_stem, input.classes).with_width(width);
             config.channels = input.channels;
             config.act = act;
             config.init(device)
         };
-        let deit = |config: fn(usize) -> DeitConfig| -> Deit<B> {
-            let mut config = config(input.classes);
-            config.image_size = input.side;
-            config.patch_size = DEIT_PATCH;
-            config.channels = input.channels;
-            config.init(device)
+        let deit = || -> Deit<B> {
+            let Some(Shape::Deit {
+                dim,
+                depth,
+                heads,
+                patch,
+            }) = shape
+            else {
+                unreachable!("a DeiT kind has a DeiT shape")
+            };
+            DeitConfig {
+                dim,
+                depth,
+                heads,
+                image_size: input.side,
+                patch_size: patch,
+                channels: input.channels,
+                classes: input.classes,
+            }
+            .init(device)
         };
         Ok(match self {
-            Self::Resnet18 => visitor.visit(resnet(Depth::R18, false, 64)),
-            Self::Resnet34 => visitor.visit(resnet(Depth::R34, false, 64)),
-            Self::Resnet50 => visitor.visit(resnet(Depth::R50, false, 64)),
-            Self::Resnet18Cifar => visitor.visit(resnet(Depth::R18, true, 64)),
-            Self::Resnet34Cifar => visitor.visit(resnet(Depth::R34, true, 64)),
-            Self::Resnet50Cifar => visitor.visit(resnet(Depth::R50, true, 64)),
-            Self::Resnet18CifarW16 => visitor.visit(resnet(Depth::R18, true, 16)),
-            Self::DeitTi => visitor.visit(deit(DeitConfig::tiny)),
-            Self::DeitS => visitor.visit(deit(DeitConfig::small)),
-            Self::DeitB => visitor.visit(deit(DeitConfig::base)),
+            Self::Resnet18 => visitor.visit(resnet(Depth::R18, false)),
+            Self::Resnet34 => visitor.visit(resnet(Depth::R34, false)),
+            Self::Resnet50 => visitor.visit(resnet(Depth::R50, false)),
+            Self::Resnet18Cifar | Self::Resnet18CifarW16 => visitor.visit(resnet(Depth::R18, true)),
+            Self::Resnet34Cifar => visitor.visit(resnet(Depth::R34, true)),
+            Self::Resnet50Cifar => visitor.visit(resnet(Depth::R50, true)),
+            Self::DeitTi | Self::DeitS | Self::DeitB => visitor.visit(deit()),
             Self::Lenet5 => visitor.visit(LeNet5::init_with(act, device)),
             Self::Lenet300 => visitor.visit(LeNet300::init_with(act, device)),
             Self::ResmlpSmall => visitor.visit(resmlp(ResMlpConfig::small)),
@@ -432,6 +577,97 @@ mod tests {
         assert!(err.to_string().contains("4×4 patches"), "{err}");
         let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();
         assert!(err.to_string().contains("28×28 grayscale"), "{err}");
+    }
+
+    #[test]
+    fn a_shape_builds_the_kind_at_other_sizes_and_is_checked_first() {
+        type B = Autodiff<NdArray>;
+        let device = Default::default();
+        let built = |kind: ModelKind, shape, input| {
+            kind.build_shaped::<B, _>(shape, Activation::Relu, input, &device, Params)
+        };
+        // the own shape is what build makes; width 16 is the narrow ResNet-18's count
+        let own = ModelKind::Resnet18Cifar.own_shape();
+        assert_eq!(own, Some(Shape::Resnet { width: 64 }));
+        assert_eq!(
+            built(ModelKind::Resnet18Cifar, own, CIFAR).unwrap(),
+            11_173_962
+        );
+        let w16 = Some(Shape::Resnet { width: 16 });
+        assert_eq!(
+            built(ModelKind::Resnet18Cifar, w16, CIFAR).unwrap(),
+            701_466
+        );
+        // a DeiT of 16×16 patches: dim 128, 2 blocks, 2 heads on 32×32 images (4 patches)
+        let deit = Shape::Deit {
+            dim: 128,
+            depth: 2,
+            heads: 2,
+            patch: 16,
+        };
+        let config = DeitConfig {
+            dim: 128,
+            depth: 2,
+            heads: 2,
+            image_size: 32,
+            patch_size: 16,
+            channels: 3,
+            classes: 10,
+        };
+        assert_eq!(
+            built(ModelKind::DeitTi, Some(deit), CIFAR).unwrap(),
+            config.init::<B>(&device).num_params()
+        );
+        assert_eq!(
+            deit.to_string(),
+            "dim 128, 2 blocks, 2 heads, 16×16 patches"
+        );
+        assert_eq!(Shape::from_json(&deit.to_json()), Ok(deit));
+        assert!(Shape::from_json("{\"family\":\"resnet\"}").is_err());
+        // shapes of another family, sizes of 0, heads that do not divide, patches that do not
+        // tile: refused before anything is built
+        let refusals = [
+            (ModelKind::Resnet18, deit, "resnet18 cannot have the shape"),
+            (
+                ModelKind::Lenet5,
+                Shape::Resnet { width: 8 },
+                "lenet5 cannot",
+            ),
+            (
+                ModelKind::Resnet18,
+                Shape::Resnet { width: 0 },
+                "cannot be built",
+            ),
+            (
+                ModelKind::DeitTi,
+                Shape::Deit {
+                    dim: 128,
+                    depth: 2,
+                    heads: 3,
+                    patch: 16,
+                },
+                "heads that divide the width",
+            ),
+            (
+                ModelKind::DeitTi,
+                Shape::Deit {
+                    dim: 128,
+                    depth: 2,
+                    heads: 2,
+                    patch: 5,
+                },
+                "patches that tile",
+            ),
+        ];
+        for (kind, shape, needle) in refusals {
+            let input = if kind == ModelKind::Lenet5 {
+                MNIST
+            } else {
+                CIFAR
+            };
+            let err = built(kind, Some(shape), input).unwrap_err().to_string();
+            assert!(err.contains(needle), "{kind} {shape}: {err}");
+        }
     }
 
     #[test]

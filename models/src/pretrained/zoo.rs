@@ -3,9 +3,8 @@
 
 use super::{Architecture, Names, StateDict};
 use crate::act::Activation;
-use crate::classifier::{ModelKind, ModelVisitor};
+use crate::classifier::{ModelKind, ModelVisitor, Shape};
 use crate::data::DataSpec;
-use crate::deit::DeitConfig;
 use crate::error::{Error, Result};
 use crate::resnet::Depth;
 use burn::tensor::backend::AutodiffBackend;
@@ -65,10 +64,9 @@ impl ModelKind {
                 }
             }
             (Architecture::Deit(c), DeitTi | DeitS | DeitB) => {
-                let dim = |k: ModelKind| match k {
-                    DeitTi => DeitConfig::tiny(1).dim,
-                    DeitS => DeitConfig::small(1).dim,
-                    _ => DeitConfig::base(1).dim,
+                let dim = |k: ModelKind| match k.own_shape() {
+                    Some(Shape::Deit { dim, .. }) => dim,
+                    _ => 0,
                 };
                 if let Some(k) = [DeitTi, DeitS, DeitB]
                     .into_iter()
@@ -86,44 +84,20 @@ impl ModelKind {
         Ok(arch)
     }
 
-    /// Whether a run of this kind can start from weights of shape `arch`: a run directory
-    /// rebuilds its model from the kind alone, so the weights must have the kind's own width,
-    /// depth and patches (their classes may differ: fine-tuning starts a new head).
-    pub fn check_run_shape(self, arch: &Architecture) -> std::result::Result<(), String> {
-        use ModelKind::*;
-        let (found, own) = match arch {
-            Architecture::ResNet(c) => {
-                let width = if self == Resnet18CifarW16 { 16 } else { 64 };
-                (
-                    format!("width {}", c.width),
-                    (c.width != width).then(|| format!("width {width}")),
-                )
-            }
-            Architecture::Deit(c) => {
-                let mut own = match self {
-                    DeitS => DeitConfig::small(c.classes),
-                    DeitB => DeitConfig::base(c.classes),
-                    _ => DeitConfig::tiny(c.classes),
-                };
-                own.patch_size = crate::classifier::DEIT_PATCH;
-                let shape = |c: &DeitConfig| {
-                    format!(
-                        "dim {}, {} blocks, {}×{} patches",
-                        c.dim, c.depth, c.patch_size, c.patch_size
-                    )
-                };
-                let differs = (c.dim, c.depth, c.heads, c.patch_size)
-                    != (own.dim, own.depth, own.heads, own.patch_size);
-                (shape(c), differs.then(|| shape(&own)))
-            }
+    /// The shape of weights `arch` when it is not this kind's own
+    /// ([`ModelKind::own_shape`]): what a run or a packed model started from them records, to
+    /// be rebuilt at it ([`ModelKind::build_shaped`]).
+    pub fn shape_of(self, arch: &Architecture) -> Option<Shape> {
+        let shape = match arch {
+            Architecture::ResNet(c) => Shape::Resnet { width: c.width },
+            Architecture::Deit(c) => Shape::Deit {
+                dim: c.dim,
+                depth: c.depth,
+                heads: c.heads,
+                patch: c.patch_size,
+            },
         };
-        match own {
-            None => Ok(()),
-            Some(own) => Err(format!(
-                "a run of --model {self} has {own}; these weights have {found}: they evaluate \
-                 (ember eval) and export as they are, but a run cannot be rebuilt from them"
-            )),
-        }
+        (Some(shape) != self.own_shape()).then_some(shape)
     }
 
     /// The depth and stem (`true`: CIFAR's) of a ResNet kind; `None` for the other models.

@@ -5,6 +5,7 @@
 use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorData;
+use ember_models::classifier::{ModelKind, Shape};
 use ember_models::deit::DeitConfig;
 use ember_models::pretrained::{self, Architecture, Names, StateDict};
 use ember_models::resnet::{Depth, ResNetConfig};
@@ -71,14 +72,18 @@ fn imported(file: &str) -> (Architecture, Vec<u8>, Tensor<B, 2>) {
 
 #[test]
 fn torchvision_resnets_give_pytorchs_logits() {
-    for (file, depth, width, classes) in [
-        ("resnet18-w8.pth", Depth::R18, 8, 5),
-        ("resnet50-w4.pth", Depth::R50, 4, 3),
+    for (file, kind, depth, width, classes) in [
+        ("resnet18-w8.pth", ModelKind::Resnet18, Depth::R18, 8, 5),
+        ("resnet50-w4.pth", ModelKind::Resnet50, Depth::R50, 4, 3),
     ] {
         let (arch, _, logits) = imported(file);
         let mut want = ResNetConfig::new(depth, false, classes).with_width(width);
         want.channels = 3;
         assert_eq!(arch, Architecture::ResNet(want), "{file}");
+        // what a run or a packed model from them records to be rebuilt at their width
+        assert_eq!(kind.shape_of(&arch), Some(Shape::Resnet { width }));
+        let own = Architecture::ResNet(ResNetConfig::new(depth, false, classes));
+        assert_eq!(kind.shape_of(&own), None, "{file}");
         let (_, expected) = expected(file.split('.').next().unwrap());
         assert_close(logits, &expected, file);
     }
@@ -96,8 +101,22 @@ fn a_timm_deit_in_f16_gives_pytorchs_logits() {
         channels: 3,
         classes: 4,
     };
-    assert_eq!(arch, Architecture::Deit(want));
+    assert_eq!(arch, Architecture::Deit(want.clone()));
     assert_close(logits, &expected("deit-d128").1, "deit");
+    let shape = Shape::Deit {
+        dim: 128,
+        depth: 2,
+        heads: 2,
+        patch: 16,
+    };
+    assert_eq!(ModelKind::DeitTi.shape_of(&arch), Some(shape));
+    // the zoo's DeiT-Ti: 4×4 patches of CIFAR's images
+    let own = DeitConfig {
+        image_size: 32,
+        patch_size: ember_models::classifier::DEIT_PATCH,
+        ..DeitConfig::tiny(10)
+    };
+    assert_eq!(ModelKind::DeitTi.shape_of(&Architecture::Deit(own)), None);
 }
 
 /// The CRC-32 of each export that `make_fixtures.py --check` loaded into PyTorch strictly

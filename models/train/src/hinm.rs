@@ -18,7 +18,8 @@ use burn_hinm::gyro::{Method, search};
 use burn_hinm::mask::{HinmMask, Retained, Saliency, check_tile, nnz_vec};
 use burn_hinm::module::params;
 use burn_hinm::pack::{Layout, pack, scores};
-use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::classifier::{ModelKind, ModelVisitor, Shape, TrainableClassifier};
+use ember_models::data::{DataSpec, DatasetKind};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -351,10 +352,11 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
     }
     let SourceRun {
         kind,
-        manifest,
         file,
         params: all,
         layers,
+        shape,
+        dataset,
         ..
     } = source_params(&opts.checkpoint, opts.model)?;
     let plans = plan(
@@ -373,7 +375,8 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
         ("source", file.display().to_string()),
     ]
     .into_iter()
-    .chain(manifest.map(|m| ("dataset", m.dataset.to_string())))
+    .chain(dataset.map(|d| ("dataset", d.to_string())))
+    .chain(shape.map(|s| (technique::ABOUT_SHAPE, s.to_json())))
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let model = packed_model(kind, &all, &plans, about)?;
@@ -433,6 +436,8 @@ pub struct Tuning {
     pub file: PathBuf,
     /// Its CRC-32 as its run recorded it.
     pub checksum: Option<u32>,
+    /// The source model's shape when not its kind's own (the fine-tuning run takes it).
+    pub shape: Option<Shape>,
     /// Per pruned weight (full path), its 0/1 mask in Burn's layout.
     pub masks: Masks,
     /// The per-layer plans (for the packed model written at the end).
@@ -453,11 +458,15 @@ pub struct SourceRun {
     pub params: Params,
     /// The contraction layers in model order.
     pub layers: Vec<String>,
+    /// The model's shape when not its kind's own ([`ModelKind::own_shape`]).
+    pub shape: Option<Shape>,
+    /// The dataset it classifies: its run's, or the one weights' shape says
+    /// (`imagenet-folder` for an ImageNet ResNet); `None` when unknown.
+    pub dataset: Option<DatasetKind>,
 }
 
 /// The parameters a prune starts from: a trained run's ([`run_params`]; `model`, when given,
-/// must be the run's), or PyTorch weights of `model` ([`crate::weights`]), which must have the
-/// zoo model's own shape (the packed model is rebuilt from `model` alone).
+/// must be the run's), or PyTorch weights of `model` ([`crate::weights`]), at their shape.
 pub fn source_params(checkpoint: &Path, model: Option<ModelKind>) -> Result<SourceRun> {
     let Some(dict) = crate::weights::open(checkpoint)? else {
         let source = run_params(checkpoint)?;
@@ -471,11 +480,7 @@ pub fn source_params(checkpoint: &Path, model: Option<ModelKind>) -> Result<Sour
     };
     let kind = crate::weights::model_for(checkpoint, model)?;
     let arch = kind.check_weights(&dict)?;
-    kind.check_run_shape(&arch)
-        .map_err(|why| EmberError::BadCheckpoint {
-            path: checkpoint.to_path_buf(),
-            reason: format!("{why} (a packed model is rebuilt from --model alone)"),
-        })?;
+    let shape = kind.shape_of(&arch);
     let spec = crate::weights::arch_spec(&arch);
     let device = crate::backend::stack_device::<burn::backend::NdArray>(
         burn_approx_mul::Multiplier::native(),
@@ -489,7 +494,7 @@ pub fn source_params(checkpoint: &Path, model: Option<ModelKind>) -> Result<Sour
         &device,
         Loaded,
     )?;
-    let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
+    let layers = contraction_layers(&build(kind, shape, spec, &device, Order)?);
     Ok(SourceRun {
         kind,
         manifest: None,
@@ -497,6 +502,8 @@ pub fn source_params(checkpoint: &Path, model: Option<ModelKind>) -> Result<Sour
         checksum: None,
         params: all,
         layers,
+        shape,
+        dataset: crate::weights::arch_dataset(&arch),
     })
 }
 
@@ -523,31 +530,42 @@ pub fn run_params(checkpoint: &Path) -> Result<SourceRun> {
         path: checkpoint.to_path_buf(),
         reason: "no ember-run.json beside it: give a run directory".into(),
     })?;
-    let kind = manifest.model;
+    let (kind, shape) = (manifest.model, manifest.shape);
     let spec = manifest.dataset.spec();
     let device = crate::backend::stack_device::<burn::backend::NdArray>(
         burn_approx_mul::Multiplier::native(),
         Default::default(),
     );
-    let all = kind.build::<NdarrayStack, _>(
-        spec,
-        &device,
-        Weights::<NdarrayStack> {
-            file: file.clone(),
-            checksum,
-            kind,
-            device: device.clone(),
-        },
-    )??;
-    let layers = contraction_layers(&kind.build::<NdarrayStack, _>(spec, &device, Order)?);
+    let weights = Weights::<NdarrayStack> {
+        file: file.clone(),
+        checksum,
+        kind,
+        device: device.clone(),
+    };
+    let all = build(kind, shape, spec, &device, weights)??;
+    let layers = contraction_layers(&build(kind, shape, spec, &device, Order)?);
     Ok(SourceRun {
         kind,
+        dataset: Some(manifest.dataset),
         manifest: Some(manifest),
         file,
         checksum,
         params: all,
         layers,
+        shape,
     })
+}
+
+/// `kind` at `shape` on the host stack, handed to `visitor`.
+fn build<V: ModelVisitor<NdarrayStack>>(
+    kind: ModelKind,
+    shape: Option<Shape>,
+    spec: DataSpec,
+    device: &burn::tensor::Device<NdarrayStack>,
+    visitor: V,
+) -> Result<V::Output> {
+    let act = ember_models::act::Activation::Relu;
+    Ok(kind.build_shaped::<NdarrayStack, _>(shape, act, spec, device, visitor)?)
 }
 
 pub use crate::technique::Params;
@@ -565,6 +583,7 @@ pub fn tuning(
         checksum,
         params: all,
         layers,
+        shape,
         ..
     } = run_params(&tune.from)?;
     if kind != model {
@@ -578,6 +597,7 @@ pub fn tuning(
         kind,
         file,
         checksum,
+        shape,
         masks: weight_masks(&all, &plans),
         plans,
     })

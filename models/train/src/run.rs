@@ -13,7 +13,7 @@ use crate::report::EpochMetrics;
 use crate::technique::{self, REGISTRY};
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
-use ember_models::classifier::ModelKind;
+use ember_models::classifier::{ModelKind, Shape};
 use ember_models::data::DatasetKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,10 @@ pub struct Manifest {
     pub version: u32,
     /// The model trained.
     pub model: ModelKind,
+    /// Its shape when it is not the kind's own ([`ModelKind::own_shape`]): a run started from
+    /// PyTorch weights of another width, or from such a run. The model is rebuilt at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
     /// Its activation (ReLU when absent: runs before `--act`).
     #[serde(default)]
     pub act: Activation,

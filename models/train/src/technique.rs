@@ -103,6 +103,9 @@ pub enum Packed {
     Bcr(burn_bcr::file::PackedModel),
 }
 
+/// The key of a packed model's [`Packed::about`] that records the model's shape.
+pub const ABOUT_SHAPE: &str = "shape";
+
 impl Packed {
     /// The packed model `path` is or holds (a run directory with `model.<name>` of a
     /// registered technique, or such a file), read, with the file's CRC-32; `None` when it is
@@ -146,6 +149,15 @@ impl Packed {
             Self::Hinm(m) => &m.about,
             Self::Bcr(m) => &m.about,
         }
+    }
+
+    /// The model's shape its [`Packed::about`] records (`shape`: a model pruned from weights
+    /// of another width than its kind's own); `None` for the kind's own.
+    pub fn shape(&self) -> std::result::Result<Option<ember_models::classifier::Shape>, String> {
+        self.about()
+            .get(ABOUT_SHAPE)
+            .map(|text| ember_models::classifier::Shape::from_json(text))
+            .transpose()
     }
 
     /// `model` with its parameters from this file, the packed weights as packed tensors of

@@ -11,8 +11,8 @@ use crate::technique::Packed;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
-use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
-use ember_models::data::{DataSpec, ImageSpec};
+use ember_models::classifier::{ModelKind, ModelVisitor, Shape, TrainableClassifier};
+use ember_models::data::{DataSpec, DatasetKind, ImageSpec};
 use ember_models::pretrained::{self, Architecture, Head, Names, Naming, StateDict};
 use std::path::{Path, PathBuf};
 
@@ -162,6 +162,7 @@ pub fn export(opts: ExportOptions) -> Result<ExportReport> {
         Policy::default(),
         ExportJob {
             model,
+            shape: manifest.as_ref().and_then(|m| m.shape),
             act,
             spec,
             file,
@@ -203,8 +204,29 @@ pub(crate) fn arch_spec(arch: &Architecture) -> DataSpec {
     })
 }
 
+/// The dataset weights of `arch` classify, when their shape says so: ImageNet's images
+/// (`imagenet-folder`) for a ResNet with the ImageNet stem or a DeiT of 224-pixel images,
+/// CIFAR-10 for 10 classes of CIFAR's images; `None` otherwise.
+pub(crate) fn arch_dataset(arch: &Architecture) -> Option<DatasetKind> {
+    let (channels, classes, imagenet, cifar) = match arch {
+        Architecture::ResNet(c) => (c.channels, c.classes, !c.cifar_stem, c.cifar_stem),
+        Architecture::Deit(c) => (
+            c.channels,
+            c.classes,
+            c.image_size == 224,
+            c.image_size == 32,
+        ),
+    };
+    match (channels, classes) {
+        (3, _) if imagenet => Some(DatasetKind::ImagenetFolder),
+        (3, 10) if cifar => Some(DatasetKind::Cifar10),
+        _ => None,
+    }
+}
+
 struct ExportJob {
     model: ModelKind,
+    shape: Option<Shape>,
     act: Activation,
     spec: DataSpec,
     file: PathBuf,
@@ -227,12 +249,13 @@ impl BackendJob for ExportJob {
                 kind.build_pretrained::<B, _>(&dict, Head::Keep, act, spec, &device, visit)?
             }
             None => {
+                let shape = self.shape;
                 let visit = ExportVisit::<B> {
                     job: self,
                     device: device.clone(),
                     loaded: false,
                 };
-                kind.build_with::<B, _>(act, spec, &device, visit)?
+                kind.build_shaped::<B, _>(shape, act, spec, &device, visit)?
             }
         }
     }

@@ -29,7 +29,8 @@ pub struct EvalArgs {
     multiplier: Multiplier,
     #[command(flatten)]
     conv: super::ConvArgs,
-    /// Dataset (default: the one the run was trained on, else mnist).
+    /// Dataset (default: the one the run was trained on, or the one weights' shape names;
+    /// else mnist for an Ember checkpoint).
     #[arg(long, value_parser = choice::<DatasetKind>())]
     dataset: Option<DatasetKind>,
     /// Directory of the dataset (see `ember train --help`); default for mnist: the

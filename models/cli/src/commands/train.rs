@@ -364,6 +364,7 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
             from: args.from.clone().expect("clap requires --from with --hinm"),
         }),
         pretrained,
+        shape: None,
         bcr,
         interrupt: interrupt_flag(),
         scale: args.scale.scale()?,

@@ -101,31 +101,9 @@ fn a_run_exports_under_torchvision_names_and_fine_tunes_from_its_export() {
     ]);
     fails_with(&timm, "resnet18-cifar-w16 has no timm names");
     assert!(!tmp.join("t.st").exists());
-    // weights of another width evaluate, but a run or a packed model cannot be rebuilt from
-    // them; --bcr retrains from a run; weights do not say which model they hold
-    let (w8, out) = (fixture("resnet18-w8.pth"), tmp.join("refused"));
-    let cifar_args = ["--dataset", "cifar10", "--data-dir", s(&data)];
-    let refusals: [(Vec<&str>, &str); 4] = [
-        (
-            [
-                &["train", "--from", s(&w8), "--model", "resnet18"],
-                &cifar_args[..],
-            ]
-            .concat(),
-            "a run of --model resnet18 has width 64; these weights have width 8",
-        ),
-        (
-            vec![
-                "prune",
-                "--hinm",
-                "75:v8",
-                "--checkpoint",
-                s(&w8),
-                "--model",
-                "resnet18",
-            ],
-            "rebuilt from --model alone",
-        ),
+    // --bcr retrains from a run; weights do not say which model they hold
+    let out = tmp.join("refused");
+    let refusals: [(Vec<&str>, &str); 2] = [
         (
             vec!["prune", "--hinm", "75:v8", "--checkpoint", s(&exported)],
             "pass --model",
@@ -140,6 +118,115 @@ fn a_run_exports_under_torchvision_names_and_fine_tunes_from_its_export() {
         fails_with(&ember(&args), needle);
         assert!(!out.exists(), "{args:?}");
     }
+}
+
+/// The `shape` a run directory's manifest records.
+fn recorded_shape(run: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(run.join("ember-run.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+    manifest["shape"].clone()
+}
+
+#[test]
+fn weights_of_another_width_fine_tune_resume_prune_and_export_at_their_shape() {
+    let tmp = scratch("pretrained-shape");
+    let data = image_folder(&tmp.join("data"));
+    let cifar = ["--dataset", "cifar10", "--data-dir", s(&data)];
+    let w8 = fixture("resnet18-w8.pth");
+    let run = tmp.join("run");
+    let train = |model: &str, out: &Path, extra: &[&str]| {
+        let mut args = vec!["train", "--model", model, "--batch-size", "2", "--plain"];
+        args.extend_from_slice(&["--out", s(out)]);
+        args.extend_from_slice(&cifar);
+        args.extend_from_slice(extra);
+        ok(&ember(&args))
+    };
+    // torchvision's ResNet-18 layout at width 8: the run records and keeps the width
+    train("resnet18", &run, &["--from", s(&w8), "--epochs", "1"]);
+    let width8 = serde_json::json!({"family": "resnet", "width": 8});
+    assert_eq!(recorded_shape(&run), width8);
+    train("resnet18", &run, &["--epochs", "2", "--resume"]);
+    assert_eq!(recorded_shape(&run), width8);
+    let eval = |checkpoint: &Path, extra: &[&str]| {
+        let mut args = vec!["eval", "--checkpoint", s(checkpoint)];
+        args.extend_from_slice(extra);
+        ok(&ember(&args))
+    };
+    let at = ["--data-dir", s(&data)];
+    assert!(eval(&run, &at).contains("3 images"));
+    let exported = tmp.join("w8.safetensors");
+    ok(&ember(&[
+        "export",
+        "--checkpoint",
+        s(&run),
+        "--out",
+        s(&exported),
+    ]));
+    let dict = ember_models::pretrained::StateDict::open(&exported).unwrap();
+    assert_eq!(dict.get("fc.weight").unwrap().shape.to_vec(), vec![10, 64]);
+    // HiNM of the run: the packed model is rebuilt at width 8, on the run's dataset
+    let packed = tmp.join("packed");
+    let prune = |checkpoint: &Path, out: &Path, model: &[&str]| {
+        let mut args = vec!["prune", "--hinm", "75:v8", "--checkpoint", s(checkpoint)];
+        args.extend_from_slice(model);
+        args.extend_from_slice(&["--out", s(out)]);
+        ok(&ember(&args))
+    };
+    prune(&run, &packed, &[]);
+    assert!(eval(&packed, &at).contains("3 images"));
+    // HiNM of the weights themselves: their ImageNet stem says which dataset they classify
+    let from_weights = tmp.join("packed-weights");
+    prune(&w8, &from_weights, &["--model", "resnet18"]);
+    let imagenet = imagenet_folder(&tmp.join("imagenet"), 5);
+    let out = eval(&from_weights, &["--data-dir", s(&imagenet)]);
+    assert!(out.contains("10 images"), "{out}");
+    // fine-tuning a HiNM mask from the width-8 run
+    let tuned = tmp.join("tuned");
+    let from_run = ["--hinm", "75:v8", "--from", s(&run), "--epochs", "1"];
+    train("resnet18", &tuned, &from_run);
+    assert_eq!(recorded_shape(&tuned), width8);
+    assert!(eval(&tuned, &at).contains("3 images"));
+    // timm's layout at dim 128 with 16×16 patches fine-tunes as a DeiT-Ti of that shape
+    let deit = tmp.join("deit");
+    let d128 = fixture("deit-d128.safetensors");
+    train("deit-ti", &deit, &["--from", s(&d128), "--epochs", "1"]);
+    let shape =
+        serde_json::json!({"family": "deit", "dim": 128, "depth": 2, "heads": 2, "patch": 16});
+    assert_eq!(recorded_shape(&deit), shape);
+    assert!(eval(&deit, &at).contains("3 images"));
+    // a packed model of weights whose shape names no dataset (4 classes) asks for one
+    let deit_packed = tmp.join("deit-packed");
+    prune(&d128, &deit_packed, &["--model", "deit-ti"]);
+    let unknown = ember(&[
+        "eval",
+        "--checkpoint",
+        s(&deit_packed),
+        "--data-dir",
+        s(&data),
+    ]);
+    fails_with(
+        &unknown,
+        "does not say which dataset its deit-ti classifies: pass --dataset",
+    );
+    // a recorded shape the model cannot have is refused, naming it
+    let text = std::fs::read_to_string(deit.join("ember-run.json")).unwrap();
+    let edited = text.replace("\"heads\": 2", "\"heads\": 3");
+    assert_ne!(edited, text);
+    std::fs::write(deit.join("ember-run.json"), edited).unwrap();
+    let refused = ember(&["eval", "--checkpoint", s(&deit), "--data-dir", s(&data)]);
+    fails_with(&refused, "heads that divide the width");
+    // a resumed run keeps the shape it was started with: weights of another are refused
+    let text = std::fs::read_to_string(run.join("ember-run.json")).unwrap();
+    let edited = text.replace("\"width\": 8", "\"width\": 16");
+    assert_ne!(edited, text);
+    std::fs::write(run.join("ember-run.json"), edited).unwrap();
+    let mut args = vec!["train", "--model", "resnet18", "--from", s(&w8), "--resume"];
+    args.extend_from_slice(&["--epochs", "3", "--batch-size", "2", "--out", s(&run)]);
+    args.extend_from_slice(&cifar);
+    fails_with(
+        &ember(&args),
+        "it was started with the model's shape \"width 16\", not \"width 8\"",
+    );
 }
 
 #[test]
@@ -214,7 +301,15 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     fails_with(&back, "Ember's own module paths");
     // a DeiT's position embeddings fix its image size
     let deit = fixture("deit-d128.safetensors");
-    let mnist = ember(&["eval", "--checkpoint", s(&deit), "--model", "deit-ti"]);
+    let mnist = ember(&[
+        "eval",
+        "--checkpoint",
+        s(&deit),
+        "--model",
+        "deit-ti",
+        "--dataset",
+        "mnist",
+    ]);
     fails_with(&mnist, "takes 3-channel images; the dataset's have 1");
     // fine-tuning weights under HiNM or BCR, which start from Ember runs
     let out = tmp.join("run");

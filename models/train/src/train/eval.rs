@@ -19,7 +19,7 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
 use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, Shape, TrainableClassifier};
 use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::folder::FolderBatcher;
 use ember_models::data::mnist::MnistBatcher;
@@ -67,7 +67,8 @@ pub struct EvalOptions {
     /// Multiplier to evaluate with (may differ from the one trained with: ApproxTrain's
     /// cross-format testing).
     pub multiplier: Multiplier,
-    /// The dataset (read from the run's manifest when not given; MNIST without one).
+    /// The dataset (when not given: the run's, a packed model's `about`, the one weights'
+    /// shape says; MNIST for an Ember checkpoint without one; otherwise an error).
     pub dataset: Option<DatasetKind>,
     /// Directory of the test data (`None`: the embedded MNIST subset).
     pub data_dir: Option<PathBuf>,
@@ -135,8 +136,16 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
         .as_ref()
         .and_then(|(_, m, _)| m.about().get("dataset"))
         .and_then(|d| d.parse::<DatasetKind>().ok());
+    let shape = match &packed {
+        Some((f, m, _)) => m.shape().map_err(|reason| EmberError::BadCheckpoint {
+            path: f.clone(),
+            reason,
+        })?,
+        None => manifest.as_ref().and_then(|m| m.shape),
+    };
     let found = Found {
         model,
+        shape,
         act: manifest.as_ref().map_or(Activation::Relu, |m| m.act),
         dataset: manifest.as_ref().map(|m| m.dataset).or(packed_dataset),
         file,
@@ -151,11 +160,12 @@ pub fn eval(opts: EvalOptions) -> Result<EvalReport> {
 /// `--model` names, built at their shape.
 fn eval_weights(opts: EvalOptions, dict: StateDict) -> Result<EvalReport> {
     let model = crate::weights::model_for(&opts.checkpoint, opts.model)?;
-    model.check_weights(&dict)?;
+    let arch = model.check_weights(&dict)?;
     let found = Found {
         model,
+        shape: None,
         act: Activation::Relu,
-        dataset: None,
+        dataset: crate::weights::arch_dataset(&arch),
         file: opts.checkpoint.clone(),
         checksum: None,
         packed: None,
@@ -167,6 +177,8 @@ fn eval_weights(opts: EvalOptions, dict: StateDict) -> Result<EvalReport> {
 /// What a checkpoint holds and how it loads.
 struct Found {
     model: ModelKind,
+    /// Its shape when not the kind's own (weights are built at theirs).
+    shape: Option<Shape>,
     act: Activation,
     /// The dataset its run trained on, when known.
     dataset: Option<DatasetKind>,
@@ -176,9 +188,24 @@ struct Found {
     weights: Option<StateDict>,
 }
 
-/// Loads the test split (`--dataset`, else the run's, else MNIST) and evaluates `found` on it.
+/// Loads the test split (`--dataset`, else the run's or the one the weights' shape says, else
+/// MNIST for an Ember checkpoint of a model that takes its images) and evaluates `found` on it.
 fn evaluate(opts: EvalOptions, found: Found) -> Result<EvalReport> {
-    let dataset = opts.dataset.or(found.dataset).unwrap_or(DatasetKind::Mnist);
+    let ember_checkpoint = found.weights.is_none() && found.packed.is_none();
+    let dataset = match opts.dataset.or(found.dataset) {
+        Some(d) => d,
+        None if ember_checkpoint && found.model.accepts(DatasetKind::Mnist.spec()).is_ok() => {
+            DatasetKind::Mnist
+        }
+        None => {
+            return Err(EmberError::Invalid(format!(
+                "{} does not say which dataset its {} classifies: pass --dataset (and \
+                 --data-dir)",
+                opts.checkpoint.display(),
+                found.model
+            )));
+        }
+    };
     let source = DataSource::new(dataset, opts.data_dir)?;
     found
         .model
@@ -198,6 +225,7 @@ fn evaluate(opts: EvalOptions, found: Found) -> Result<EvalReport> {
             file: found.file,
             checksum: found.checksum,
             model: found.model,
+            shape: found.shape,
             spec: source.spec(),
             test,
             batch_size: opts.batch_size,
@@ -244,6 +272,8 @@ pub(crate) struct EvalJob {
     pub(crate) file: PathBuf,
     pub(crate) checksum: Option<u32>,
     pub(crate) model: ModelKind,
+    /// The model's shape when not its kind's own.
+    pub(crate) shape: Option<Shape>,
     pub(crate) spec: DataSpec,
     pub(crate) test: Splits,
     pub(crate) batch_size: usize,
@@ -268,12 +298,13 @@ impl BackendJob for EvalJob {
                 kind.build_pretrained::<B, _>(&dict, Head::Keep, act, spec, &device, visit)?
             }
             None => {
+                let shape = self.shape;
                 let visit = EvalVisit {
                     job: self,
                     device: device.clone(),
                     loaded: false,
                 };
-                kind.build_with::<B, _>(act, spec, &device, visit)?
+                kind.build_shaped::<B, _>(shape, act, spec, &device, visit)?
             }
         }
     }

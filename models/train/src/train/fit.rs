@@ -231,6 +231,7 @@ where
             ("dataset", opts.data.kind().to_string()),
         ]
         .into_iter()
+        .chain(opts.shape.map(|s| (technique::ABOUT_SHAPE, s.to_json())))
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let params = cubecl_kernels::decorator::module::params(&model.valid());

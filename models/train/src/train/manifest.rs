@@ -24,6 +24,7 @@ impl Manifest {
         Self {
             version: run::MANIFEST_VERSION,
             model: opts.model,
+            shape: opts.shape,
             act: opts.act,
             backend: opts.backend,
             multiplier: opts.multiplier.name().to_string(),
@@ -108,6 +109,13 @@ impl Manifest {
     }
 }
 
+/// A model's shape as a refusal names it: `shape`, or the kind's own.
+fn show_shape(kind: ModelKind, shape: Option<ember_models::classifier::Shape>) -> String {
+    shape
+        .or(kind.own_shape())
+        .map_or_else(|| "its own".to_string(), |s| format!("\"{s}\""))
+}
+
 /// The manifest of this attempt: a new one, or the previous one checked against the options
 /// (every setting that shapes training must be the one the run was started with; only
 /// `--epochs` may grow).
@@ -152,6 +160,11 @@ pub(crate) fn start_manifest(
         ),
         differs("--seed", prev.seed.to_string(), opts.seed.to_string()),
         differs("--act", prev.act.to_string(), opts.act.to_string()),
+        differs(
+            "the model's shape",
+            show_shape(opts.model, prev.shape),
+            show_shape(opts.model, opts.shape),
+        ),
         differs("data", prev.data.clone(), opts.data.to_string()),
         differs(
             "replicas (--devices × --world)",

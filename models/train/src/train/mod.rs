@@ -5,7 +5,8 @@
 //! Laid out as burn-train is: this file holds the options ([`TrainOptions`]) and the entry
 //! ([`train`]: checks, data, the run directory, the replicas); `data` the loaded splits and the
 //! epochs' order; `manifest` a run's start (its manifest checked against the options, the
-//! per-layer choices, the restored model and optimizer); `fit` the epoch loop with its pruning
+//! per-layer choices, the restored model and optimizer); `start` what a run starts from (source
+//! runs, PyTorch weights) and the model shape they imply; `fit` the epoch loop with its pruning
 //! hooks, checkpoints and the final export; `follower` the replicas after the first of a
 //! process, which run the same epochs and write nothing (with the exchange itself in
 //! [`crate::scale`], which knows nothing of training); `eval` the evaluation of saved models
@@ -16,6 +17,7 @@ mod eval;
 mod fit;
 mod follower;
 mod manifest;
+mod start;
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
@@ -32,7 +34,7 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use data::Splits;
 use ember_models::act::Activation;
-use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::classifier::{ModelKind, ModelVisitor, Shape, TrainableClassifier};
 use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
@@ -41,7 +43,8 @@ pub use eval::{EvalOptions, eval};
 use fit::{Fit, Layers, fit};
 use follower::{Follower, join, shared_settings};
 use manifest::{layer_setup, restore, resumed, start_manifest};
-use std::path::{Path, PathBuf};
+use start::Start;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -115,6 +118,10 @@ pub struct TrainOptions {
     /// their shape and loaded ([`ember_models::pretrained`]); a head of other classes than the
     /// dataset's is replaced by a fresh one.
     pub pretrained: Option<PathBuf>,
+    /// The model's shape when not its kind's own ([`ModelKind::own_shape`]): a ResNet's
+    /// width, a DeiT's sizes. Set by [`train`] from what the run starts from (`pretrained`'s
+    /// weights, a source run, the run resumed); one given here must agree with it.
+    pub shape: Option<Shape>,
     /// BCR pruning (`--bcr LEVEL [--admm]`): ADMM training then hard pruning and masked
     /// retraining, or one-shot masks and masked training; the packed `model.bcr` at the end
     /// ([`crate::bcr`]).
@@ -162,6 +169,7 @@ impl TrainOptions {
             max_frames: ember_models::data::sequence::DEFAULT_MAX_FRAMES,
             hinm: None,
             pretrained: None,
+            shape: None,
             bcr: None,
             interrupt: None,
             scale: Scale::default(),
@@ -180,6 +188,11 @@ impl TrainOptions {
         self.model
             .takes_activation(self.act)
             .map_err(EmberError::Invalid)?;
+        if let Some(shape) = self.shape {
+            self.model
+                .check_shape(shape, self.data.spec())
+                .map_err(EmberError::Invalid)?;
+        }
         if self.max_frames == 0 {
             return Err(EmberError::Invalid(
                 "--max-frames must be at least 1".into(),
@@ -283,40 +296,7 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
         opts.test_limit,
         opts.max_frames,
     )?;
-    // The masks before the run directory: a level the model cannot take writes nothing.
-    let hinm = opts
-        .hinm
-        .as_ref()
-        .map(|tune| {
-            let tuning = crate::hinm::tuning(tune, opts.model, opts.policy.as_ref(), opts.seed)?;
-            Ok::<_, EmberError>(crate::hinm::HinmRun {
-                tune: tune.clone(),
-                tuning,
-            })
-        })
-        .transpose()?;
-    let bcr_source = opts
-        .bcr
-        .as_ref()
-        .and_then(|b| b.from.as_ref())
-        .map(|from| source_run(from, opts.model))
-        .transpose()?;
-    let weights = match &opts.pretrained {
-        Some(file) => {
-            let dict = crate::weights::open(file)?.ok_or_else(|| {
-                EmberError::Invalid(format!(
-                    "--from {}: not a weights file (.pth, .pt, .bin or .safetensors)",
-                    file.display()
-                ))
-            })?;
-            let arch = opts.model.check_weights(&dict)?;
-            opts.model
-                .check_run_shape(&arch)
-                .map_err(|why| EmberError::Invalid(format!("--from {}: {why}", file.display())))?;
-            Some(dict)
-        }
-        None => None,
-    };
+    let start = start::start(&mut opts)?;
     // The MPI job is joined before the run directory is touched.
     scale::connect(&mut opts.scale)?;
     opts.backend.dispatch_on(
@@ -327,28 +307,9 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
         TrainJob {
             opts,
             splits,
-            start: Start {
-                hinm,
-                bcr_source,
-                weights,
-            },
+            start,
         },
     )
-}
-
-/// The model file of a trained run (`--from`) and its recorded checksum; the run must hold a
-/// `model` model.
-fn source_run(from: &Path, model: ModelKind) -> Result<(PathBuf, Option<u32>)> {
-    let (file, manifest, checksum) = run::resolve_checkpoint(from)?;
-    if let Some(m) = &manifest
-        && m.model != model
-    {
-        return Err(EmberError::BadCheckpoint {
-            path: from.to_path_buf(),
-            reason: format!("it holds a {} model, not {model}", m.model),
-        });
-    }
-    Ok((file, checksum))
 }
 
 struct TrainJob {
@@ -375,7 +336,9 @@ impl BackendJob for TrainJob {
                 kind.build_pretrained::<B, _>(&dict, head, act, spec, &device, visit)?
             }
             None => {
-                kind.build_with::<B, _>(act, spec, &device, TrainVisit { job: self, devices })?
+                let shape = self.opts.shape;
+                let visit = TrainVisit { job: self, devices };
+                kind.build_shaped::<B, _>(shape, act, spec, &device, visit)?
             }
         }
     }
@@ -452,16 +415,6 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
             "--dataset imagenet-folder is read by ember eval only".into(),
         )),
     }
-}
-
-/// What the pruning techniques prepared before the run directory: HiNM's fine-tuning (its
-/// masks searched on the source run), the model file `--bcr --from` starts from and its
-/// checksum.
-struct Start {
-    hinm: Option<crate::hinm::HinmRun>,
-    bcr_source: Option<(PathBuf, Option<u32>)>,
-    /// The PyTorch weights the model starts from (`--from FILE`).
-    weights: Option<ember_models::pretrained::StateDict>,
 }
 
 /// The techniques of a run, in [`technique::REGISTRY`]'s order: ApproxMul's and SparseAct's

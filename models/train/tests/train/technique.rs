@@ -27,6 +27,7 @@ fn hinm() -> HinmRun {
             kind: ModelKind::Lenet5,
             file: "runs/dense/model.mpk".into(),
             checksum: None,
+            shape: None,
             masks: Default::default(),
             plans: Vec::new(),
         },
