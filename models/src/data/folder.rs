@@ -1,14 +1,16 @@
-//! An ImageNet-style ImageFolder for evaluating pretrained models: one directory per class
-//! (classes numbered by sorted directory name, as torchvision's `ImageFolder` does), JPEG or PNG
-//! images of any size, each resized so that its shorter side is 256 pixels (a linear filter
-//! widened when shrinking, as PIL's antialiased bilinear), centre-cropped to 224 × 224 and
+//! An ImageNet-style ImageFolder for evaluating and fine-tuning pretrained models: one directory
+//! per class (classes numbered by sorted directory name, as torchvision's `ImageFolder` does),
+//! JPEG or PNG images of any size, each resized so that its shorter side is 256 pixels (a linear
+//! filter widened when shrinking, as PIL's antialiased bilinear), centre-cropped to 224 × 224 and
 //! normalised with ImageNet's per-channel mean and standard deviation: torchvision's
-//! `Resize(256)`, `CenterCrop(224)`, `ToTensor()`, `Normalize(...)`.
+//! `Resize(256)`, `CenterCrop(224)`, `ToTensor()`, `Normalize(...)`. Training images are also
+//! mirrored left-right at random ([`FolderBatcher::augmented`]).
 //!
-//! `--data-dir` is the class directories' parent, or a directory whose `val/` is. Images are
-//! decoded batch by batch (an ImageNet validation set does not fit in memory decoded); every
-//! file's header is read when the split is listed, so a file that is not an image is refused
-//! before evaluation starts.
+//! `--data-dir` is the class directories' parent, or a directory whose `val/` is (the test
+//! split) and whose `train/` (with the same classes) is the training split. Images are decoded
+//! batch by batch (an ImageNet split does not fit in memory decoded); every file's header is
+//! read when the split is listed, so a file that is not an image is refused before anything
+//! runs, and one whose pixels do not decode is reported by [`FolderBatcher::failure`].
 
 use crate::error::{Error, Result};
 use burn::data::dataloader::batcher::Batcher;
@@ -27,36 +29,65 @@ pub const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 /// See [`MEAN`].
 pub const STD: [f32; 3] = [0.229, 0.224, 0.225];
 
-/// Where an ImageFolder is read from: its test split and its class names.
+/// Where an ImageFolder is read from: its test split, its training split when it has one, and
+/// its class names.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FolderSource {
-    /// The directory of the class directories.
+    /// The directory of the test split's class directories.
     pub dir: PathBuf,
+    /// The directory of the training split's class directories (`train/` beside `val/`).
+    pub train: Option<PathBuf>,
     /// The class names (directory names), sorted: a class's label is its index.
     pub classes: Vec<String>,
 }
 
 impl FolderSource {
-    /// The ImageFolder in `dir` (or in `dir/val` when there is one), with its classes.
+    /// The ImageFolder in `dir` (or in `dir/val`, with `dir/train` for training, when there is
+    /// one), with its classes: a training split of other classes than the test split's is an
+    /// error naming one of them.
     pub fn detect(dir: &Path) -> Result<Self> {
-        let dir = if dir.join("val").is_dir() {
-            dir.join("val")
+        let (test, train) = if dir.join("val").is_dir() {
+            let train = dir.join("train");
+            (dir.join("val"), train.is_dir().then_some(train))
         } else {
-            dir.to_path_buf()
+            (dir.to_path_buf(), None)
         };
-        let classes: Vec<String> = super::sorted_entries(&dir)?
-            .into_iter()
-            .filter(|p| p.is_dir())
-            .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(String::from))
-            .collect();
-        if classes.is_empty() {
-            return Err(Error::malformed(
-                &dir,
-                "no class directories in it (an ImageFolder has one directory of images per class)",
-            ));
+        let classes = class_names(&test)?;
+        if let Some(train) = &train {
+            let theirs = class_names(train)?;
+            let odd = |a: &[String], b: &[String]| a.iter().find(|c| !b.contains(c)).cloned();
+            if let Some(class) = odd(&theirs, &classes).or_else(|| odd(&classes, &theirs)) {
+                return Err(Error::malformed(
+                    train,
+                    format!(
+                        "its classes are not val/'s: {class} is in one of them only (classes \
+                         are numbered by sorted name, so both splits need the same)"
+                    ),
+                ));
+            }
         }
-        Ok(Self { dir, classes })
+        Ok(Self {
+            dir: test,
+            train,
+            classes,
+        })
     }
+}
+
+/// The class directories' names in `dir`, sorted; an error when there is none.
+fn class_names(dir: &Path) -> Result<Vec<String>> {
+    let classes: Vec<String> = super::sorted_entries(dir)?
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(String::from))
+        .collect();
+    if classes.is_empty() {
+        return Err(Error::malformed(
+            dir,
+            "no class directories in it (an ImageFolder has one directory of images per class)",
+        ));
+    }
+    Ok(classes)
 }
 
 impl std::fmt::Display for FolderSource {
@@ -82,14 +113,30 @@ pub struct FolderItem {
 /// The images of an ImageFolder, listed (not decoded).
 pub type FolderSplit = super::Split<FolderItem>;
 
-/// Lists the JPEG and PNG files of every class, interleaved by class (the first of every class,
-/// then the second, …) so that the first N are balanced, and reads each one's header: a file
-/// that is not a readable image is an error naming it.
+/// Lists the test split's JPEG and PNG files of every class, interleaved by class (the first of
+/// every class, then the second, …) so that the first N are balanced, and reads each one's
+/// header: a file that is not a readable image is an error naming it.
 pub fn load(source: &FolderSource) -> Result<FolderSplit> {
-    let mut by_class = Vec::with_capacity(source.classes.len());
-    for (label, class) in source.classes.iter().enumerate() {
+    list(&source.dir, &source.classes)
+}
+
+/// [`load`] of the training split (`train/` beside `val/`); an error when there is none.
+pub fn load_train(source: &FolderSource) -> Result<FolderSplit> {
+    let Some(train) = &source.train else {
+        return Err(Error::malformed(
+            &source.dir,
+            "training on an ImageFolder needs train/ and val/ directories side by side \
+             (--data-dir is their parent); this folder has no train/ beside it",
+        ));
+    };
+    list(train, &source.classes)
+}
+
+fn list(dir: &Path, classes: &[String]) -> Result<FolderSplit> {
+    let mut by_class = Vec::with_capacity(classes.len());
+    for (label, class) in classes.iter().enumerate() {
         let mut files = Vec::new();
-        for path in super::sorted_entries(&source.dir.join(class))? {
+        for path in super::sorted_entries(&dir.join(class))? {
             if !super::is_image_file(&path) {
                 continue;
             }
@@ -105,10 +152,7 @@ pub fn load(source: &FolderSource) -> Result<FolderSplit> {
     }
     let items = super::interleave(by_class);
     if items.is_empty() {
-        return Err(Error::malformed(
-            &source.dir,
-            "no JPEG or PNG image in its classes",
-        ));
+        return Err(Error::malformed(dir, "no JPEG or PNG image in its classes"));
     }
     Ok(FolderSplit::new(items))
 }
@@ -158,12 +202,37 @@ pub fn preprocess(file: &Path) -> Result<Vec<f32>> {
 #[derive(Clone, Default)]
 pub struct FolderBatcher {
     failure: Arc<Mutex<Option<Error>>>,
+    /// Mirror images left-right at random, from this seed ([`FolderBatcher::augmented`]).
+    flip: Option<u64>,
 }
 
 impl FolderBatcher {
-    /// A batcher with no failure yet.
+    /// A batcher with no failure yet, for evaluation (no augmentation).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A batcher for training: each image is also mirrored left-right with probability ½,
+    /// decided by `seed` and its file's path alone (the same image flips the same way in a
+    /// resumed epoch, whatever batch or thread it lands in).
+    pub fn augmented(seed: u64) -> Self {
+        Self {
+            flip: Some(seed),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the training image `file` is mirrored under `seed`: a bit of an FNV-1a hash of
+    /// the seed and the path (stable across builds and platforms).
+    fn flips(seed: u64, file: &Path) -> bool {
+        let bytes = seed
+            .to_le_bytes()
+            .into_iter()
+            .chain(file.as_os_str().as_encoded_bytes().iter().copied());
+        let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        hash >> 63 == 1
     }
 
     /// The first file that failed to decode since the last call, as an error naming it.
@@ -189,7 +258,12 @@ impl<B: Backend> Batcher<B, FolderItem, super::Batch<B>> for FolderBatcher {
                 scope.spawn(move || {
                     for (item, out) in chunk.iter().zip(out.chunks_mut(size)) {
                         match preprocess(&item.path) {
-                            Ok(pixels) => out.copy_from_slice(&pixels),
+                            Ok(pixels) => {
+                                out.copy_from_slice(&pixels);
+                                if self.flip.is_some_and(|seed| Self::flips(seed, &item.path)) {
+                                    out.chunks_mut(SIDE).for_each(<[f32]>::reverse);
+                                }
+                            }
                             Err(e) => {
                                 let mut slot =
                                     self.failure.lock().unwrap_or_else(|e| e.into_inner());

@@ -424,3 +424,53 @@ fn an_image_folder_lists_its_classes_and_refuses_what_is_not_an_image() {
         "{err}"
     );
 }
+
+#[test]
+fn an_image_folder_trains_from_train_beside_val_with_the_same_classes() {
+    use burn::data::dataloader::batcher::Batcher;
+    use ember_models::data::folder::{self, FolderBatcher, FolderSource, SIDE};
+    let dir = tempfile::tempdir().unwrap();
+    let class = |split: &str, name: &str| {
+        let d = dir.path().join(split).join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(fixture("folder/cat/image.png"), d.join("1.png")).unwrap();
+    };
+    class("val", "a");
+    class("val", "b");
+    // no train/: evaluation only
+    let source = FolderSource::detect(dir.path()).unwrap();
+    let err = folder::load_train(&source).unwrap_err().to_string();
+    assert!(err.contains("no train/ beside it"), "{err}");
+    // train/ of other classes: refused, naming one
+    class("train", "a");
+    class("train", "c");
+    let err = FolderSource::detect(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("c is in one of them only"), "{err}");
+    std::fs::remove_dir_all(dir.path().join("train/c")).unwrap();
+    class("train", "b");
+    let source = FolderSource::detect(dir.path()).unwrap();
+    assert_eq!(folder::load_train(&source).unwrap().len(), 2);
+    // training batches: each image as evaluation makes it, or mirrored left-right, by seed
+    let item =
+        burn::data::dataset::Dataset::get(&folder::load(&source).unwrap().dataset(), 0).unwrap();
+    let pixels = |b: &FolderBatcher| -> Vec<f32> {
+        let batch: ember_models::data::Batch<B> = b.batch(vec![item.clone()], &Default::default());
+        let ember_models::data::Inputs::Images(x) = batch.inputs else {
+            unreachable!()
+        };
+        x.into_data().to_vec().unwrap()
+    };
+    let plain = pixels(&FolderBatcher::new());
+    let mirrored: Vec<f32> = plain
+        .chunks(SIDE)
+        .flat_map(|row| row.iter().rev().copied())
+        .collect();
+    let mut flips = 0;
+    for seed in 0..16 {
+        let got = pixels(&FolderBatcher::augmented(seed));
+        assert!(got == plain || got == mirrored, "seed {seed}");
+        flips += usize::from(got == mirrored);
+        assert_eq!(got, pixels(&FolderBatcher::augmented(seed)), "seed {seed}");
+    }
+    assert!((3..=13).contains(&flips), "{flips} of 16 seeds flipped");
+}

@@ -531,7 +531,7 @@ pub fn run_params(checkpoint: &Path) -> Result<SourceRun> {
         reason: "no ember-run.json beside it: give a run directory".into(),
     })?;
     let (kind, shape) = (manifest.model, manifest.shape);
-    let spec = manifest.dataset.spec();
+    let spec = manifest.spec();
     let device = crate::backend::stack_device::<burn::backend::NdArray>(
         burn_approx_mul::Multiplier::native(),
         Default::default(),

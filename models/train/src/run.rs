@@ -14,7 +14,7 @@ use crate::technique::{self, REGISTRY};
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
 use ember_models::classifier::{ModelKind, Shape};
-use ember_models::data::DatasetKind;
+use ember_models::data::{DataSpec, DatasetKind, ImageSpec};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -70,6 +70,10 @@ pub struct Manifest {
     pub dataset: DatasetKind,
     /// Where the data came from.
     pub data: String,
+    /// The dataset's classes when its kind does not fix them (an ImageFolder's class
+    /// directories); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<usize>,
     /// Only the first N training images (version 3; `None` in older manifests).
     #[serde(default)]
     pub train_limit: Option<usize>,
@@ -154,6 +158,16 @@ fn policy_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result
 }
 
 impl Manifest {
+    /// The items the run's model classifies: its dataset's, with [`Manifest::classes`].
+    pub fn spec(&self) -> DataSpec {
+        match (self.dataset.spec(), self.classes) {
+            (DataSpec::Images(input), Some(classes)) => {
+                DataSpec::Images(ImageSpec { classes, ..input })
+            }
+            (spec, _) => spec,
+        }
+    }
+
     /// Reads `dir/ember-run.json` (an older layout's history from burn-train's logs).
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST);

@@ -147,7 +147,7 @@ pub fn export(opts: ExportOptions) -> Result<ExportReport> {
         },
     };
     let spec = match (&manifest, &weights) {
-        (Some(m), _) => m.dataset.spec(),
+        (Some(m), _) => m.spec(),
         (None, Some(dict)) => arch_spec(&model.check_weights(dict)?),
         (None, None) => {
             return Err(EmberError::Invalid(format!(

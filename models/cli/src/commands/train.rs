@@ -59,14 +59,16 @@ pub struct TrainArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Dataset: mnist (idx files: MNIST or Fashion-MNIST), cifar10, fsdd (spoken digits, MFCC
-    /// sequences) or japanese-vowels (speaker identification); the last two take --model gru.
+    /// sequences), japanese-vowels (speaker identification; these two take --model gru) or
+    /// imagenet-folder (an ImageFolder's train/ and val/, 224×224 crops).
     #[arg(long, value_parser = choice::<DatasetKind>(), default_value_t = DatasetKind::Mnist)]
     dataset: DatasetKind,
     /// Directory of the dataset: idx files (gz or raw) for mnist, default the MNIST subset
     /// embedded in the binary; for cifar10 (required) train/ and test/ image folders
     /// (cifar10-jpg.tar.gz extracted) or the official binary batches; for fsdd the archive
     /// fsdd-recordings.tar.gz or its directory; for japanese-vowels the directory of its .ts
-    /// files.
+    /// files; for imagenet-folder (required) the parent of train/ and val/, one directory of
+    /// JPEG or PNG images per class in each.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Continue the run in --out from its last checkpoint.

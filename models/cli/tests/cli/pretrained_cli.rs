@@ -335,8 +335,13 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
 /// An ImageFolder of `classes` class directories under `root/val`, each holding the fixture's
 /// two PNG images.
 fn imagenet_folder(root: &Path, classes: usize) -> PathBuf {
+    imagenet_split(root, "val", classes)
+}
+
+/// [`imagenet_folder`]'s images under `root/split`.
+fn imagenet_split(root: &Path, split: &str, classes: usize) -> PathBuf {
     for c in 0..classes {
-        let dir = root.join("val").join(format!("n{c:08}"));
+        let dir = root.join(split).join(format!("n{c:08}"));
         std::fs::create_dir_all(&dir).unwrap();
         for name in ["cat", "dog"] {
             let file = fixture(&format!("folder/{name}/image.png"));
@@ -375,18 +380,35 @@ fn torchvision_weights_evaluate_on_an_imagenet_folder() {
     let empty = tmp.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     fails_with(&eval(&empty, &[]), "no class directories");
+    // fine-tuning on the folder: train/ beside val/, the weights' 5-class head kept
     let run = tmp.join("run");
-    let train = ember(&[
-        "train",
-        "--model",
-        "resnet18",
-        "--dataset",
-        "imagenet-folder",
-        "--data-dir",
-        s(&six),
-        "--out",
+    let train = |dir: &Path| {
+        let mut args = vec!["train", "--from", s(&r18), "--model", "resnet18"];
+        args.extend_from_slice(&["--dataset", "imagenet-folder", "--data-dir", s(dir)]);
+        args.extend_from_slice(&["--epochs", "1", "--batch-size", "4", "--plain"]);
+        args.extend_from_slice(&["--out", s(&run)]);
+        ember(&args)
+    };
+    fails_with(&train(&six), "no train/ beside it");
+    assert!(!run.exists());
+    let five = imagenet_folder(&tmp.join("five"), 5);
+    imagenet_split(&five, "train", 5);
+    let out = ok(&train(&five));
+    assert!(out.contains("10 images"), "{out}");
+    let text = std::fs::read_to_string(run.join("ember-run.json")).unwrap();
+    assert!(text.contains("\"classes\": 5"), "{text}");
+    let out = ok(&ember(&[
+        "eval",
+        "--checkpoint",
         s(&run),
-    ]);
-    fails_with(&train, "imagenet-folder is read by ember eval");
+        "--data-dir",
+        s(&five),
+    ]));
+    assert!(out.contains("10 images"), "{out}");
+    // a training image whose pixels do not decode ends the run naming it, leaving no run
+    std::fs::remove_dir_all(&run).unwrap();
+    let broken = five.join("train/n00000003/dog.png");
+    std::fs::write(&broken, &png[..120]).unwrap();
+    fails_with(&train(&five), "n00000003/dog.png");
     assert!(!run.exists());
 }

@@ -2,10 +2,10 @@
 //! order of the training items in each epoch.
 
 use crate::error::{EmberError, Result};
-use ember_models::data::cifar::{self};
-use ember_models::data::folder;
-use ember_models::data::mnist::{self};
-use ember_models::data::sequence::{self, SequenceSplit};
+use ember_models::data::cifar::{self, CifarBatcher};
+use ember_models::data::folder::{self, FolderBatcher};
+use ember_models::data::mnist::{self, MnistBatcher};
+use ember_models::data::sequence::{self, SequenceBatcher, SequenceSplit};
 use ember_models::data::{DataSource, DataSpec};
 
 /// The loaded splits of a dataset: training (when asked for) and test.
@@ -14,8 +14,27 @@ pub(crate) enum Splits {
     Cifar10(Option<cifar::CifarSplit>, cifar::CifarSplit),
     /// FSDD or Japanese Vowels, with the values per frame.
     Sequences(Option<SequenceSplit>, SequenceSplit, usize),
-    /// An ImageFolder's images, listed (evaluation only).
-    Folder(folder::FolderSplit),
+    /// An ImageFolder's images, listed (decoded batch by batch).
+    Folder(Option<folder::FolderSplit>, folder::FolderSplit),
+}
+
+/// A batcher whose items may fail to load when batched (an ImageFolder's files are decoded
+/// then): checked after every training batch and after every evaluation.
+pub(crate) trait Fallible {
+    /// The first item that failed since the last call, as an error naming it.
+    fn failure(&self) -> Option<EmberError> {
+        None
+    }
+}
+
+impl Fallible for MnistBatcher {}
+impl Fallible for CifarBatcher {}
+impl Fallible for SequenceBatcher {}
+
+impl Fallible for FolderBatcher {
+    fn failure(&self) -> Option<EmberError> {
+        FolderBatcher::failure(self).map(Into::into)
+    }
 }
 
 impl Splits {
@@ -58,15 +77,12 @@ impl Splits {
                 Self::Cifar10(train, test)
             }
             DataSource::ImagenetFolder(src) => {
-                if with_train {
-                    return Err(EmberError::Invalid(
-                        "--dataset imagenet-folder is read by ember eval; training on an \
-                         ImageFolder is not supported (fine-tune on cifar10 or mnist)"
-                            .into(),
-                    ));
-                }
-                let test = folder::load(src)?;
-                Self::Folder(test.truncate(test_limit.unwrap_or(usize::MAX)))
+                let train = with_train
+                    .then(|| folder::load_train(src))
+                    .transpose()?
+                    .map(|s| s.truncate(train_limit.unwrap_or(usize::MAX)));
+                let test = folder::load(src)?.truncate(test_limit.unwrap_or(usize::MAX));
+                Self::Folder(train, test)
             }
             DataSource::Fsdd(_) | DataSource::JapaneseVowels(_) => {
                 let (train, test) = match source {

@@ -2,7 +2,7 @@
 //! test split.
 
 use super::EvalReport;
-use super::data::Splits;
+use super::data::{Fallible, Splits};
 use super::fit::{Sums, energy_name};
 use super::manifest::{layer_setup, report_effects};
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
@@ -28,18 +28,20 @@ use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
 use ember_models::pretrained::{Head, StateDict};
 use std::path::{Path, PathBuf};
 
+/// The accuracy and loss of `model` on `items`, in batches; an item that did not load (an
+/// image that does not decode) is an error naming it, after the last batch.
 pub(crate) fn evaluate_items<B, M, I, V>(
     model: &M,
     items: &impl Dataset<I>,
     batcher: &V,
     batch_size: usize,
     device: &B::Device,
-) -> EvalReport
+) -> Result<EvalReport>
 where
     B: Backend,
     M: Classifier<B>,
     I: Clone + Send + Sync,
-    V: Batcher<B, I, Batch<B>>,
+    V: Batcher<B, I, Batch<B>> + Fallible,
 {
     let mut sums = Sums::default();
     for start in (0..items.len()).step_by(batch_size) {
@@ -48,11 +50,14 @@ where
         let batch = batcher.batch(chunk.collect(), device);
         sums.add(&model.forward_classification(batch));
     }
-    EvalReport {
+    if let Some(e) = batcher.failure() {
+        return Err(e);
+    }
+    Ok(EvalReport {
         accuracy: sums.accuracy(),
         loss: sums.loss(),
         images: sums.seen,
-    }
+    })
 }
 
 /// Everything `ember eval` needs.
@@ -374,16 +379,14 @@ impl<B: TrainBackend> ModelVisitor<B> for EvalVisit<B> {
                 job.batch_size,
                 &device,
             ),
-            Splits::Folder(test) => {
-                let batcher = FolderBatcher::new();
-                let report =
-                    evaluate_items(&model, &test.dataset(), &batcher, job.batch_size, &device);
-                if let Some(e) = batcher.failure() {
-                    return Err(e.into());
-                }
-                report
-            }
-        };
+            Splits::Folder(_, test) => evaluate_items(
+                &model,
+                &test.dataset(),
+                &FolderBatcher::new(),
+                job.batch_size,
+                &device,
+            ),
+        }?;
         let seen = effects::finish();
         let batches = report.images.div_ceil(job.batch_size) as u64;
         let name = energy_name(job.energy.as_deref());

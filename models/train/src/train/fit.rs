@@ -1,7 +1,7 @@
 //! The fit loop: the epochs after the manifest's completed ones, each a pass over the
 //! replica's shard with the pruning hooks, then an evaluation, a checkpoint and the manifest.
 
-use super::data::epoch_order;
+use super::data::{Fallible, epoch_order};
 use super::eval::evaluate_items;
 use super::manifest::{Optim, report_effects};
 use super::{Batchers, EvalReport, OnNan, TrainOptions};
@@ -51,8 +51,8 @@ where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + 'static,
-    T: Batcher<B, I, Batch<B>>,
-    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
+    T: Batcher<B, I, Batch<B>> + Fallible,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>> + Fallible,
 {
     let Fit {
         mut model,
@@ -145,7 +145,11 @@ where
             &batchers.valid,
             opts.batch_size.max(256),
             device,
-        );
+        )
+        .inspect_err(|_| {
+            progress.finish();
+            replica.finish::<B::InnerBackend>();
+        })?;
         // A parallel run stops at the next batch, where every replica learns of it at once.
         if !replica.is_parallel() && opts.interrupted() {
             progress.finish();
@@ -292,7 +296,7 @@ where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + 'static,
-    T: Batcher<B, I, Batch<B>>,
+    T: Batcher<B, I, Batch<B>> + Fallible,
 {
     let Shard {
         mut model,
@@ -317,6 +321,13 @@ where
             .iter()
             .map(|&i| train.get(i).expect("an index below len"));
         let batch = batcher.batch(items.collect(), device);
+        // an item that did not load (an image that does not decode) ends the run, naming it
+        let failed = batcher.failure();
+        if !replica.is_parallel()
+            && let Some(e) = failed
+        {
+            return Err(Stop::Failed(e));
+        }
         let step = model.step(batch);
         let loss = if replica.is_parallel() {
             let (loss, correct, seen) = Sums::stats(&step.item);
@@ -328,10 +339,21 @@ where
                         correct as f32,
                         seen as f32,
                         stop,
+                        f32::from(u8::from(failed.is_some())),
                     ],
                     device,
                 )
                 .map_err(Stop::Failed)?;
+            // every replica stops at the same batch: the one that failed with its error
+            if let Some(e) = failed {
+                return Err(Stop::Failed(e));
+            }
+            if all[4] > 0.0 {
+                return Err(Stop::Failed(EmberError::Collective(format!(
+                    "another replica could not load its items of batch {} (its error names them)",
+                    b + 1
+                ))));
+            }
             if all[3] > 0.0 {
                 return Err(Stop::Interrupted);
             }

@@ -86,7 +86,7 @@ pub(crate) struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
 impl<B: TrainBackend, M: TrainableClassifier<B>, I, T> Follower<B, M, I, T>
 where
     I: Clone + Send + Sync + 'static,
-    T: Batcher<B, I, Batch<B>>,
+    T: Batcher<B, I, Batch<B>> + super::data::Fallible,
 {
     pub(crate) fn run(self) -> Result<()> {
         let Self {

@@ -32,10 +32,11 @@ use burn::data::dataset::{Dataset, InMemDataset};
 use burn::optim::Optimizer;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
-use data::Splits;
+use data::{Fallible, Splits};
 use ember_models::act::Activation;
 use ember_models::classifier::{ModelKind, ModelVisitor, Shape, TrainableClassifier};
 use ember_models::data::cifar::CifarBatcher;
+use ember_models::data::folder::FolderBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource};
@@ -411,9 +412,20 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
                 valid: SequenceBatcher { features },
             },
         ),
-        Splits::Folder(_) => Err(EmberError::Invalid(
-            "--dataset imagenet-folder is read by ember eval only".into(),
-        )),
+        Splits::Folder(train, test) => train_model::<B, M, _, _, _>(
+            job.opts,
+            start,
+            devices.clone(),
+            model,
+            train.expect("training split loaded").dataset(),
+            test.dataset(),
+            Batchers {
+                train: Arc::new(move |epoch| {
+                    FolderBatcher::augmented(seed.wrapping_add(epoch as u64))
+                }),
+                valid: FolderBatcher::new(),
+            },
+        ),
     }
 }
 
@@ -468,8 +480,8 @@ where
     B: TrainBackend,
     M: TrainableClassifier<B>,
     I: Clone + Send + Sync + core::fmt::Debug + 'static,
-    T: Batcher<B, I, Batch<B>> + 'static,
-    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>>,
+    T: Batcher<B, I, Batch<B>> + Fallible + 'static,
+    V: Batcher<B::InnerBackend, I, Batch<B::InnerBackend>> + Fallible,
 {
     let device = devices[0].clone();
     let train_split = Arc::new(train_split);
