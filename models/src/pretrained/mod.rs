@@ -122,7 +122,7 @@ impl StateDict {
                 Ok(reader) if reader.is_empty() && torchscript() => return Err(script()),
                 Ok(reader) => reader.into_tensors().into_iter().collect(),
                 Err(_) if torchscript() => return Err(script()),
-                Err(e) => return Err(bad(path, pytorch_reason(&e.to_string()))),
+                Err(e) => return Err(bad(path, unreadable(path, format, &e.to_string()))),
             }
         };
         let mut tensors = BTreeMap::new();
@@ -224,21 +224,32 @@ fn zip_has(path: &Path, name: &str) -> Result<bool> {
     Ok(bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
 }
 
-/// A sentence for what burn-store's PyTorch reader refused.
-fn pytorch_reason(error: &str) -> String {
+/// A sentence for a file burn-store's PyTorch reader refused (`format`: as [`sniff`] found
+/// it): empty, not a PyTorch file by its first bytes, a whole pickled model, a truncated file
+/// or damaged zip archive, or what the reader's error says.
+fn unreadable(path: &Path, format: Option<Format>, error: &str) -> String {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4);
+    let read = std::fs::File::open(path).and_then(|f| f.take(4).read_to_end(&mut head));
     let lower = error.to_lowercase();
-    if lower.contains("eof") || lower.contains("unexpected end") || lower.contains("invalid zip") {
-        format!("it is truncated or not a PyTorch file ({error})")
-    } else if ["full model", "python type", "class", "global"]
-        .iter()
-        .any(|w| lower.contains(w))
-    {
-        format!(
+    let truncated = ["eof", "unexpected end", "invalid zip"];
+    let whole = ["full model", "python type", "class", "global"];
+    match (format, read) {
+        (_, Ok(0)) => "it is empty".into(),
+        (None, _) => "not a PyTorch file: its first bytes are neither a zip archive's \
+                      (torch.save) nor a pickle's (legacy torch.save)"
+            .into(),
+        _ if whole.iter().any(|w| lower.contains(w)) => format!(
             "it is not a state dict: a whole pickled model (torch.save(model)) cannot be read \
              without Python; save model.state_dict() instead ({error})"
-        )
-    } else {
-        format!("not a readable PyTorch state dict ({error})")
+        ),
+        _ if head.starts_with(b"PK\x03\x04") => format!(
+            "it is a zip archive (torch.save) that cannot be read: truncated or damaged ({error})"
+        ),
+        _ if truncated.iter().any(|w| lower.contains(w)) => {
+            format!("it is truncated or not a PyTorch file ({error})")
+        }
+        _ => format!("not a readable PyTorch state dict ({error})"),
     }
 }
 

@@ -197,25 +197,29 @@ fn files_that_are_not_state_dicts_are_refused_with_what_they_are() {
     let err = refusal(&fixture("distilled.safetensors"));
     assert!(err.contains("distilled DeiT (dist_token)"), "{err}");
     let dir = tempfile::tempdir().unwrap();
-    for (name, bytes) in [
+    for (name, bytes, reason) in [
         (
             "truncated.pth",
             std::fs::read(fixture("resnet18-w8.pth")).unwrap()[..5000].to_vec(),
+            "it is a zip archive (torch.save) that cannot be read: truncated or damaged",
         ),
         (
             "truncated.safetensors",
             std::fs::read(fixture("deit-d128.safetensors")).unwrap()[..5000].to_vec(),
+            "not a readable safetensors file",
         ),
-        ("text.pth", b"not a model at all\n".to_vec()),
-        ("empty.pth", vec![]),
+        (
+            "text.pth",
+            b"not a model at all\n".to_vec(),
+            "not a PyTorch file: its first bytes are neither",
+        ),
+        ("empty.pth", vec![], "it is empty"),
     ] {
         let file = dir.path().join(name);
         std::fs::write(&file, bytes).unwrap();
         let err = refusal(&file);
-        assert!(
-            err.starts_with(&file.display().to_string()),
-            "{name}: {err}"
-        );
+        let want = format!("{}: {reason}", file.display());
+        assert!(err.starts_with(&want), "{name}: {err}");
     }
     let err = refusal(&expected_file());
     assert!(err.contains("unknown architecture"), "{err}");

@@ -6,6 +6,7 @@
 use crate::error::{EmberError, Result};
 use cubecl_kernels::fs::{Existing, write_atomic};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use cubecl_kernels::fs::TEMP_PREFIX;
 
@@ -21,6 +22,16 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
         std::io::ErrorKind::AlreadyExists => EmberError::Exists(path.to_path_buf()),
         _ => EmberError::write(path, e),
     })
+}
+
+/// Set once a [`Staging::publish`] of this process begins.
+static PUBLISHING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a [`Staging::publish`] has begun in this process: a signal handler that would end the
+/// process saying that nothing was written lets it finish instead (the outputs appear whole a
+/// moment later).
+pub fn publishing() -> bool {
+    PUBLISHING.load(Ordering::SeqCst)
 }
 
 /// Several outputs that appear together: written into a staging directory beside `out`
@@ -77,11 +88,15 @@ impl Staging {
 
     /// Renames the staging directory onto `out`: every output appears at once.
     pub fn publish(mut self) -> Result<()> {
-        std::fs::rename(&self.dir, &self.out).map_err(|e| match e.kind() {
-            std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
-                not_empty(&self.out)
+        PUBLISHING.store(true, Ordering::SeqCst);
+        std::fs::rename(&self.dir, &self.out).map_err(|e| {
+            PUBLISHING.store(false, Ordering::SeqCst);
+            match e.kind() {
+                std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
+                    not_empty(&self.out)
+                }
+                _ => EmberError::write(&self.out, e),
             }
-            _ => EmberError::write(&self.out, e),
         })?;
         self.published = true;
         Ok(())

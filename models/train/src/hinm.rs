@@ -359,6 +359,12 @@ pub fn prune(opts: PruneOptions) -> Result<PruneReport> {
         dataset,
         ..
     } = source_params(&opts.checkpoint, opts.model)?;
+    eprintln!(
+        "searching HiNM {} masks of {kind} ({} permutations) in {}",
+        opts.level,
+        method_name(opts.perm),
+        file.display()
+    );
     let plans = plan(
         &all,
         &layers,

@@ -505,7 +505,7 @@ pub fn lock(out: &Path, mode: OnExisting) -> Result<Option<RunLock>> {
     match dir.try_lock() {
         Ok(()) => Ok(Some(RunLock { _dir: dir })),
         Err(std::fs::TryLockError::WouldBlock) => Err(EmberError::InUse(out.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+        Err(std::fs::TryLockError::Error(e)) if locks_unsupported(&e) => {
             eprintln!(
                 "warning: {} cannot be locked here ({e}): do not start a second run into it",
                 out.display()
@@ -514,6 +514,18 @@ pub fn lock(out: &Path, mode: OnExisting) -> Result<Option<RunLock>> {
         }
         Err(std::fs::TryLockError::Error(e)) => Err(EmberError::io(out, e)),
     }
+}
+
+/// Whether a failed lock says that the file system has no such locks: NFS without its lock
+/// daemon (`ENOLCK`), mounts that do not implement them (`EOPNOTSUPP`/`ENOTSUP`, `ENOSYS`).
+/// A run there goes on unlocked, with a warning; any other failure is an error.
+fn locks_unsupported(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    let codes = [libc::ENOLCK, libc::EOPNOTSUPP, libc::ENOTSUP, libc::ENOSYS];
+    #[cfg(not(unix))]
+    let codes: [i32; 0] = [];
+    e.kind() == std::io::ErrorKind::Unsupported
+        || e.raw_os_error().is_some_and(|code| codes.contains(&code))
 }
 
 /// The default output directory: `runs/<model>-<UTC date and time>`.
@@ -593,4 +605,26 @@ pub fn resolve_checkpoint(path: &Path) -> Result<(PathBuf, Option<Manifest>, Opt
         Some(dir) => with_checksum(path.to_path_buf(), &dir, Some(Manifest::read(&dir)?)),
         None => (path.to_path_buf(), None, None),
     })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::locks_unsupported;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_file_system_without_locks_is_told_from_a_lock_that_failed() {
+        // NFS without its lock daemon, mounts without flock: the run goes on unlocked
+        for code in [libc::ENOLCK, libc::EOPNOTSUPP, libc::ENOTSUP, libc::ENOSYS] {
+            assert!(locks_unsupported(&Error::from_raw_os_error(code)), "{code}");
+        }
+        assert!(locks_unsupported(&Error::from(ErrorKind::Unsupported)));
+        // anything else is an error the run reports
+        for code in [libc::EACCES, libc::EIO, libc::EBADF, libc::EINTR] {
+            assert!(
+                !locks_unsupported(&Error::from_raw_os_error(code)),
+                "{code}"
+            );
+        }
+    }
 }

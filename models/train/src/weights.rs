@@ -43,7 +43,7 @@ pub fn open(path: &Path) -> Result<Option<StateDict>> {
     if !path.is_file() {
         return Err(EmberError::BadCheckpoint {
             path: path.to_path_buf(),
-            reason: "no such file".into(),
+            reason: "no such weights file".into(),
         });
     }
     Ok(Some(StateDict::open(path)?))

@@ -97,8 +97,13 @@ pub fn run(mut args: PruneArgs) -> Result<(), EmberError> {
         return prune_bcr(args, level, policy);
     };
     // the outputs appear together at the end (hinm::prune): an interruption before that
-    // leaves nothing, so the first signal ends the process
+    // leaves nothing, so the first signal ends the process; one during the rename that
+    // publishes them lets it finish
     if let Err(e) = ctrlc::set_handler(|| {
+        if ember_train::atomic::publishing() {
+            eprintln!("\ninterrupted while publishing the outputs: finishing");
+            return;
+        }
         eprintln!("\ninterrupted: nothing was written");
         std::process::exit(130);
     }) {

@@ -277,11 +277,14 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
     );
     fails_with(
         &eval(&tmp.join("missing.pth"), Some("resnet18")),
-        "no such file",
+        "missing.pth: no such weights file",
     );
     let cut = tmp.join("cut.pth");
     std::fs::write(&cut, &std::fs::read(&r18).unwrap()[..4000]).unwrap();
-    fails_with(&eval(&cut, Some("resnet18")), "cut.pth");
+    fails_with(
+        &eval(&cut, Some("resnet18")),
+        "cut.pth: it is a zip archive (torch.save) that cannot be read: truncated or damaged",
+    );
     // Ember's own module paths (`--names ember`) are written for tools, not read back
     let lenet = tmp.join("lenet");
     ok(&ember(&sized_train_args(
