@@ -106,6 +106,15 @@ pub const DEIT_PATCH: usize = 4;
 /// Patch side of the ResMLPs trained by the CLI (the CIFAR configuration of the paper).
 pub const RESMLP_PATCH: usize = 4;
 
+/// The widest ResNet [`ModelKind::check_shape`] builds (64 is the paper's; 1024 makes its
+/// last stage's 3×3 convolutions 8192 × 8192 × 9, 2.4 GB each).
+pub const MAX_RESNET_WIDTH: usize = 1024;
+/// The widest DeiT [`ModelKind::check_shape`] builds (768 is DeiT-B's; 8192 makes each MLP
+/// weight 8192 × 32768, 1 GiB).
+pub const MAX_DEIT_DIM: usize = 8192;
+/// The deepest DeiT [`ModelKind::check_shape`] builds (12 blocks in the paper).
+pub const MAX_DEIT_DEPTH: usize = 256;
+
 /// The sizes of a ResNet or DeiT that its [`ModelKind`] does not fix by name when it is built
 /// from PyTorch weights: a ResNet's first-stage width, a DeiT's width, depth, heads and patch
 /// side. A kind has its own ([`ModelKind::own_shape`]); a run or a packed model started from
@@ -270,40 +279,42 @@ impl ModelKind {
     }
 
     /// Whether this kind can be built at `shape` for items of `spec`: a shape of its own
-    /// family, sizes of at least 1, heads that divide the width, patches that tile the images.
+    /// family, sizes of at least 1 and at most [`MAX_RESNET_WIDTH`] / [`MAX_DEIT_DIM`] /
+    /// [`MAX_DEIT_DEPTH`] (a shape read from a file allocates nothing unchecked), heads that
+    /// divide the width, patches that tile the images.
     pub fn check_shape(self, shape: Shape, spec: DataSpec) -> std::result::Result<(), String> {
         let family = |s: Option<Shape>| s.map(|s| std::mem::discriminant(&s));
         if family(self.own_shape()) != family(Some(shape)) {
             return Err(format!("{self} cannot have the shape \"{shape}\""));
         }
-        let bad = match shape {
-            Shape::Resnet { width } => width == 0,
-            Shape::Deit {
-                dim,
-                depth,
-                heads,
-                patch,
-            } => {
-                let side = match spec {
-                    DataSpec::Images(input) => input.side,
-                    DataSpec::Sequences { .. } => 0,
-                };
-                dim == 0
-                    || depth == 0
-                    || heads == 0
-                    || patch == 0
-                    || !dim.is_multiple_of(heads)
-                    || !side.is_multiple_of(patch)
-                    || side < patch
-            }
+        let side = match spec {
+            DataSpec::Images(input) => input.side,
+            DataSpec::Sequences { .. } => 0,
         };
-        match bad {
-            false => Ok(()),
-            true => Err(format!(
-                "{self} of shape \"{shape}\" cannot be built for {spec} (sizes of at least 1, \
-                 heads that divide the width, patches that tile the image)"
-            )),
-        }
+        let why = match shape {
+            Shape::Resnet { width } if !(1..=MAX_RESNET_WIDTH).contains(&width) => {
+                format!("a ResNet's width is 1 to {MAX_RESNET_WIDTH}")
+            }
+            Shape::Resnet { .. } => return Ok(()),
+            Shape::Deit { dim, .. } if !(1..=MAX_DEIT_DIM).contains(&dim) => {
+                format!("a DeiT's width is 1 to {MAX_DEIT_DIM}")
+            }
+            Shape::Deit { depth, .. } if !(1..=MAX_DEIT_DEPTH).contains(&depth) => {
+                format!("a DeiT has 1 to {MAX_DEIT_DEPTH} blocks")
+            }
+            Shape::Deit { dim, heads, .. } if heads == 0 || !dim.is_multiple_of(heads) => {
+                "its heads must divide its width".into()
+            }
+            Shape::Deit { patch, .. }
+                if patch == 0 || side < patch || !side.is_multiple_of(patch) =>
+            {
+                format!("its patches must tile the {side}-pixel images")
+            }
+            Shape::Deit { .. } => return Ok(()),
+        };
+        Err(format!(
+            "{self} of shape \"{shape}\" cannot be built for {spec}: {why}"
+        ))
     }
 
     /// [`ModelKind::build_with`] at `shape` instead of the kind's own
@@ -636,7 +647,34 @@ mod tests {
             (
                 ModelKind::Resnet18,
                 Shape::Resnet { width: 0 },
-                "cannot be built",
+                "width is 1 to 1024",
+            ),
+            (
+                ModelKind::Resnet18,
+                Shape::Resnet {
+                    width: 99_999_999_999,
+                },
+                "width is 1 to 1024",
+            ),
+            (
+                ModelKind::DeitTi,
+                Shape::Deit {
+                    dim: 1 << 40,
+                    depth: 2,
+                    heads: 2,
+                    patch: 16,
+                },
+                "width is 1 to 8192",
+            ),
+            (
+                ModelKind::DeitTi,
+                Shape::Deit {
+                    dim: 128,
+                    depth: 100_000,
+                    heads: 2,
+                    patch: 16,
+                },
+                "1 to 256 blocks",
             ),
             (
                 ModelKind::DeitTi,
@@ -646,7 +684,7 @@ mod tests {
                     heads: 3,
                     patch: 16,
                 },
-                "heads that divide the width",
+                "its heads must divide its width",
             ),
             (
                 ModelKind::DeitTi,
@@ -656,7 +694,7 @@ mod tests {
                     heads: 2,
                     patch: 5,
                 },
-                "patches that tile",
+                "its patches must tile the 32-pixel images",
             ),
         ];
         for (kind, shape, needle) in refusals {

@@ -134,6 +134,11 @@ impl ModelKind {
             )));
         }
         self.accepts(spec).map_err(Error::Invalid)?;
+        // the sizes a run or packed model of them would record, and be rebuilt at
+        if let Some(shape) = self.shape_of(&arch) {
+            self.check_shape(shape, spec)
+                .map_err(|why| dict.error(format!("its {arch}: {why}")))?;
+        }
         let DataSpec::Images(input) = spec else {
             unreachable!("accepts refuses sequences for an image model")
         };

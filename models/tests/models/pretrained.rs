@@ -478,3 +478,41 @@ fn an_image_folder_trains_from_train_beside_val_with_the_same_classes() {
     }
     assert!((3..=13).contains(&flips), "{flips} of 16 seeds flipped");
 }
+
+#[test]
+fn weights_wider_than_the_zoo_builds_are_refused_before_the_model_is_built() {
+    use burn::backend::Autodiff;
+    use burn::tensor::backend::AutodiffBackend;
+    use ember_models::act::Activation;
+    use ember_models::classifier::{ModelVisitor, TrainableClassifier};
+    use ember_models::data::{DataSpec, ImageSpec};
+    // a stem 1025 channels wide: the whole model would not be built, nor recorded by a run
+    let (_dir, path) = edited("resnet18-w8.pth", |t| {
+        let n = 1025 * 3 * 7 * 7;
+        t.insert("conv1.weight".into(), (vec![1025, 3, 7, 7], vec![0.0; n]));
+    });
+    let dict = StateDict::open(&path).unwrap();
+    struct Built;
+    impl<A: AutodiffBackend> ModelVisitor<A> for Built {
+        type Output = ();
+        fn visit<M: TrainableClassifier<A>>(self, _: M) {}
+    }
+    let spec = DataSpec::Images(ImageSpec {
+        channels: 3,
+        side: 224,
+        classes: 5,
+    });
+    let err = ModelKind::Resnet18
+        .build_pretrained::<Autodiff<B>, _>(
+            &dict,
+            pretrained::Head::Keep,
+            Activation::Relu,
+            spec,
+            &Default::default(),
+            Built,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("a ResNet's width is 1 to 1024"), "{err}");
+}

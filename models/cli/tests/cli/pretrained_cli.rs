@@ -214,7 +214,7 @@ fn weights_of_another_width_fine_tune_resume_prune_and_export_at_their_shape() {
     assert_ne!(edited, text);
     std::fs::write(deit.join("ember-run.json"), edited).unwrap();
     let refused = ember(&["eval", "--checkpoint", s(&deit), "--data-dir", s(&data)]);
-    fails_with(&refused, "heads that divide the width");
+    fails_with(&refused, "its heads must divide its width");
     // a resumed run keeps the shape it was started with: weights of another are refused
     let text = std::fs::read_to_string(run.join("ember-run.json")).unwrap();
     let edited = text.replace("\"width\": 8", "\"width\": 16");
