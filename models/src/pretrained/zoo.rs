@@ -134,11 +134,6 @@ impl ModelKind {
             )));
         }
         self.accepts(spec).map_err(Error::Invalid)?;
-        // the sizes a run or packed model of them would record, and be rebuilt at
-        if let Some(shape) = self.shape_of(&arch) {
-            self.check_shape(shape, spec)
-                .map_err(|why| dict.error(format!("its {arch}: {why}")))?;
-        }
         let DataSpec::Images(input) = spec else {
             unreachable!("accepts refuses sequences for an image model")
         };
@@ -159,6 +154,11 @@ impl ModelKind {
                 "its position embeddings are for {0}×{0} images; the dataset's are {1}×{1}",
                 c.image_size, input.side
             )));
+        }
+        // the sizes a run or packed model of them would record, and be rebuilt at
+        if let Some(shape) = self.shape_of(&arch) {
+            self.check_shape(shape, spec)
+                .map_err(|why| dict.error(format!("its {arch}: {why}")))?;
         }
         let replace = classes != input.classes;
         if replace && head == Head::Keep {
