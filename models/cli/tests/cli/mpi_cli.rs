@@ -325,3 +325,54 @@ fn ranks_started_differently_or_with_devices_are_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_image_a_rank_cannot_decode_stops_every_rank_at_the_same_batch() {
+    use crate::pretrained_cli::{fixture, imagenet_folder, imagenet_split};
+    let dir = scratch("mpi-folder");
+    let data = imagenet_folder(&dir.join("inet"), 5);
+    imagenet_split(&data, "train", 5);
+    // the header reads (the file is listed), the pixels do not
+    let png = std::fs::read(fixture("folder/dog/image.png")).unwrap();
+    std::fs::write(data.join("train/n00000003/dog.png"), &png[..120]).unwrap();
+    let run = dir.join("run");
+    let weights = fixture("resnet18-w8.pth");
+    let args = [
+        "train",
+        "--ddp",
+        "mpi",
+        "--from",
+        s(&weights),
+        "--model",
+        "resnet18",
+        "--dataset",
+        "imagenet-folder",
+        "--data-dir",
+        s(&data),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "2",
+        "--plain",
+        "--out",
+        s(&run),
+    ];
+    let out = mpirun(2, &args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // the rank that read it names the file; the other stops at the same batch, saying why
+    assert!(
+        stderr.contains("n00000003/dog.png: cannot decode the image"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("another replica could not load its items of batch"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !run.exists(),
+        "a run that completed no epoch leaves nothing"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

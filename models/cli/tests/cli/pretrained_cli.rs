@@ -6,7 +6,7 @@ use crate::cifar_cli::image_folder;
 use crate::common::{ember, fails_with, ok, s, scratch, sized_train_args};
 use std::path::{Path, PathBuf};
 
-fn fixture(name: &str) -> PathBuf {
+pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../testdata/pretrained")
         .join(name)
@@ -337,12 +337,12 @@ fn weights_that_do_not_fit_are_refused_naming_why() {
 
 /// An ImageFolder of `classes` class directories under `root/val`, each holding the fixture's
 /// two PNG images.
-fn imagenet_folder(root: &Path, classes: usize) -> PathBuf {
+pub fn imagenet_folder(root: &Path, classes: usize) -> PathBuf {
     imagenet_split(root, "val", classes)
 }
 
 /// [`imagenet_folder`]'s images under `root/split`.
-fn imagenet_split(root: &Path, split: &str, classes: usize) -> PathBuf {
+pub fn imagenet_split(root: &Path, split: &str, classes: usize) -> PathBuf {
     for c in 0..classes {
         let dir = root.join(split).join(format!("n{c:08}"));
         std::fs::create_dir_all(&dir).unwrap();
