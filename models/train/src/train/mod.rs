@@ -373,58 +373,42 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
     let start = job.start;
+    // each dataset's splits with its batchers (training: by epoch, for seeded augmentation)
+    macro_rules! fit_on {
+        ($train:expr, $test:expr, $train_batcher:expr, $valid:expr) => {
+            train_model::<B, M, _, _, _>(
+                job.opts,
+                start,
+                devices,
+                model,
+                $train.expect("training split loaded").dataset(),
+                $test.dataset(),
+                Batchers {
+                    train: Arc::new($train_batcher),
+                    valid: $valid,
+                },
+            )
+        };
+    }
     match job.splits {
-        Splits::Mnist(train, test) => train_model::<B, M, _, _, _>(
-            job.opts,
-            start,
-            devices.clone(),
-            model,
-            train.expect("training split loaded").dataset(),
-            test.dataset(),
-            Batchers {
-                train: Arc::new(|_| MnistBatcher),
-                valid: MnistBatcher,
-            },
+        Splits::Mnist(train, test) => fit_on!(train, test, |_| MnistBatcher, MnistBatcher),
+        Splits::Cifar10(train, test) => fit_on!(
+            train,
+            test,
+            move |epoch| CifarBatcher::augmented(seed.wrapping_add(epoch as u64)),
+            CifarBatcher::plain()
         ),
-        Splits::Cifar10(train, test) => train_model::<B, M, _, _, _>(
-            job.opts,
-            start,
-            devices.clone(),
-            model,
-            train.expect("training split loaded").dataset(),
-            test.dataset(),
-            Batchers {
-                train: Arc::new(move |epoch| {
-                    CifarBatcher::augmented(seed.wrapping_add(epoch as u64))
-                }),
-                valid: CifarBatcher::plain(),
-            },
+        Splits::Sequences(train, test, features) => fit_on!(
+            train,
+            test,
+            move |_| SequenceBatcher { features },
+            SequenceBatcher { features }
         ),
-        Splits::Sequences(train, test, features) => train_model::<B, M, _, _, _>(
-            job.opts,
-            start,
-            devices.clone(),
-            model,
-            train.expect("training split loaded").dataset(),
-            test.dataset(),
-            Batchers {
-                train: Arc::new(move |_| SequenceBatcher { features }),
-                valid: SequenceBatcher { features },
-            },
-        ),
-        Splits::Folder(train, test) => train_model::<B, M, _, _, _>(
-            job.opts,
-            start,
-            devices.clone(),
-            model,
-            train.expect("training split loaded").dataset(),
-            test.dataset(),
-            Batchers {
-                train: Arc::new(move |epoch| {
-                    FolderBatcher::augmented(seed.wrapping_add(epoch as u64))
-                }),
-                valid: FolderBatcher::new(),
-            },
+        Splits::Folder(train, test) => fit_on!(
+            train,
+            test,
+            move |epoch| FolderBatcher::augmented(seed.wrapping_add(epoch as u64)),
+            FolderBatcher::new()
         ),
     }
 }
