@@ -477,6 +477,46 @@ fn an_image_folder_trains_from_train_beside_val_with_the_same_classes() {
         assert_eq!(got, pixels(&FolderBatcher::augmented(seed)), "seed {seed}");
     }
     assert!((3..=13).contains(&flips), "{flips} of 16 seeds flipped");
+    // a PNG whose header claims 100,000 × 100,000 pixels is listed (its header reads), then
+    // refused when decoded, within the decoder's memory limit, naming the file
+    let huge = dir.path().join("val/a/huge.png");
+    std::fs::write(&huge, png_header(100_000, 100_000)).unwrap();
+    let items = folder::load(&source).unwrap().dataset();
+    let item = (0..burn::data::dataset::Dataset::len(&items))
+        .map(|i| burn::data::dataset::Dataset::get(&items, i).unwrap())
+        .find(|i| i.path == huge)
+        .unwrap();
+    let batcher = FolderBatcher::new();
+    let _: ember_models::data::Batch<B> = batcher.batch(vec![item], &Default::default());
+    let err = batcher.failure().unwrap().to_string();
+    assert!(
+        err.contains("huge.png") && err.contains("Memory limit exceeded"),
+        "{err}"
+    );
+}
+
+/// A PNG of `w` × `h` RGB pixels whose image data is a few zero bytes.
+fn png_header(w: u32, h: u32) -> Vec<u8> {
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut c = (data.len() as u32).to_be_bytes().to_vec();
+        c.extend_from_slice(kind);
+        c.extend_from_slice(data);
+        let crc = crc32fast::hash(&[kind, data].concat());
+        c.extend_from_slice(&crc.to_be_bytes());
+        c
+    };
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+    // zlib: a stored block of 100 zero bytes, and its Adler-32
+    let mut idat = vec![0x78, 0x01, 0x01, 100, 0, !100, 0xff];
+    idat.extend_from_slice(&[0; 100]);
+    idat.extend_from_slice(&(100u32 << 16 | 1).to_be_bytes());
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend(chunk(b"IHDR", &ihdr));
+    png.extend(chunk(b"IDAT", &idat));
+    png.extend(chunk(b"IEND", &[]));
+    png
 }
 
 #[test]
