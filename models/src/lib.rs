@@ -18,6 +18,8 @@
 //!   one (Ember's training stacks), Burn's broadcast ops elsewhere.
 //! - [`classifier`]: the models Ember knows ([`classifier::ModelKind`]), the one place that
 //!   builds them, and what burn-train needs of them.
+//! - [`shape`]: the sizes a ResNet's or DeiT's kind does not fix by name ([`shape::Shape`]), for
+//!   models built from weights of another width, and their bounds.
 //! - [`pretrained`]: PyTorch state dicts and safetensors files in (torchvision's ResNets, timm's
 //!   DeiTs, under their key names), dense safetensors out.
 //! - [`params`]: a model's parameters by path and shape (its linear layers, the shape check of
@@ -68,6 +70,7 @@ pub mod params;
 pub mod pretrained;
 pub mod resmlp;
 pub mod resnet;
+pub mod shape;
 pub mod vgg;
 
 pub use error::{Error, Result};

@@ -3,10 +3,11 @@
 
 use super::{Architecture, Names, StateDict};
 use crate::act::Activation;
-use crate::classifier::{ModelKind, ModelVisitor, Shape};
+use crate::classifier::{ModelKind, ModelVisitor};
 use crate::data::DataSpec;
 use crate::error::{Error, Result};
 use crate::resnet::Depth;
+use crate::shape::Shape;
 use burn::tensor::backend::AutodiffBackend;
 
 /// What to do with a classifier head whose classes differ from the dataset's.

@@ -5,10 +5,11 @@
 use burn::backend::NdArray;
 use burn::prelude::*;
 use burn::tensor::TensorData;
-use ember_models::classifier::{ModelKind, Shape};
+use ember_models::classifier::ModelKind;
 use ember_models::deit::DeitConfig;
 use ember_models::pretrained::{self, Architecture, Names, StateDict};
 use ember_models::resnet::{Depth, ResNetConfig};
+use ember_models::shape::Shape;
 use std::path::{Path, PathBuf};
 
 type B = NdArray;

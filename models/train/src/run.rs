@@ -13,8 +13,9 @@ use crate::report::EpochMetrics;
 use crate::technique::{self, REGISTRY};
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
-use ember_models::classifier::{ModelKind, Shape};
+use ember_models::classifier::ModelKind;
 use ember_models::data::{DataSpec, DatasetKind, ImageSpec};
+use ember_models::shape::Shape;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

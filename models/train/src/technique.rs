@@ -153,10 +153,10 @@ impl Packed {
 
     /// The model's shape its [`Packed::about`] records (`shape`: a model pruned from weights
     /// of another width than its kind's own); `None` for the kind's own.
-    pub fn shape(&self) -> std::result::Result<Option<ember_models::classifier::Shape>, String> {
+    pub fn shape(&self) -> std::result::Result<Option<ember_models::shape::Shape>, String> {
         self.about()
             .get(ABOUT_SHAPE)
-            .map(|text| ember_models::classifier::Shape::from_json(text))
+            .map(|text| ember_models::shape::Shape::from_json(text))
             .transpose()
     }
 

@@ -11,9 +11,10 @@ use crate::technique::Packed;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use ember_models::act::Activation;
-use ember_models::classifier::{ModelKind, ModelVisitor, Shape, TrainableClassifier};
+use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{DataSpec, DatasetKind, ImageSpec};
 use ember_models::pretrained::{self, Architecture, Head, Names, Naming, StateDict};
+use ember_models::shape::Shape;
 use std::path::{Path, PathBuf};
 
 /// File extensions read as PyTorch weights rather than Ember checkpoints.

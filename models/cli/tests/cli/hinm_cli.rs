@@ -262,3 +262,39 @@ fn sparse_fine_tuning_keeps_the_masks_and_writes_the_packed_model() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
     assert!(!dir.join("none").exists());
 }
+
+#[test]
+fn a_hinm_prune_ended_by_a_signal_writes_nothing_and_its_rerun_starts_clean() {
+    let tmp = scratch("hinm-signal");
+    let data = crate::cifar_cli::image_folder(&tmp.join("data"));
+    let dense = tmp.join("dense");
+    // ResNet-18 at full width: its Gyro search takes seconds per layer on 2 cores
+    let mut args = vec!["train", "--model", "resnet18-cifar", "--epochs", "1"];
+    args.extend_from_slice(&["--batch-size", "3", "--plain", "--out", s(&dense)]);
+    args.extend_from_slice(&["--dataset", "cifar10", "--data-dir", s(&data)]);
+    ok(&ember(&args));
+    let pruned = tmp.join("pruned");
+    let prune = |level: &'static str, run: &Path| {
+        let mut args = vec!["prune", "--hinm", level, "--checkpoint", s(run)];
+        args.extend_from_slice(&["--out", s(&pruned)]);
+        ember(&args)
+    };
+    let mut args = vec!["prune", "--hinm", "75:v64", "--checkpoint", s(&dense)];
+    args.extend_from_slice(&["--out", s(&pruned)]);
+    let (status, stderr) = crate::faults::kill_when(&args, "searching HiNM", "TERM");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("nothing was written"), "{stderr}");
+    assert!(!pruned.exists(), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains("pruned"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // the same --out takes the next prune (of a LeNet-5: seconds) without a manual rm
+    let lenet = tmp.join("lenet");
+    ok(&train("lenet5", &lenet, &[]));
+    ok(&prune("75:v4", &lenet));
+    assert!(pruned.join("model.hinm").is_file());
+}

@@ -19,13 +19,14 @@ use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::effects;
 use ember_models::act::Activation;
-use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, Shape, TrainableClassifier};
+use ember_models::classifier::{Classifier, ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::cifar::CifarBatcher;
 use ember_models::data::folder::FolderBatcher;
 use ember_models::data::mnist::MnistBatcher;
 use ember_models::data::sequence::SequenceBatcher;
 use ember_models::data::{Batch, DataSource, DataSpec, DatasetKind};
 use ember_models::pretrained::{Head, StateDict};
+use ember_models::shape::Shape;
 use std::path::{Path, PathBuf};
 
 /// The accuracy and loss of `model` on `items`, in batches; an item that did not load (an

@@ -120,7 +120,7 @@ fn classes(spec: ember_models::data::DataSpec) -> Option<usize> {
 }
 
 /// A model's shape as a refusal names it: `shape`, or the kind's own.
-fn show_shape(kind: ModelKind, shape: Option<ember_models::classifier::Shape>) -> String {
+fn show_shape(kind: ModelKind, shape: Option<ember_models::shape::Shape>) -> String {
     shape
         .or(kind.own_shape())
         .map_or_else(|| "its own".to_string(), |s| format!("\"{s}\""))

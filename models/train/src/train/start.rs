@@ -5,7 +5,8 @@
 use super::TrainOptions;
 use crate::error::{EmberError, Result};
 use crate::run::{self, OnExisting};
-use ember_models::classifier::{ModelKind, Shape};
+use ember_models::classifier::ModelKind;
+use ember_models::shape::Shape;
 use std::path::{Path, PathBuf};
 
 /// What the pruning techniques prepared before the run directory: HiNM's fine-tuning (its
