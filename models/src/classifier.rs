@@ -9,7 +9,7 @@ use crate::gru::GruClassifier;
 use crate::lenet::{LeNet5, LeNet300};
 use crate::resmlp::{ResMlp, ResMlpConfig};
 use crate::resnet::{Depth, ResNet, ResNetConfig};
-use crate::shape::Shape;
+use crate::shape::{MAX_DEIT_DEPTH, MAX_DEIT_DIM, MAX_RESNET_WIDTH, Shape};
 use crate::vgg::Vgg16;
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -191,6 +191,67 @@ impl ModelKind {
         visitor: V,
     ) -> Result<V::Output> {
         self.build_shaped(None, act, spec, device, visitor)
+    }
+
+    /// The sizes this kind is built at by name: a ResNet's width, a DeiT's width, depth, heads
+    /// and patch; `None` for the models without a [`Shape`].
+    pub fn own_shape(self) -> Option<Shape> {
+        use ModelKind::*;
+        let deit = |c: DeitConfig| Shape::Deit {
+            dim: c.dim,
+            depth: c.depth,
+            heads: c.heads,
+            patch: DEIT_PATCH,
+        };
+        Some(match self {
+            Resnet18CifarW16 => Shape::Resnet { width: 16 },
+            Resnet18 | Resnet34 | Resnet50 | Resnet18Cifar | Resnet34Cifar | Resnet50Cifar => {
+                Shape::Resnet { width: 64 }
+            }
+            DeitTi => deit(DeitConfig::tiny(1)),
+            DeitS => deit(DeitConfig::small(1)),
+            DeitB => deit(DeitConfig::base(1)),
+            _ => return None,
+        })
+    }
+
+    /// Whether this kind can be built at `shape` for items of `spec`: a shape of its own
+    /// family, sizes of at least 1 and at most [`MAX_RESNET_WIDTH`] / [`MAX_DEIT_DIM`] /
+    /// [`MAX_DEIT_DEPTH`] (a shape read from a file allocates nothing unchecked), heads that
+    /// divide the width, patches that tile the images.
+    pub fn check_shape(self, shape: Shape, spec: DataSpec) -> std::result::Result<(), String> {
+        let family = |s: Option<Shape>| s.map(|s| std::mem::discriminant(&s));
+        if family(self.own_shape()) != family(Some(shape)) {
+            return Err(format!("{self} cannot have the shape \"{shape}\""));
+        }
+        let side = match spec {
+            DataSpec::Images(input) => input.side,
+            DataSpec::Sequences { .. } => 0,
+        };
+        let why = match shape {
+            Shape::Resnet { width } if !(1..=MAX_RESNET_WIDTH).contains(&width) => {
+                format!("a ResNet's width is 1 to {MAX_RESNET_WIDTH}")
+            }
+            Shape::Resnet { .. } => return Ok(()),
+            Shape::Deit { dim, .. } if !(1..=MAX_DEIT_DIM).contains(&dim) => {
+                format!("a DeiT's width is 1 to {MAX_DEIT_DIM}")
+            }
+            Shape::Deit { depth, .. } if !(1..=MAX_DEIT_DEPTH).contains(&depth) => {
+                format!("a DeiT has 1 to {MAX_DEIT_DEPTH} blocks")
+            }
+            Shape::Deit { dim, heads, .. } if heads == 0 || !dim.is_multiple_of(heads) => {
+                "its heads must divide its width".into()
+            }
+            Shape::Deit { patch, .. }
+                if patch == 0 || side < patch || !side.is_multiple_of(patch) =>
+            {
+                format!("its patches must tile the {side}-pixel images")
+            }
+            Shape::Deit { .. } => return Ok(()),
+        };
+        Err(format!(
+            "{self} of shape \"{shape}\" cannot be built for {spec}: {why}"
+        ))
     }
 
     /// [`ModelKind::build_with`] at `shape` instead of the kind's own
@@ -464,124 +525,6 @@ mod tests {
         assert!(err.to_string().contains("4×4 patches"), "{err}");
         let err = built(ModelKind::Lenet5, CIFAR).unwrap_err();
         assert!(err.to_string().contains("28×28 grayscale"), "{err}");
-    }
-
-    #[test]
-    fn a_shape_builds_the_kind_at_other_sizes_and_is_checked_first() {
-        type B = Autodiff<NdArray>;
-        let device = Default::default();
-        let built = |kind: ModelKind, shape, input| {
-            kind.build_shaped::<B, _>(shape, Activation::Relu, input, &device, Params)
-        };
-        // the own shape is what build makes; width 16 is the narrow ResNet-18's count
-        let own = ModelKind::Resnet18Cifar.own_shape();
-        assert_eq!(own, Some(Shape::Resnet { width: 64 }));
-        assert_eq!(
-            built(ModelKind::Resnet18Cifar, own, CIFAR).unwrap(),
-            11_173_962
-        );
-        let w16 = Some(Shape::Resnet { width: 16 });
-        assert_eq!(
-            built(ModelKind::Resnet18Cifar, w16, CIFAR).unwrap(),
-            701_466
-        );
-        // a DeiT of 16×16 patches: dim 128, 2 blocks, 2 heads on 32×32 images (4 patches)
-        let deit = Shape::Deit {
-            dim: 128,
-            depth: 2,
-            heads: 2,
-            patch: 16,
-        };
-        let config = DeitConfig {
-            dim: 128,
-            depth: 2,
-            heads: 2,
-            image_size: 32,
-            patch_size: 16,
-            channels: 3,
-            classes: 10,
-        };
-        assert_eq!(
-            built(ModelKind::DeitTi, Some(deit), CIFAR).unwrap(),
-            config.init::<B>(&device).num_params()
-        );
-        assert_eq!(
-            deit.to_string(),
-            "dim 128, 2 blocks, 2 heads, 16×16 patches"
-        );
-        assert_eq!(Shape::from_json(&deit.to_json()), Ok(deit));
-        assert!(Shape::from_json("{\"family\":\"resnet\"}").is_err());
-        // shapes of another family, sizes of 0, heads that do not divide, patches that do not
-        // tile: refused before anything is built
-        let refusals = [
-            (ModelKind::Resnet18, deit, "resnet18 cannot have the shape"),
-            (
-                ModelKind::Lenet5,
-                Shape::Resnet { width: 8 },
-                "lenet5 cannot",
-            ),
-            (
-                ModelKind::Resnet18,
-                Shape::Resnet { width: 0 },
-                "width is 1 to 1024",
-            ),
-            (
-                ModelKind::Resnet18,
-                Shape::Resnet {
-                    width: 99_999_999_999,
-                },
-                "width is 1 to 1024",
-            ),
-            (
-                ModelKind::DeitTi,
-                Shape::Deit {
-                    dim: 1 << 40,
-                    depth: 2,
-                    heads: 2,
-                    patch: 16,
-                },
-                "width is 1 to 8192",
-            ),
-            (
-                ModelKind::DeitTi,
-                Shape::Deit {
-                    dim: 128,
-                    depth: 100_000,
-                    heads: 2,
-                    patch: 16,
-                },
-                "1 to 256 blocks",
-            ),
-            (
-                ModelKind::DeitTi,
-                Shape::Deit {
-                    dim: 128,
-                    depth: 2,
-                    heads: 3,
-                    patch: 16,
-                },
-                "its heads must divide its width",
-            ),
-            (
-                ModelKind::DeitTi,
-                Shape::Deit {
-                    dim: 128,
-                    depth: 2,
-                    heads: 2,
-                    patch: 5,
-                },
-                "its patches must tile the 32-pixel images",
-            ),
-        ];
-        for (kind, shape, needle) in refusals {
-            let input = if kind == ModelKind::Lenet5 {
-                MNIST
-            } else {
-                CIFAR
-            };
-            let err = built(kind, Some(shape), input).unwrap_err().to_string();
-            assert!(err.contains(needle), "{kind} {shape}: {err}");
-        }
     }
 
     #[test]

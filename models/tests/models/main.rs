@@ -1,3 +1,4 @@
 //! ember-models' integration tests.
 
 mod pretrained;
+mod shape;
