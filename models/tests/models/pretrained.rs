@@ -90,18 +90,24 @@ fn torchvision_resnets_give_pytorchs_logits() {
     }
 }
 
-#[test]
-fn a_timm_deit_in_f16_gives_pytorchs_logits() {
-    let (arch, _, logits) = imported("deit-d128.safetensors");
-    let want = DeitConfig {
+/// The DeiT of `deit-d128.safetensors` (dim 128, 2 blocks, 2 heads, 16×16 patches of 32×32
+/// RGB images) with `classes` classes.
+pub fn deit_d128(classes: usize) -> DeitConfig {
+    DeitConfig {
         dim: 128,
         depth: 2,
         heads: 2,
         image_size: 32,
         patch_size: 16,
         channels: 3,
-        classes: 4,
-    };
+        classes,
+    }
+}
+
+#[test]
+fn a_timm_deit_in_f16_gives_pytorchs_logits() {
+    let (arch, _, logits) = imported("deit-d128.safetensors");
+    let want = deit_d128(4);
     assert_eq!(arch, Architecture::Deit(want.clone()));
     assert_close(logits, &expected("deit-d128").1, "deit");
     let shape = Shape::Deit {

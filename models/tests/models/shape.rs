@@ -7,7 +7,6 @@ use burn::tensor::backend::AutodiffBackend;
 use ember_models::act::Activation;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{DataSpec, ImageSpec};
-use ember_models::deit::DeitConfig;
 use ember_models::shape::Shape;
 
 const MNIST: DataSpec = DataSpec::Images(ImageSpec {
@@ -56,15 +55,7 @@ fn a_shape_builds_the_kind_at_other_sizes_and_is_checked_first() {
         heads: 2,
         patch: 16,
     };
-    let config = DeitConfig {
-        dim: 128,
-        depth: 2,
-        heads: 2,
-        image_size: 32,
-        patch_size: 16,
-        channels: 3,
-        classes: 10,
-    };
+    let config = crate::pretrained::deit_d128(10);
     assert_eq!(
         built(ModelKind::DeitTi, Some(deit), CIFAR).unwrap(),
         config.init::<B>(&device).num_params()
