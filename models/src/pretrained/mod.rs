@@ -109,7 +109,8 @@ impl StateDict {
             // a TorchScript archive is a zip too: looked for only when the reader finds no
             // state dict, so that a state dict is read once
             let torchscript = || {
-                format == Some(Format::Pytorch) && zip_has(path, "constants.pkl").unwrap_or(false)
+                format == Some(Format::PytorchZip)
+                    && zip_has(path, "constants.pkl").unwrap_or(false)
             };
             let script = || {
                 bad(
@@ -189,8 +190,10 @@ impl StateDict {
 /// A weights file's format, as its first bytes say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// `torch.save`: a zip archive, or (legacy) a pickle of protocol 2 to 5.
-    Pytorch,
+    /// `torch.save`: a zip archive (`PK\x03\x04`).
+    PytorchZip,
+    /// Legacy `torch.save`: a pickle of protocol 2 to 5.
+    PytorchPickle,
     /// A safetensors file: its header's length (little-endian u64, at least 2 and below
     /// 100 MB) and the header's `{`.
     Safetensors,
@@ -206,10 +209,10 @@ pub fn sniff(path: &Path) -> std::io::Result<Option<Format>> {
     Ok(
         if head.len() == 9 && head[8] == b'{' && (2..100_000_000).contains(&header(&head)) {
             Some(Format::Safetensors)
-        } else if head.starts_with(b"PK\x03\x04")
-            || (head.len() >= 2 && head[0] == 0x80 && (2..=5).contains(&head[1]))
-        {
-            Some(Format::Pytorch)
+        } else if head.starts_with(b"PK\x03\x04") {
+            Some(Format::PytorchZip)
+        } else if head.len() >= 2 && head[0] == 0x80 && (2..=5).contains(&head[1]) {
+            Some(Format::PytorchPickle)
         } else {
             None
         },
@@ -228,22 +231,20 @@ fn zip_has(path: &Path, name: &str) -> Result<bool> {
 /// it): empty, not a PyTorch file by its first bytes, a whole pickled model, a truncated file
 /// or damaged zip archive, or what the reader's error says.
 fn unreadable(path: &Path, format: Option<Format>, error: &str) -> String {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(4);
-    let read = std::fs::File::open(path).and_then(|f| f.take(4).read_to_end(&mut head));
+    let empty = std::fs::metadata(path).is_ok_and(|m| m.len() == 0);
     let lower = error.to_lowercase();
     let truncated = ["eof", "unexpected end", "invalid zip"];
     let whole = ["full model", "python type", "class", "global"];
-    match (format, read) {
-        (_, Ok(0)) => "it is empty".into(),
-        (None, _) => "not a PyTorch file: its first bytes are neither a zip archive's \
-                      (torch.save) nor a pickle's (legacy torch.save)"
+    match format {
+        _ if empty => "it is empty".into(),
+        None => "not a PyTorch file: its first bytes are neither a zip archive's (torch.save) \
+                 nor a pickle's (legacy torch.save)"
             .into(),
         _ if whole.iter().any(|w| lower.contains(w)) => format!(
             "it is not a state dict: a whole pickled model (torch.save(model)) cannot be read \
              without Python; save model.state_dict() instead ({error})"
         ),
-        _ if head.starts_with(b"PK\x03\x04") => format!(
+        Some(Format::PytorchZip) => format!(
             "it is a zip archive (torch.save) that cannot be read: truncated or damaged ({error})"
         ),
         _ if truncated.iter().any(|w| lower.contains(w)) => {

@@ -36,8 +36,8 @@ impl Manifest {
             seed: opts.seed,
             dataset: opts.data.kind(),
             data: opts.data.to_string(),
-            classes: classes(opts.data.spec())
-                .filter(|&n| Some(n) != classes(opts.data.kind().spec())),
+            classes: Some(opts.data.spec().classes())
+                .filter(|&n| n != opts.data.kind().spec().classes()),
             train_limit: opts.train_limit,
             test_limit: opts.test_limit,
             policy,
@@ -108,14 +108,6 @@ impl Manifest {
             "--bcr" => self.bcr.clone().unwrap_or_else(off),
             _ => return None,
         })
-    }
-}
-
-/// The classes of `spec`'s images (`None` for sequences).
-fn classes(spec: ember_models::data::DataSpec) -> Option<usize> {
-    match spec {
-        ember_models::data::DataSpec::Images(input) => Some(input.classes),
-        ember_models::data::DataSpec::Sequences { .. } => None,
     }
 }
 
