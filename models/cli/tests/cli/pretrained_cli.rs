@@ -414,4 +414,9 @@ fn torchvision_weights_evaluate_on_an_imagenet_folder() {
     std::fs::write(&broken, &png[..120]).unwrap();
     fails_with(&train(&five), "n00000003/dog.png");
     assert!(!run.exists());
+    // so does a validation image, found when the epoch is evaluated
+    std::fs::write(&broken, &png).unwrap();
+    std::fs::write(five.join("val/n00000001/cat.png"), &png[..120]).unwrap();
+    fails_with(&train(&five), "n00000001/cat.png: cannot decode the image");
+    assert!(!run.exists());
 }
