@@ -13,6 +13,7 @@
 
 use crate::multiplier::Multiplier;
 use crate::ops::conv::{self, Product};
+use crate::ops::elementwise;
 use crate::ops::matmul;
 use crate::ops::native::{self, ConvRoute, Linear};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
@@ -20,6 +21,7 @@ use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
+use cubecl_kernels::elementwise::Binary;
 use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
     MultiplyStrategy, Wrapped,
@@ -306,6 +308,23 @@ macro_rules! conv_ops {
     };
 }
 
+/// Binary element-wise ops on Ember's host loops on the GEMM routes (where the host can view
+/// both operands), the inner backend's otherwise; the result carries the left operand's
+/// configuration, as the forwarded op's does.
+macro_rules! elementwise_ops {
+    ($($name:ident => $op:ident),* $(,)?) => {$(
+        fn $name(lhs: T<B>, rhs: T<B>) -> T<B> {
+            let cfg = lhs.config;
+            let out = match cfg.conv() {
+                ConvRoute::Burn => B::$name(lhs.inner, rhs.inner),
+                _ => elementwise::binary::<B>(Binary::$op, lhs.inner, rhs.inner)
+                    .unwrap_or_else(|(l, r)| B::$name(l, r)),
+            };
+            Wrapped::new(out, cfg)
+        }
+    )*};
+}
+
 impl cubecl_kernels::decorator::PlainFloat for Approx {}
 
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
@@ -390,6 +409,26 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
             },
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),
         )
+    }
+
+    elementwise_ops!(
+        float_add => Add,
+        float_sub => Sub,
+        float_mul => Mul,
+        float_div => Div,
+        relu_backward => ReluBackward,
+    );
+
+    /// A strided view (batch norm's `swap_dims(0, 1)`) is copied on the host on the GEMM
+    /// routes; burn-ndarray walks it value by value.
+    fn float_reshape(tensor: T<B>, shape: Shape) -> T<B> {
+        let cfg = tensor.config;
+        let out = match cfg.conv() {
+            ConvRoute::Burn => B::float_reshape(tensor.inner, shape),
+            _ => elementwise::reshape::<B>(tensor.inner, &shape)
+                .unwrap_or_else(|t| B::float_reshape(t, shape)),
+        };
+        Wrapped::new(out, cfg)
     }
 
     /// Burn's `unfold4d` is a convolution with a one-hot kernel (direct on ndarray and on

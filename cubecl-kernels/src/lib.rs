@@ -16,6 +16,9 @@
 //! - [`conv`]: dense (exact) convolution and both of its gradients at GEMM speed on the host
 //!   (per-sample im2col and the `gemm` crate), the native route of every convolution on
 //!   backends without CubeCL kernels.
+//! - [`elementwise`]: Burn's element-wise arithmetic (binary ops with broadcasting, ReLU's
+//!   backward, the copy of a strided view) on host memory, bit-identical to burn-ndarray's and
+//!   multi-threaded: the native route's element-wise ops on backends without CubeCL kernels.
 //! - [`bsr`]: SparseAct's block-sparse activations: pruning kernels (block norms, per-sample
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.
@@ -71,6 +74,7 @@ pub mod broadcast;
 pub mod bsr;
 pub mod conv;
 pub mod decorator;
+pub mod elementwise;
 pub mod fs;
 mod grid;
 pub mod hinm;

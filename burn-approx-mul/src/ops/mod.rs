@@ -5,7 +5,12 @@
 //! reshape onto it; every convolution (1d/2d/3d, transposed, both gradients) is lowered onto it by
 //! im2col / col2im ([`conv`]: `cubecl-kernels`' im2col kernels on CubeCL backends, their host
 //! references elsewhere), which move and add values but never multiply them.
+//!
+//! On the GEMM routes of a backend without CubeCL kernels, Burn's element-wise arithmetic
+//! (binary ops with broadcasting, ReLU's backward, the reshape of a strided view) runs on
+//! Ember's host loops ([`cubecl_kernels::elementwise`]), bit-identical to the inner backend's.
 
 pub mod conv;
+pub(crate) mod elementwise;
 pub mod matmul;
 pub mod native;

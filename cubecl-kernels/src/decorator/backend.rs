@@ -72,6 +72,16 @@ pub trait KernelBackend: Backend {
         None
     }
 
+    /// `t`'s f32 values as a strided host view where the backend holds them in host memory,
+    /// row-major or a permutation of it (ndarray's `swap_dims`, `permute`); `None` elsewhere
+    /// (CubeCL memory, other element types, views that skip memory, and decorated backends,
+    /// whose float primitive may be a packed weight). The host element-wise ops of the bottom
+    /// decorator read their operands through it ([`crate::elementwise`]).
+    fn float_host_view(t: &FloatTensor<Self>) -> Option<crate::elementwise::HostView<'_>> {
+        let _ = t;
+        None
+    }
+
     /// Bytes of device memory held by live tensors on `device`, as the runtime's memory manager
     /// counts them (CubeCL: `bytes_in_use`, pool padding excluded); `None` where the backend
     /// allocates from the host heap (measure those with a counting global allocator).
@@ -134,6 +144,30 @@ where
             burn_ndarray::NdArrayTensor::F32(storage) => storage.view().to_slice(),
             _ => None,
         }
+    }
+
+    fn float_host_view(t: &FloatTensor<Self>) -> Option<crate::elementwise::HostView<'_>> {
+        let burn_ndarray::NdArrayTensor::F32(storage) = t else {
+            return None;
+        };
+        let view = storage.view();
+        let mut strides = Vec::with_capacity(view.ndim());
+        for (&n, &s) in view.shape().iter().zip(view.strides()) {
+            // a negative step reads memory backwards from the view's first value: not a view
+            // whose memory starts at its first value
+            strides.push(match (n, usize::try_from(s)) {
+                (1, _) => 0,
+                (_, Ok(s)) => s,
+                (_, Err(_)) => return None,
+            });
+        }
+        let shape = view.shape().to_vec();
+        let values = view.to_slice_memory_order()?;
+        Some(crate::elementwise::HostView {
+            values,
+            shape,
+            strides,
+        })
     }
 }
 
