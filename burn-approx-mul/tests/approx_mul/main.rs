@@ -3,6 +3,7 @@
 //! backends are monomorphised once for all of them.
 
 mod decorator;
+mod elementwise;
 mod exhaustive;
 mod modules;
 mod transpose;
