@@ -6,15 +6,15 @@
 //! (batch norm's `swap_dims(0, 1).reshape(..)`) is walked value by value. Here every operand
 //! is a [`HostView`] (values, shape and strides); the walk first merges the axes that all
 //! operands step through alike, so that the innermost loop runs over a contiguous row, or holds
-//! one operand fixed (a per-channel value broadcast over a plane), and rows are spread over
-//! rayon's threads when the result is large.
+//! one operand fixed (a per-channel value broadcast over a plane). The loops run on the calling
+//! thread: they are bound by memory, and spreading them over rayon's threads made LeNet-5's
+//! training step on 2 cores 1.6× slower (7.6 ms against 4.7 ms, `cargo xtask bench --filter
+//! model`) and ResNet-18-w16's no faster.
 //!
 //! Each result value is the one IEEE f32 operation burn-ndarray computes for it (`a + b`,
 //! `a - b`, `a · b`, `a / b`; ReLU's backward is `grad` where `output > 0`, else `0`, NaN
 //! outputs passing the gradient), so the results equal burn-ndarray's bit for bit: nothing is
 //! summed, so no order of additions can differ.
-
-use rayon::prelude::*;
 
 /// A read-only host view of f32 values: the value at index `i` is
 /// `values[Σ i[d] · strides[d]]` (non-negative strides; any value for an axis of length 1).
@@ -94,11 +94,6 @@ pub enum Binary {
     /// 0)`).
     ReluBackward,
 }
-
-/// Results below this many values are computed on the calling thread.
-const PARALLEL_MIN: usize = 1 << 16;
-/// Values a rayon task computes (at least one row).
-const TASK_VALUES: usize = 1 << 15;
 
 /// `op` of `a` and `b` broadcast against each other (an axis of length 1 repeats), as
 /// row-major values and their shape; `None` when the ranks differ or an axis of one is neither
@@ -206,53 +201,44 @@ impl Walk {
     }
 
     /// `f(a, b)` at every index, row-major.
-    fn run(&self, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    fn run(&self, a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> Vec<f32> {
         let total: usize = self.dims.iter().product();
         let n = *self.dims.last().expect("an axis");
         let mut out = vec![0f32; total];
         if total == 0 {
             return out;
         }
-        let rows_per_task = (TASK_VALUES / n).max(1);
         let last = self.dims.len() - 1;
         let (sa, sb) = (self.strides[0][last], self.strides[1][last]);
-        let task = |(t, chunk): (usize, &mut [f32])| {
-            let mut at = Odometer::new(&self.dims, &self.strides, t * rows_per_task);
-            for row in chunk.chunks_mut(n) {
-                let [oa, ob] = at.offsets;
-                match (sa, sb) {
-                    (1, 1) => {
-                        let (x, y) = (&a[oa..oa + n], &b[ob..ob + n]);
-                        for ((o, &x), &y) in row.iter_mut().zip(x).zip(y) {
-                            *o = f(x, y);
-                        }
-                    }
-                    (1, 0) => {
-                        let y = b[ob];
-                        for (o, &x) in row.iter_mut().zip(&a[oa..oa + n]) {
-                            *o = f(x, y);
-                        }
-                    }
-                    (0, 1) => {
-                        let x = a[oa];
-                        for (o, &y) in row.iter_mut().zip(&b[ob..ob + n]) {
-                            *o = f(x, y);
-                        }
-                    }
-                    _ => {
-                        for (j, o) in row.iter_mut().enumerate() {
-                            *o = f(a[oa + j * sa], b[ob + j * sb]);
-                        }
+        let mut at = Odometer::new(&self.dims, &self.strides);
+        for row in out.chunks_mut(n) {
+            let [oa, ob] = at.offsets;
+            match (sa, sb) {
+                (1, 1) => {
+                    let (x, y) = (&a[oa..oa + n], &b[ob..ob + n]);
+                    for ((o, &x), &y) in row.iter_mut().zip(x).zip(y) {
+                        *o = f(x, y);
                     }
                 }
-                at.next_row();
+                (1, 0) => {
+                    let y = b[ob];
+                    for (o, &x) in row.iter_mut().zip(&a[oa..oa + n]) {
+                        *o = f(x, y);
+                    }
+                }
+                (0, 1) => {
+                    let x = a[oa];
+                    for (o, &y) in row.iter_mut().zip(&b[ob..ob + n]) {
+                        *o = f(x, y);
+                    }
+                }
+                _ => {
+                    for (j, o) in row.iter_mut().enumerate() {
+                        *o = f(a[oa + j * sa], b[ob + j * sb]);
+                    }
+                }
             }
-        };
-        let chunk = rows_per_task * n;
-        if total < PARALLEL_MIN {
-            out.chunks_mut(chunk).enumerate().for_each(task);
-        } else {
-            out.par_chunks_mut(chunk).enumerate().for_each(task);
+            at.next_row();
         }
         out
     }
@@ -267,20 +253,13 @@ struct Odometer<'w> {
 }
 
 impl<'w> Odometer<'w> {
-    /// At row `row` (row-major over the outer axes).
-    fn new(dims: &'w [usize], strides: &'w [Vec<usize>; 2], mut row: usize) -> Self {
-        let outer = dims.len() - 1;
-        let mut index = vec![0; outer];
-        for d in (0..outer).rev() {
-            index[d] = row % dims[d];
-            row /= dims[d];
-        }
-        let offsets = [0, 1].map(|k| (0..outer).map(|d| index[d] * strides[k][d]).sum());
+    /// At the first row.
+    fn new(dims: &'w [usize], strides: &'w [Vec<usize>; 2]) -> Self {
         Self {
             dims,
             strides,
-            index,
-            offsets,
+            index: vec![0; dims.len() - 1],
+            offsets: [0, 0],
         }
     }
 
@@ -379,7 +358,7 @@ mod tests {
     #[test]
     fn broadcasts_equal_the_reference_bit_for_bit() {
         // batch norm's per-channel operands, a row, a column, a scalar, both sides broadcast,
-        // and a result past the parallel threshold
+        // and a large result
         let cases: [(&[usize], &[usize]); 8] = [
             (&[4, 3, 5, 6], &[1, 3, 1, 1]),
             (&[1, 3, 1, 1], &[4, 3, 5, 6]),
@@ -415,7 +394,7 @@ mod tests {
             assert_eq!(out, [5, 6, 4, 3]);
             assert_bits(&got, &reference(op, &a, &b, &out));
         }
-        // a full transpose, both sides, large enough for several tasks
+        // a full transpose, both sides
         let shape = [96, 80, 30];
         let (va, vb) = (values(96 * 80 * 30, 5), values(96 * 80 * 30, 6));
         let (a, b) = (

@@ -17,8 +17,8 @@
 //!   (per-sample im2col and the `gemm` crate), the native route of every convolution on
 //!   backends without CubeCL kernels.
 //! - [`elementwise`]: Burn's element-wise arithmetic (binary ops with broadcasting, ReLU's
-//!   backward, the copy of a strided view) on host memory, bit-identical to burn-ndarray's and
-//!   multi-threaded: the native route's element-wise ops on backends without CubeCL kernels.
+//!   backward, the copy of a strided view) on host memory in one pass each, bit-identical to
+//!   burn-ndarray's: the GEMM routes' element-wise ops on backends without CubeCL kernels.
 //! - [`bsr`]: SparseAct's block-sparse activations: pruning kernels (block norms, per-sample
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.

@@ -1,6 +1,6 @@
 //! Burn's element-wise arithmetic on the GEMM routes of a backend without CubeCL kernels:
 //! binary ops with broadcasting, ReLU's backward and the reshape of a strided view run through
-//! [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's and multi-threaded. On
+//! [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's. On
 //! CubeCL backends, on [`ConvRoute::Burn`](super::native::ConvRoute::Burn), and for operands
 //! the host cannot view (other element types), the inner backend's op runs.
 
