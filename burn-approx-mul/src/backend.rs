@@ -21,11 +21,11 @@ use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
-use cubecl_kernels::elementwise::Binary;
 use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
     MultiplyStrategy, Wrapped,
 };
+use cubecl_kernels::elementwise::Binary;
 
 /// The decoration: its configuration is the device's [`Multiplier`].
 #[derive(Clone, Copy, Default, Debug)]

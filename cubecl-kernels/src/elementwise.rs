@@ -74,7 +74,10 @@ impl<'a> HostView<'a> {
             .zip(&self.strides)
             .map(|(&n, &s)| (n - 1) * s)
             .sum();
-        assert!(last < self.values.len(), "host view: strides past the values");
+        assert!(
+            last < self.values.len(),
+            "host view: strides past the values"
+        );
     }
 }
 
@@ -419,7 +422,15 @@ mod tests {
 
     #[test]
     fn relu_backward_passes_the_gradient_where_the_output_is_positive_or_nan() {
-        let out = [1.0, 0.0, -0.0, -2.0, f32::NAN, f32::INFINITY, f32::MIN_POSITIVE];
+        let out = [
+            1.0,
+            0.0,
+            -0.0,
+            -2.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::MIN_POSITIVE,
+        ];
         let grad = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0];
         let (a, b) = (
             HostView::row_major(&out, &[7]),
@@ -446,8 +457,14 @@ mod tests {
             Some((vec![], vec![0, 4]))
         );
         // rank 0: one value
-        let (x, y) = (HostView::row_major(&v[..1], &[]), HostView::row_major(&v[1..2], &[]));
-        assert_eq!(binary(Binary::Sub, &x, &y), Some((vec![v[0] - v[1]], vec![])));
+        let (x, y) = (
+            HostView::row_major(&v[..1], &[]),
+            HostView::row_major(&v[1..2], &[]),
+        );
+        assert_eq!(
+            binary(Binary::Sub, &x, &y),
+            Some((vec![v[0] - v[1]], vec![]))
+        );
     }
 
     #[test]

@@ -19,13 +19,14 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
 
     // batch norm (swap_dims + reshape of a strided view, per-channel broadcasts) and ReLU
     let bn = BatchNormConfig::new(5).init::<B>(device);
-    let x = Tensor::<B, 4>::random([3, 5, 6, 7], Distribution::Normal(0.5, 2.0), device)
-        .require_grad();
+    let x =
+        Tensor::<B, 4>::random([3, 5, 6, 7], Distribution::Normal(0.5, 2.0), device).require_grad();
     let y = relu(bn.forward(x.clone()));
     // broadcasts in both directions and a permuted operand
     let c = Tensor::<B, 4>::random([1, 5, 1, 1], Distribution::Default, device).require_grad();
     let row = Tensor::<B, 4>::random([3, 1, 1, 7], Distribution::Default, device).require_grad();
-    let z = (c.clone() - y.clone()) / (row.clone() + 2.0) * y.clone().swap_dims(0, 1).swap_dims(0, 1);
+    let z =
+        (c.clone() - y.clone()) / (row.clone() + 2.0) * y.clone().swap_dims(0, 1).swap_dims(0, 1);
     let z = z.clone() + z.swap_dims(2, 3).reshape([3, 5, 6, 7]);
     let w = Tensor::<B, 4>::random([3, 5, 6, 7], Distribution::Default, device);
     let grads = (z.clone() * w).sum().backward();
@@ -43,7 +44,16 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
 
     // NaN and infinities through ReLU's backward and the broadcasts
     let special = TensorData::new(
-        vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, 1.5, -2.5, 3.0],
+        vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            1.5,
+            -2.5,
+            3.0,
+        ],
         [1, 2, 2, 2],
     );
     let s = Tensor::<B, 4>::from_data(special, device).require_grad();
