@@ -339,6 +339,17 @@ pub trait ModelVisitor<B: AutodiffBackend> {
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Self::Output;
 }
 
+/// The visitor that gives the trainable parameter count of the model built
+/// ([`crate::params::trainable_params`]).
+pub struct TrainableParams;
+
+impl<B: AutodiffBackend> ModelVisitor<B> for TrainableParams {
+    type Output = usize;
+    fn visit<M: TrainableClassifier<B>>(self, model: M) -> usize {
+        crate::params::trainable_params(&model)
+    }
+}
+
 /// A classifier the trainer can drive.
 pub trait Classifier<B: Backend>: Module<B> {
     /// Logits `[batch, classes]` for a batch's inputs (images, or padded sequences).
@@ -473,20 +484,11 @@ mod tests {
         assert!(err.contains("use --model gru"), "{err}");
     }
 
-    /// Reports the parameter count of what was built.
-    struct Params;
-    impl<B: AutodiffBackend> ModelVisitor<B> for Params {
-        type Output = usize;
-        fn visit<M: TrainableClassifier<B>>(self, model: M) -> usize {
-            crate::params::trainable_params(&model)
-        }
-    }
-
     #[test]
     fn build_makes_the_model_named_and_refuses_a_wrong_input() {
         type B = Autodiff<NdArray>;
         let device = Default::default();
-        let built = |kind: ModelKind, input| kind.build::<B, _>(input, &device, Params);
+        let built = |kind: ModelKind, input| kind.build::<B, _>(input, &device, TrainableParams);
         assert_eq!(built(ModelKind::Lenet5, MNIST).unwrap(), 61_706);
         assert_eq!(built(ModelKind::Lenet300, MNIST).unwrap(), 266_610);
         let s12 = ResMlpConfig::s12(32, RESMLP_PATCH, 10).init::<B>(&device);
@@ -532,7 +534,7 @@ mod tests {
         type B = Autodiff<NdArray>;
         let device = Default::default();
         let prelu = |kind: ModelKind, input| {
-            kind.build_with::<B, _>(Activation::Prelu, input, &device, Params)
+            kind.build_with::<B, _>(Activation::Prelu, input, &device, TrainableParams)
         };
         assert_eq!(
             prelu(ModelKind::Lenet5, MNIST).unwrap(),

@@ -3,9 +3,8 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
-use burn::tensor::backend::AutodiffBackend;
 use ember_models::act::Activation;
-use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
+use ember_models::classifier::{ModelKind, TrainableParams};
 use ember_models::data::{DataSpec, ImageSpec};
 use ember_models::shape::Shape;
 
@@ -20,21 +19,12 @@ const CIFAR: DataSpec = DataSpec::Images(ImageSpec {
     classes: 10,
 });
 
-/// Reports the parameter count of what was built.
-struct Params;
-impl<B: AutodiffBackend> ModelVisitor<B> for Params {
-    type Output = usize;
-    fn visit<M: TrainableClassifier<B>>(self, model: M) -> usize {
-        ember_models::params::trainable_params(&model)
-    }
-}
-
 #[test]
 fn a_shape_builds_the_kind_at_other_sizes_and_is_checked_first() {
     type B = Autodiff<NdArray>;
     let device = Default::default();
     let built = |kind: ModelKind, shape, input| {
-        kind.build_shaped::<B, _>(shape, Activation::Relu, input, &device, Params)
+        kind.build_shaped::<B, _>(shape, Activation::Relu, input, &device, TrainableParams)
     };
     // the own shape is what build makes; width 16 is the narrow ResNet-18's count
     let own = ModelKind::Resnet18Cifar.own_shape();
