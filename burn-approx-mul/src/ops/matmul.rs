@@ -12,6 +12,8 @@ struct Gemm<'a> {
     mul: &'a ApproxMultiply,
     dims: [usize; 4],
     out: Shape,
+    /// Whether the rhs comes transposed, its values those of `[batch, n, k]`.
+    rhs_t: bool,
 }
 
 impl<B: KernelBackend> CubeVisitor<B> for Gemm<'_> {
@@ -26,7 +28,15 @@ impl<B: KernelBackend> CubeVisitor<B> for Gemm<'_> {
         let mut operands = inputs.into_iter();
         let (lhs, rhs) = (operands.next().expect("lhs"), operands.next().expect("rhs"));
         let lhs = burn_cubecl::ops::reshape(lhs, Shape::from([batch, m, k]));
-        let rhs = burn_cubecl::ops::reshape(rhs, Shape::from([batch, k, n]));
+        let rhs = if self.rhs_t {
+            // a strided view: the kernel reads it in place
+            burn_cubecl::ops::permute(
+                burn_cubecl::ops::reshape(rhs, Shape::from([batch, n, k])),
+                &[0, 2, 1],
+            )
+        } else {
+            burn_cubecl::ops::reshape(rhs, Shape::from([batch, k, n]))
+        };
         let out = kernel::launch(lhs, rhs, self.mul);
         rewrap(burn_cubecl::ops::reshape(out, self.out))
     }
@@ -43,7 +53,11 @@ impl<B: KernelBackend> CubeVisitor<B> for Gemm<'_> {
             with_f32::<B, _>(rhs, |b| {
                 assert_eq!(a.len(), batch * m * k, "gemm: lhs size");
                 assert_eq!(b.len(), batch * k * n, "gemm: rhs size");
-                host::gemm(a, b, self.dims, self.mul)
+                if self.rhs_t {
+                    host::gemm_nt(a, b, self.dims, self.mul)
+                } else {
+                    host::gemm(a, b, self.dims, self.mul)
+                }
             })
         });
         B::float_from_data(TensorData::new(out, self.out), &device)
@@ -61,6 +75,27 @@ pub fn gemm<B: KernelBackend>(
     gemm_as::<B>(lhs, rhs, [batch, m, k, n], Shape::from([batch, m, n]), mul)
 }
 
+/// `lhs: [batch, m, k] · rhs_tᵀ` for `rhs_t: [batch, n, k]`, with every product through `mul`:
+/// the host path reads `rhs_t` in place instead of a transposed copy (the same bits as
+/// [`gemm`] of `rhs_t.swap_dims(1, 2)`).
+pub fn gemm_nt<B: KernelBackend>(
+    lhs: FloatTensor<B>,
+    rhs_t: FloatTensor<B>,
+    mul: &ApproxMultiply,
+) -> FloatTensor<B> {
+    let [batch, m, k] = lhs.shape().dims();
+    let n = rhs_t.shape()[1];
+    let dims = [batch, m, k, n];
+    let out = Shape::from([batch, m, n]);
+    let gemm = Gemm {
+        mul,
+        dims,
+        out,
+        rhs_t: true,
+    };
+    B::visit(gemm, vec![lhs, rhs_t])
+}
+
 /// [`gemm`] of operands of any shapes whose row-major values are those of `[batch, m, k]` and
 /// `[batch, k, n]` (`dims = [batch, m, k, n]`), the product returned with shape `out`: the
 /// reshapes happen only where they cost nothing (CubeCL metadata).
@@ -71,7 +106,13 @@ pub(crate) fn gemm_as<B: KernelBackend>(
     out: Shape,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
-    B::visit(Gemm { mul, dims, out }, vec![lhs, rhs])
+    let gemm = Gemm {
+        mul,
+        dims,
+        out,
+        rhs_t: false,
+    };
+    B::visit(gemm, vec![lhs, rhs])
 }
 
 /// `t` reshaped to `dims` (no op when it already has them).

@@ -147,6 +147,60 @@ fn contractions_equal_a_brute_force_reference() {
     );
 }
 
+/// A convolution's weight gradient on the host path (`dy · colsᵀ`, the im2col columns read
+/// transposed in place) is the brute-force sum over samples and positions in order, every
+/// product `dy · x` through the multiplier, padding contributing `dy · 0`.
+#[test]
+fn conv_weight_gradient_equals_a_brute_force_reference() {
+    let mul = Multiplier::parse("mbm5").unwrap();
+    let device = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());
+    type B = Autodiff<ApproxMul<NdArray>>;
+    let ([b, c, h], [o, kh]) = ([2, 3, 5], [4, 3]);
+    let x = leaf::<B, 4>([b, c, h, h], 40, &device);
+    let w = leaf::<B, 4>([o, c, kh, kh], 41, &device);
+    let y = conv2d(
+        x.clone(),
+        w.clone(),
+        None,
+        ConvOptions::new([1, 1], [1, 1], [1, 1], 1),
+    );
+    let g = Tensor::<B, 4>::from_data(data(&[b, o, h, h], 42), &device);
+    let grads = (y * g.clone()).sum().backward();
+    let v = |t: TensorData| t.to_vec::<f32>().unwrap();
+    let (xv, gv) = (v(x.to_data()), v(g.to_data()));
+    let at_x = |n: usize, ci: usize, r: isize, s: isize| {
+        let inside = (0..h as isize).contains(&r) && (0..h as isize).contains(&s);
+        if inside {
+            xv[((n * c + ci) * h + r as usize) * h + s as usize]
+        } else {
+            0.0
+        }
+    };
+    let mut want = Vec::new();
+    for oc in 0..o {
+        for ci in 0..c {
+            for (i, j) in (0..kh * kh).map(|t| (t / kh, t % kh)) {
+                let mut acc = 0f32;
+                for (n, p) in (0..b * h * h).map(|t| (t / (h * h), t % (h * h))) {
+                    let (r, s) = ((p / h + i) as isize - 1, (p % h + j) as isize - 1);
+                    let dy = gv[(n * o + oc) * h * h + p];
+                    acc += mul.multiply(dy, at_x(n, ci, r, s));
+                }
+                want.push(acc);
+            }
+        }
+    }
+    let got = v(w.grad(&grads).unwrap().into_data());
+    assert_eq!(got.len(), want.len());
+    for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            a.to_bits(),
+            e.to_bits(),
+            "weight gradient [{i}]: {a} vs {e}"
+        );
+    }
+}
+
 #[test]
 fn nan_and_inf_in_the_data_propagate_as_in_ieee_fp32() {
     type B = ApproxMul<NdArray>;

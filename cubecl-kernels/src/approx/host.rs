@@ -4,7 +4,7 @@
 
 use super::{ApproxMultiply, MANT_MASK, MBM_CORRECTION};
 
-pub use super::gemm::gemm;
+pub use super::gemm::{gemm, gemm_nt};
 
 /// A decoded operand: table key and power-of-two scale.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,8 +6,10 @@
 //! against the panel's `LANES` rhs values. Then every output row `i` adds
 //! `sa(i, kk) · T[ma(i, kk)]`: a contiguous multiply and add over the panel's columns, with no
 //! per-product gather. Expanding costs `2^m · LANES` products per step and panel, against
-//! `rows · LANES` products of work, so it pays when the rows far outnumber `2^m`
-//! ([`expands`]). Below, the lhs is the *packed* side (its rows) and the rhs the *expanded*
+//! `rows · LANES` products of work; each expanded entry is a few vector operations for 16 lanes
+//! where the per-product path reads the table once a product, so it pays from about `2^m / 8` rows
+//! on with AVX-512 (more where the panel's lanes are few) and `2^m / 2` otherwise ([`min_rows`],
+//! [`expands`]). Below, the lhs is the *packed* side (its rows) and the rhs the *expanded*
 //! side (its columns are the lanes).
 //!
 //! **Two builds of the loops.** With AVX-512 each table row `T[ma]` is built without a gather
@@ -33,6 +35,7 @@
 //! table read by rhs key first), each product `(LUT · sb) · sa`, the same bits inside the band.
 //! Both operands are read in place through strides and the sums written back transposed.
 
+use super::reference::Rhs;
 use crate::approx::{LutTable, MANT_MASK};
 use rayon::prelude::*;
 
@@ -41,18 +44,55 @@ pub(super) const LANES: usize = 32;
 /// Steps along `k` expanded together (each output row then adds four steps while its sums
 /// stay in registers).
 const STEPS: usize = 4;
-/// Rows the expansion is shared by must be at least this many times `2^m`.
-const ROWS_PER_KEY: usize = 2;
+/// Blocks of [`STEPS`] steps a task of [`pack_rows`] encodes, when a row's steps are contiguous.
+const TASK_BLOCKS: usize = 64;
+
+/// Rows the expansion must be shared by for it to pay, with `lanes` columns on the expanded
+/// side. With AVX-512 an expanded entry costs about two per-product operations per vector of 16
+/// lanes (permutes, blends and a multiply, where the per-product path reads the table once a
+/// product), so a panel's `2^m` entries of `⌈live / 16⌉` vectors pay for themselves at
+/// `2^m · 2 · ⌈live / 16⌉ / live` rows (`live`: the panel's columns, at most 32), at least 8:
+/// `2^m / 8` for whole vectors (ResNet-18-w16's first-stage weight gradients, 144 rows at
+/// `m = 7`, expand), 43 rows for LeNet-5's 6-channel conv1 (its weight gradient, 25 rows, does
+/// not). The portable build, which expands entry by entry: `2^m / 2`.
+pub(super) fn min_rows(bits: u32, avx512: bool, lanes: usize) -> usize {
+    let width = 1usize << bits;
+    if avx512 {
+        let live = lanes.clamp(1, LANES);
+        (width * 2 * live.div_ceil(16)).div_ceil(live).max(8)
+    } else {
+        (width / 2).max(1)
+    }
+}
+
+/// Whether the CPU has AVX-512F (the permute build of the expansion).
+fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 /// Table widths the expansion runs at (a block's expanded tables: `STEPS · 2^m · LANES` f32,
 /// 128 KiB at `m = 8`).
 const MAX_BITS: u32 = 8;
 
 /// Whether a `[batch, rows, k] · [batch, k, n]` product under `table` takes the expansion:
-/// enough rows for the expansion to pay, a narrow enough table, and every operand inside the
-/// band where the two orders of multiplication give the same bits (see the module docs).
-pub(super) fn expands(lhs: &[f32], rhs: &[f32], rows: usize, n: usize, table: &LutTable) -> bool {
+/// at least `min_rows` rows (for the expansion to pay, [`min_rows`]), a narrow enough table,
+/// and every operand inside the band where the two orders of multiplication give the same bits
+/// (see the module docs).
+pub(super) fn expands(
+    lhs: &[f32],
+    rhs: &[f32],
+    [rows, min_rows]: [usize; 2],
+    n: usize,
+    table: &LutTable,
+) -> bool {
     let bits = table.bits();
-    if bits > MAX_BITS || rows < ROWS_PER_KEY << bits || n == 0 {
+    if bits > MAX_BITS || rows < min_rows || n == 0 {
         return false;
     }
     // the operands' smallest and largest biased exponent among normal values (255: an
@@ -141,6 +181,26 @@ fn pack_rows(p: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> Vec<u32> {
     out.par_chunks_mut(p.rows * k)
         .enumerate()
         .for_each(|(bt, dst)| {
+            if p.step == 1 {
+                // rows contiguous along `k` (an lhs, a transposed rhs): a task's blocks row by
+                // row, each row's steps one contiguous read
+                let task = STEPS * TASK_BLOCKS;
+                dst.par_chunks_mut(p.rows * task)
+                    .enumerate()
+                    .for_each(|(t, part)| {
+                        let (k0, width) = (t * task, part.len() / p.rows);
+                        for r in 0..p.rows {
+                            let src = &p.x[bt * p.batch + r * p.row + k0..][..width];
+                            for (b, steps) in src.chunks(STEPS).enumerate() {
+                                let at = b * STEPS * p.rows + r * steps.len();
+                                for (d, &v) in part[at..at + steps.len()].iter_mut().zip(steps) {
+                                    *d = encode(v, bits);
+                                }
+                            }
+                        }
+                    });
+                return;
+            }
             dst.par_chunks_mut(p.rows * STEPS)
                 .enumerate()
                 .for_each(|(blk, block)| {
@@ -179,12 +239,13 @@ fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, V
 /// AVX-512 build may run (the tests run both builds).
 pub(super) fn gemm(
     lhs: &[f32],
-    rhs: &[f32],
+    rhs: Rhs<'_>,
     [batch, m, k, n]: [usize; 4],
     table: &LutTable,
     simd: bool,
 ) -> Option<Vec<f32>> {
     let bits = table.bits();
+    let (rhs_step, rhs_col) = rhs.strides();
     let lhs_rows = Operand {
         x: lhs,
         rows: m,
@@ -193,11 +254,11 @@ pub(super) fn gemm(
         step: 1,
     };
     let rhs_cols = Operand {
-        x: rhs,
+        x: rhs.x,
         rows: n,
         batch: k * n,
-        row: 1,
-        step: n,
+        row: rhs_col,
+        step: rhs_step,
     };
     // the packed side, the expanded side, and the table by the expanded side's key
     let (packed, expanded, by_expanded) = if m >= n {
@@ -209,7 +270,16 @@ pub(super) fn gemm(
     } else {
         (rhs_cols, lhs_rows, table.significands().to_vec())
     };
-    if k == 0 || !expands(packed.x, expanded.x, packed.rows, expanded.rows, table) {
+    let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
+    if k == 0
+        || !expands(
+            packed.x,
+            expanded.x,
+            [packed.rows, min_rows],
+            expanded.rows,
+            table,
+        )
+    {
         return None;
     }
     let rows = packed.rows;
@@ -220,13 +290,10 @@ pub(super) fn gemm(
     let lanes = expanded.rows;
     let panels = lanes.div_ceil(LANES);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
-    // threads idle (each block expands the table again), never below `ROWS_PER_KEY · 2^m`
+    // threads idle (each block expands the table again), never below `min_rows`
     // rows a block
     let threads = rayon::current_num_threads();
-    let splits = threads
-        .div_ceil(batch * panels)
-        .min(rows / (ROWS_PER_KEY << bits))
-        .max(1);
+    let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
     let block = rows.div_ceil(splits);
     let blocks = rows.div_ceil(block);
     let parts: Vec<(usize, usize, usize, Vec<[f32; LANES]>)> = (0..batch * panels * blocks)
@@ -261,10 +328,10 @@ pub(super) fn gemm(
             }
         } else {
             // the transposed product: packed row r is output column r, lane l output row l
-            for l in c0..c1 {
-                let row = (bt * m + l) * n + r0;
-                for (dst, sums) in out[row..row + sums.len()].iter_mut().zip(&sums) {
-                    *dst = sums[l - c0];
+            // (each row of sums read once, its lanes stored down the output's rows)
+            for (j, sums) in sums.iter().enumerate() {
+                for (l, &v) in sums[..c1 - c0].iter().enumerate() {
+                    out[(bt * m + c0 + l) * n + r0 + j] = v;
                 }
             }
         }

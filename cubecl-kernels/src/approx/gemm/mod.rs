@@ -35,7 +35,7 @@ mod reference;
 
 use cubecl::prelude::CubeDim;
 pub use launch::{device_tile, launch, launch_tiled};
-pub use reference::{gemm, gemm_in_order};
+pub use reference::{gemm, gemm_in_order, gemm_nt};
 pub use tiling::Tiling;
 
 mod tiling {

@@ -71,7 +71,13 @@ fn decode_all(into: &mut Soa, x: &[f32], mul: &ApproxMultiply, lhs: bool) {
 /// Fills the first entries of `into`'s buffers, grown where they are short (the places that no
 /// panel fills, the second half of an odd last panel's pair, may keep a former product's
 /// values: nothing reads them).
-fn pack(into: &mut Soa, rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize; 3], pairs: bool) {
+fn pack(
+    into: &mut Soa,
+    rhs: Rhs<'_>,
+    mul: &ApproxMultiply,
+    [batch, k, n]: [usize; 3],
+    pairs: bool,
+) {
     let panels = n / LANES;
     let places = places(panels, pairs);
     let bias = key_bias(mul);
@@ -88,13 +94,42 @@ fn pack(into: &mut Soa, rhs: &[f32], mul: &ApproxMultiply, [batch, k, n]: [usize
             // lanes of the unit's rows: 16 for a whole pair, else 8
             let width = (panels - first).min(unit) * LANES;
             for kk in 0..k {
-                let src = (bt * k + kk) * n + first * LANES;
                 for l in 0..width {
-                    let d = decode(rhs[src + l], mul, false);
+                    let d = decode(rhs.at(bt, kk, first * LANES + l), mul, false);
                     (pk[kk * width + l], ps[kk * width + l]) = (d.key + bias, d.scale);
                 }
             }
         });
+}
+
+/// The rhs of a product, `[batch, k, n]`, as it lies in memory.
+#[derive(Clone, Copy)]
+pub(super) struct Rhs<'a> {
+    /// The values.
+    pub(super) x: &'a [f32],
+    /// Whether they are the transpose, `[batch, n, k]` row-major (a `swap_dims` of the last two
+    /// axes, read in place), rather than row-major `[batch, k, n]`.
+    pub(super) transposed: bool,
+    /// `k` and `n`.
+    pub(super) k: usize,
+    pub(super) n: usize,
+}
+
+impl Rhs<'_> {
+    /// Strides of a step along `k` and of a column.
+    pub(super) fn strides(&self) -> (usize, usize) {
+        if self.transposed {
+            (1, self.k)
+        } else {
+            (self.n, 1)
+        }
+    }
+
+    /// Entry `(kk, j)` of batch entry `bt`.
+    fn at(&self, bt: usize, kk: usize, j: usize) -> f32 {
+        let (step, col) = self.strides();
+        self.x[bt * self.k * self.n + kk * step + j * col]
+    }
 }
 
 /// What [`pack`] adds to every key: Mitchell's and MBM's key sums are then already the bits of
@@ -129,10 +164,34 @@ fn places(panels: usize, pairs: bool) -> usize {
 /// A long `k` with a small output is cut into the chunks of [`split_k`] exactly as the kernel
 /// does (chunks in parallel, partial sums added in chunk order from `+0`).
 pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
+    gemm_split(lhs, rhs, dims, mul, false)
+}
+
+/// [`gemm`](fn@gemm) with the rhs given transposed: `rhs_t` holds `[batch, n, k]` row-major, and
+/// the product is `lhs[b] · rhs_t[b]ᵀ`, read in place (a convolution's weight gradient multiplies
+/// by its im2col columns transposed). The same products in the same order as [`gemm`](fn@gemm)
+/// of the transposed copy: the same bits.
+pub fn gemm_nt(lhs: &[f32], rhs_t: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
+    gemm_split(lhs, rhs_t, dims, mul, true)
+}
+
+fn gemm_split(
+    lhs: &[f32],
+    rhs: &[f32],
+    dims: [usize; 4],
+    mul: &ApproxMultiply,
+    transposed: bool,
+) -> Vec<f32> {
     let simd = avx2_available();
     let [batch, m, k, n] = dims;
     let chunk = split_k(dims);
     if chunk >= k {
+        let rhs = Rhs {
+            x: rhs,
+            transposed,
+            k,
+            n,
+        };
         return gemm_impl(lhs, rhs, dims, mul, simd, true);
     }
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
@@ -141,17 +200,28 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
         .into_par_iter()
         .map(|s| {
             let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
-            let a: Vec<f32> = lhs
-                .chunks(k)
-                .flat_map(|row| &row[k0..k1])
-                .copied()
-                .collect();
-            let b: Vec<f32> = rhs
-                .chunks(k * n)
-                .flat_map(|mat| &mat[k0 * n..k1 * n])
-                .copied()
-                .collect();
-            gemm_impl(&a, &b, [batch, m, k1 - k0, n], mul, simd, true)
+            // the chunk's steps, the rhs in its own layout: runs of `k1 - k0` values of each
+            // row, or of `(k1 - k0) · n` of each batch entry
+            let runs = |x: &[f32], len: usize, run: std::ops::Range<usize>| {
+                let mut out = Vec::with_capacity(x.len() / len * run.len());
+                for part in x.chunks(len) {
+                    out.extend_from_slice(&part[run.clone()]);
+                }
+                out
+            };
+            let a = runs(lhs, k, k0..k1);
+            let b = if transposed {
+                runs(rhs, k, k0..k1)
+            } else {
+                runs(rhs, k * n, k0 * n..k1 * n)
+            };
+            let b = Rhs {
+                x: &b,
+                transposed,
+                k: k1 - k0,
+                n,
+            };
+            gemm_impl(&a, b, [batch, m, k1 - k0, n], mul, simd, true)
         })
         .collect();
     (0..batch * m * n)
@@ -163,6 +233,13 @@ pub fn gemm(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) ->
 /// order from `+0`, the order of the block-sparse weight gradient's reference
 /// (`bsr::host::weight_grad`), whose host path calls this on its per-column panels.
 pub fn gemm_in_order(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
+    let [_, _, k, n] = dims;
+    let rhs = Rhs {
+        x: rhs,
+        transposed: false,
+        k,
+        n,
+    };
     gemm_impl(lhs, rhs, dims, mul, avx2_available(), true)
 }
 
@@ -170,14 +247,15 @@ pub fn gemm_in_order(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMul
 /// expansion (the tests turn it off to compare the two paths).
 fn gemm_impl(
     lhs: &[f32],
-    rhs: &[f32],
+    rhs: Rhs<'_>,
     [batch, m, k, n]: [usize; 4],
     mul: &ApproxMultiply,
     simd: bool,
     expansion: bool,
 ) -> Vec<f32> {
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
-    assert_eq!(rhs.len(), batch * k * n, "rhs length");
+    assert_eq!(rhs.x.len(), batch * k * n, "rhs length");
+    assert_eq!([rhs.k, rhs.n], [k, n], "rhs dims");
     let mut out = vec![0f32; batch * m * n];
     if out.is_empty() {
         return out;
@@ -207,10 +285,8 @@ fn gemm_impl(
     // the columns past the panels (all of them without AVX2), decoded `[batch, k, rest]`
     let first_rest = panels * LANES;
     let rest = n - first_rest;
-    let rest_values: Vec<f32> = rhs
-        .chunks(n)
-        .flat_map(|row| &row[first_rest..])
-        .copied()
+    let rest_values: Vec<f32> = (0..batch * k)
+        .flat_map(|bk| (first_rest..n).map(move |j| rhs.at(bk / k, bk % k, j)))
         .collect();
     let mut b = Soa::default();
     decode_all(&mut b, &rest_values, mul, false);

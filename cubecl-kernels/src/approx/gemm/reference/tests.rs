@@ -3,7 +3,42 @@
 
 use super::*;
 use crate::approx::LutTable;
-use crate::approx::host::{mitchell_significand, multiply};
+use crate::approx::host::{binades, mitchell_significand, multiply};
+
+/// [`super::gemm_impl`] of a row-major rhs.
+fn gemm_impl(
+    lhs: &[f32],
+    rhs: &[f32],
+    dims: [usize; 4],
+    mul: &ApproxMultiply,
+    simd: bool,
+    expansion: bool,
+) -> Vec<f32> {
+    let [_, _, k, n] = dims;
+    let rhs = Rhs {
+        x: rhs,
+        transposed: false,
+        k,
+        n,
+    };
+    super::gemm_impl(lhs, rhs, dims, mul, simd, expansion)
+}
+
+/// `[batch, k, n]` row-major as `[batch, n, k]` row-major.
+fn transpose(x: &[f32], [batch, k, n]: [usize; 3]) -> Vec<f32> {
+    (0..batch * n * k)
+        .map(|i| {
+            let (bt, j, kk) = (i / (n * k), i / k % n, i % k);
+            x[(bt * k + kk) * n + j]
+        })
+        .collect()
+}
+
+/// The smallest row count the expansion takes at `bits` on this CPU, with `lanes` columns on
+/// the expanded side.
+fn min_rows(bits: u32, lanes: usize) -> usize {
+    expand::min_rows(bits, avx2_available() && avx512_available(), lanes)
+}
 
 #[test]
 fn plain_gemm_is_the_textbook_product() {
@@ -166,7 +201,7 @@ fn the_table_expansion_gives_the_per_product_bits() {
         };
         // rows enough to expand; k not a multiple of the steps; n a partial last panel;
         // zeros, subnormals and exponents far apart
-        let rows = (2usize << bits).max(40);
+        let rows = min_rows(bits, 45).max(40);
         let dims = [2, rows, 37, 45];
         let mut lhs = crate::approx::host::binades(2 * rows * 37, 7 + u64::from(bits), 60);
         let mut rhs = crate::approx::host::binades(2 * 37 * 45, 11, 60);
@@ -177,7 +212,10 @@ fn the_table_expansion_gives_the_per_product_bits() {
         rhs[6] = 0.0;
         lhs[9] = 1e30;
         rhs[9] = 1e-30;
-        assert!(expand::expands(&lhs, &rhs, rows, 45, table), "m = {bits}");
+        assert!(
+            expand::expands(&lhs, &rhs, [rows, min_rows(bits, 45)], 45, table),
+            "m = {bits}"
+        );
         // both builds of the expansion (portable, and AVX-512 where the CPU has it) give
         // the per-product bits
         let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
@@ -195,10 +233,16 @@ fn the_table_expansion_gives_the_per_product_bits() {
         };
         both_builds(&lhs, &rhs, dims, "rhs expanded");
         // fewer rows than columns: the lhs expanded, through the transposed product
-        let wide = [2, 20, 37, (2usize << bits).max(40) + 3];
+        let wide = [2, 20, 37, min_rows(bits, 20).max(40) + 3];
         let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
         let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
-        assert!(expand::expands(&rhs, &lhs, wide[3], 20, table));
+        assert!(expand::expands(
+            &rhs,
+            &lhs,
+            [wide[3], min_rows(bits, 20)],
+            20,
+            table
+        ));
         both_builds(&lhs, &rhs, wide, "lhs expanded");
         // through the public entry, split along a long k as the kernel splits it
         let long = [1, rows, 3000, 16];
@@ -235,18 +279,26 @@ fn the_table_expansion_gives_the_per_product_bits() {
 fn operands_outside_the_band_keep_the_per_product_path() {
     let table = mitchell_table(5);
     let (rows, n) = (64, 8);
+    let at = [rows, min_rows(5, n)];
     let lhs = crate::approx::host::binades(rows * 4, 1, 10);
     let rhs = crate::approx::host::binades(4 * n, 2, 10);
-    assert!(expand::expands(&lhs, &rhs, rows, n, &table));
+    assert!(expand::expands(&lhs, &rhs, at, n, &table));
     // too few rows for the expansion to pay
-    assert!(!expand::expands(&lhs[..63 * 4], &rhs, 63, n, &table));
+    let few = min_rows(5, n) - 1;
+    assert!(!expand::expands(
+        &lhs[..few * 4],
+        &rhs,
+        [few, min_rows(5, n)],
+        n,
+        &table
+    ));
     for bad in [f32::INFINITY, f32::NAN, 2f32.powi(127), -3e38] {
         let mut l = lhs.clone();
         l[17] = bad;
-        assert!(!expand::expands(&l, &rhs, rows, n, &table), "{bad}");
+        assert!(!expand::expands(&l, &rhs, at, n, &table), "{bad}");
         let mut r = rhs.clone();
         r[3] = bad;
-        assert!(!expand::expands(&lhs, &r, rows, n, &table), "{bad}");
+        assert!(!expand::expands(&lhs, &r, at, n, &table), "{bad}");
     }
     // an entry below 1 makes the smallest normal scale's intermediate subnormal
     let mut small: Vec<f32> = table.significands().to_vec();
@@ -254,8 +306,8 @@ fn operands_outside_the_band_keep_the_per_product_path() {
     let small = LutTable::new(5, small);
     let mut l = lhs.clone();
     l[0] = f32::MIN_POSITIVE;
-    assert!(expand::expands(&l, &rhs, rows, n, &table));
-    assert!(!expand::expands(&l, &rhs, rows, n, &small));
+    assert!(expand::expands(&l, &rhs, at, n, &table));
+    assert!(!expand::expands(&l, &rhs, at, n, &small));
     // and the product of such operands is the per-product one, through the public entry
     let mul = ApproxMultiply::Lut(small);
     let mut l = lhs.clone();
@@ -267,4 +319,56 @@ fn operands_outside_the_band_keep_the_per_product_path() {
             .zip(&want)
             .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
     );
+}
+
+/// A transposed rhs read in place gives the bits of the row-major copy on every path: the
+/// table expansion with either side packed, the per-product LUT path (too few rows to
+/// expand), the FP32-width models' vector loops (AVX-512 pairs, an odd panel, a tail), the
+/// plain product, and a long `k` split into chunks.
+#[test]
+fn a_transposed_rhs_gives_the_bits_of_its_row_major_copy() {
+    let lut = ApproxMultiply::Lut(mitchell_table(7));
+    let cases: [(&str, [usize; 4], &ApproxMultiply); 7] = [
+        ("lut, lhs packed", [2, 70, 37, 45], &lut),
+        ("lut, rhs packed", [1, 16, 37, 150], &lut),
+        ("lut, per product", [2, 5, 37, 7], &lut),
+        ("lut, split k", [1, 16, 3000, 20], &lut),
+        ("mbm", [2, 5, 37, 59], &ApproxMultiply::Mbm),
+        (
+            "mitchell, split k",
+            [1, 6, 3000, 27],
+            &ApproxMultiply::Mitchell,
+        ),
+        ("plain", [1, 3, 37, 19], &ApproxMultiply::Plain),
+    ];
+    for (what, dims, mul) in cases {
+        let [batch, m, k, n] = dims;
+        let lhs = binades(batch * m * k, 21, 30);
+        let rhs = binades(batch * k * n, 23, 30);
+        let want = gemm(&lhs, &rhs, dims, mul);
+        let got = gemm_nt(&lhs, &transpose(&rhs, [batch, k, n]), dims, mul);
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "{what} [{i}]: {a} vs {b}");
+        }
+    }
+    // the cases reach the paths they name
+    assert!(split_k([1, 16, 3000, 20]) < 3000);
+    assert!(150 >= min_rows(7, 16) && 70 >= min_rows(7, 45) && 7 < min_rows(7, 5));
+}
+
+/// The expansion's row threshold weighs the panel's live lanes (`expand::min_rows`).
+#[test]
+fn the_expansion_threshold_weighs_the_live_lanes() {
+    // whole vectors: 2^m / 8
+    assert_eq!(expand::min_rows(7, true, 16), 16);
+    assert_eq!(expand::min_rows(7, true, 32), 16);
+    assert_eq!(expand::min_rows(7, true, 1000), 16);
+    // a partial vector or pair: LeNet-5's 6 channels, 20 columns
+    assert_eq!(expand::min_rows(7, true, 6), 43);
+    assert_eq!(expand::min_rows(7, true, 20), 26);
+    // never below 8; the portable build 2^m / 2
+    assert_eq!(expand::min_rows(3, true, 16), 8);
+    assert_eq!(expand::min_rows(7, false, 16), 64);
+    assert_eq!(expand::min_rows(7, false, 6), 64);
 }
