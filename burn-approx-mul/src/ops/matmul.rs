@@ -70,9 +70,7 @@ pub fn gemm<B: KernelBackend>(
     rhs: FloatTensor<B>,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
-    let [batch, m, k] = lhs.shape().dims();
-    let n = rhs.shape()[2];
-    gemm_as::<B>(lhs, rhs, [batch, m, k, n], Shape::from([batch, m, n]), mul)
+    gemm_shaped::<B>(lhs, rhs, mul, false)
 }
 
 /// `lhs: [batch, m, k] · rhs_tᵀ` for `rhs_t: [batch, n, k]`, with every product through `mul`:
@@ -83,17 +81,25 @@ pub fn gemm_nt<B: KernelBackend>(
     rhs_t: FloatTensor<B>,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
+    gemm_shaped::<B>(lhs, rhs_t, mul, true)
+}
+
+/// [`gemm`], or [`gemm_nt`] when `rhs_t`, with the dims read off the operands' shapes.
+fn gemm_shaped<B: KernelBackend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    mul: &ApproxMultiply,
+    rhs_t: bool,
+) -> FloatTensor<B> {
     let [batch, m, k] = lhs.shape().dims();
-    let n = rhs_t.shape()[1];
-    let dims = [batch, m, k, n];
-    let out = Shape::from([batch, m, n]);
+    let n = rhs.shape()[if rhs_t { 1 } else { 2 }];
     let gemm = Gemm {
         mul,
-        dims,
-        out,
-        rhs_t: true,
+        dims: [batch, m, k, n],
+        out: Shape::from([batch, m, n]),
+        rhs_t,
     };
-    B::visit(gemm, vec![lhs, rhs_t])
+    B::visit(gemm, vec![lhs, rhs])
 }
 
 /// [`gemm`] of operands of any shapes whose row-major values are those of `[batch, m, k]` and
@@ -106,13 +112,16 @@ pub(crate) fn gemm_as<B: KernelBackend>(
     out: Shape,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
-    let gemm = Gemm {
-        mul,
-        dims,
-        out,
-        rhs_t: false,
-    };
-    B::visit(gemm, vec![lhs, rhs])
+    let rhs_t = false;
+    B::visit(
+        Gemm {
+            mul,
+            dims,
+            out,
+            rhs_t,
+        },
+        vec![lhs, rhs],
+    )
 }
 
 /// `t` reshaped to `dims` (no op when it already has them).
