@@ -93,13 +93,8 @@ fn gemm_shaped<B: KernelBackend>(
 ) -> FloatTensor<B> {
     let [batch, m, k] = lhs.shape().dims();
     let n = rhs.shape()[if rhs_t { 1 } else { 2 }];
-    let gemm = Gemm {
-        mul,
-        dims: [batch, m, k, n],
-        out: Shape::from([batch, m, n]),
-        rhs_t,
-    };
-    B::visit(gemm, vec![lhs, rhs])
+    let (dims, out) = ([batch, m, k, n], Shape::from([batch, m, n]));
+    visit_gemm::<B>([lhs, rhs], dims, out, mul, rhs_t)
 }
 
 /// [`gemm`] of operands of any shapes whose row-major values are those of `[batch, m, k]` and
@@ -112,7 +107,17 @@ pub(crate) fn gemm_as<B: KernelBackend>(
     out: Shape,
     mul: &ApproxMultiply,
 ) -> FloatTensor<B> {
-    let rhs_t = false;
+    visit_gemm::<B>([lhs, rhs], dims, out, mul, false)
+}
+
+/// The GEMM visit of `[lhs, rhs]`, the rhs transposed when `rhs_t`.
+fn visit_gemm<B: KernelBackend>(
+    [lhs, rhs]: [FloatTensor<B>; 2],
+    dims: [usize; 4],
+    out: Shape,
+    mul: &ApproxMultiply,
+    rhs_t: bool,
+) -> FloatTensor<B> {
     B::visit(
         Gemm {
             mul,

@@ -115,7 +115,17 @@ pub(super) struct Rhs<'a> {
     pub(super) n: usize,
 }
 
-impl Rhs<'_> {
+impl<'a> Rhs<'a> {
+    /// `x` as a `[batch, k, n]` rhs, transposed or not.
+    pub(super) fn new(x: &'a [f32], transposed: bool, [k, n]: [usize; 2]) -> Self {
+        Self {
+            x,
+            transposed,
+            k,
+            n,
+        }
+    }
+
     /// Strides of a step along `k` and of a column.
     pub(super) fn strides(&self) -> (usize, usize) {
         if self.transposed {
@@ -186,13 +196,14 @@ fn gemm_split(
     let [batch, m, k, n] = dims;
     let chunk = split_k(dims);
     if chunk >= k {
-        let rhs = Rhs {
-            x: rhs,
-            transposed,
-            k,
-            n,
-        };
-        return gemm_impl(lhs, rhs, dims, mul, simd, true);
+        return gemm_impl(
+            lhs,
+            Rhs::new(rhs, transposed, [k, n]),
+            dims,
+            mul,
+            simd,
+            true,
+        );
     }
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
     assert_eq!(rhs.len(), batch * k * n, "rhs length");
@@ -215,12 +226,7 @@ fn gemm_split(
             } else {
                 runs(rhs, k * n, k0 * n..k1 * n)
             };
-            let b = Rhs {
-                x: &b,
-                transposed,
-                k: k1 - k0,
-                n,
-            };
+            let b = Rhs::new(&b, transposed, [k1 - k0, n]);
             gemm_impl(&a, b, [batch, m, k1 - k0, n], mul, simd, true)
         })
         .collect();
@@ -233,13 +239,7 @@ fn gemm_split(
 /// order from `+0`, the order of the block-sparse weight gradient's reference
 /// (`bsr::host::weight_grad`), whose host path calls this on its per-column panels.
 pub fn gemm_in_order(lhs: &[f32], rhs: &[f32], dims: [usize; 4], mul: &ApproxMultiply) -> Vec<f32> {
-    let [_, _, k, n] = dims;
-    let rhs = Rhs {
-        x: rhs,
-        transposed: false,
-        k,
-        n,
-    };
+    let rhs = Rhs::new(rhs, false, [dims[2], dims[3]]);
     gemm_impl(lhs, rhs, dims, mul, avx2_available(), true)
 }
 

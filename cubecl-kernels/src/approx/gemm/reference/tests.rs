@@ -14,13 +14,7 @@ fn gemm_impl(
     simd: bool,
     expansion: bool,
 ) -> Vec<f32> {
-    let [_, _, k, n] = dims;
-    let rhs = Rhs {
-        x: rhs,
-        transposed: false,
-        k,
-        n,
-    };
+    let rhs = Rhs::new(rhs, false, [dims[2], dims[3]]);
     super::gemm_impl(lhs, rhs, dims, mul, simd, expansion)
 }
 
