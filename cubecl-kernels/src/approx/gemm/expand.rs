@@ -18,9 +18,11 @@
 //! permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the lanes'
 //! scales. Elsewhere (and in the tests, to check one against the other) a portable loop builds
 //! the same rows entry by entry, vectorised by the compiler with AVX2 where present. The
-//! packed side is encoded once per product, per block of [`STEPS`] steps and row, its sign
-//! and exponent bits and its key in one `u32`, so a row's steps are one contiguous read; both
-//! sides are encoded straight from the operands (no decoded copy, no transposed copy).
+//! packed side is read in place through its strides (a value's sign and exponent bits are its
+//! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
+//! once into keys and scales. Each task adds into a per-thread buffer of sums and writes its
+//! own rectangle of the output (the transposed product 16 rows at a time, each output row's
+//! run one contiguous write), so the write-back runs on every thread.
 //!
 //! **Bit-identical to the per-product path.** There a product is `(LUT · sa) · sb`, here
 //! `sa · (LUT · sb)`. The scales are powers of two (or zero), so both round the same real value
@@ -44,8 +46,6 @@ pub(super) const LANES: usize = 32;
 /// Steps along `k` expanded together (each output row then adds four steps while its sums
 /// stay in registers).
 const STEPS: usize = 4;
-/// Blocks of [`STEPS`] steps a task of [`pack_rows`] encodes, when a row's steps are contiguous.
-const TASK_BLOCKS: usize = 64;
 
 /// Rows the expansion must be shared by for it to pay, with `lanes` columns on the expanded
 /// side. With AVX-512 an expanded entry costs about two per-product operations per vector of 16
@@ -162,6 +162,14 @@ struct Operand<'a> {
 }
 
 impl Operand<'_> {
+    /// Asserts that `batch` entries of `k` steps lie inside `x`.
+    fn check(&self, batch: usize, k: usize) {
+        if batch > 0 && self.rows > 0 && k > 0 {
+            let last = (batch - 1) * self.batch + (self.rows - 1) * self.row + (k - 1) * self.step;
+            assert!(last < self.x.len(), "expansion operand too short");
+        }
+    }
+
     fn at(&self, bt: usize, r: usize, kk: usize) -> f32 {
         self.x[bt * self.batch + r * self.row + kk * self.step]
     }
@@ -172,47 +180,6 @@ impl Operand<'_> {
 fn encode(x: f32, bits: u32) -> u32 {
     let v = x.to_bits();
     (v & 0xff80_0000) | ((v & MANT_MASK) >> (23 - bits))
-}
-
-/// The packed side, per batch entry `[k / STEPS][rows][steps]` (the last block `k mod STEPS`
-/// steps wide), each value [`encode`]d: a row's steps of a block are one contiguous read.
-fn pack_rows(p: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> Vec<u32> {
-    let mut out = vec![0u32; batch * p.rows * k];
-    out.par_chunks_mut(p.rows * k)
-        .enumerate()
-        .for_each(|(bt, dst)| {
-            if p.step == 1 {
-                // rows contiguous along `k` (an lhs, a transposed rhs): a task's blocks row by
-                // row, each row's steps one contiguous read
-                let task = STEPS * TASK_BLOCKS;
-                dst.par_chunks_mut(p.rows * task)
-                    .enumerate()
-                    .for_each(|(t, part)| {
-                        let (k0, width) = (t * task, part.len() / p.rows);
-                        for r in 0..p.rows {
-                            let src = &p.x[bt * p.batch + r * p.row + k0..][..width];
-                            for (b, steps) in src.chunks(STEPS).enumerate() {
-                                let at = b * STEPS * p.rows + r * steps.len();
-                                for (d, &v) in part[at..at + steps.len()].iter_mut().zip(steps) {
-                                    *d = encode(v, bits);
-                                }
-                            }
-                        }
-                    });
-                return;
-            }
-            dst.par_chunks_mut(p.rows * STEPS)
-                .enumerate()
-                .for_each(|(blk, block)| {
-                    let (k0, steps) = (blk * STEPS, block.len() / p.rows);
-                    for (r, row) in block.chunks_mut(steps).enumerate() {
-                        for (s, v) in row.iter_mut().enumerate() {
-                            *v = encode(p.at(bt, r, k0 + s), bits);
-                        }
-                    }
-                });
-        });
-    out
 }
 
 /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
@@ -283,7 +250,6 @@ pub(super) fn gemm(
         return None;
     }
     let rows = packed.rows;
-    let packed_values = pack_rows(packed, [batch, k], bits);
     let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
     let stride = (1usize << bits).max(16);
     let by_packed = (transposed(&by_expanded, bits, stride), stride);
@@ -296,90 +262,170 @@ pub(super) fn gemm(
     let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
     let block = rows.div_ceil(splits);
     let blocks = rows.div_ceil(block);
-    let parts: Vec<(usize, usize, usize, Vec<[f32; LANES]>)> = (0..batch * panels * blocks)
-        .into_par_iter()
-        .map(|t| {
-            let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
-            let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
-            let a = Rows {
-                packed: &packed_values[bt * rows * k..(bt + 1) * rows * k],
-                rows,
-                r0,
-                r1,
-            };
-            let at = bt * k * lanes;
-            let sums = task(
+    packed.check(batch, k);
+    let mut out = vec![0f32; batch * m * n];
+    let dst = Dst {
+        ptr: out.as_mut_ptr(),
+        len: out.len(),
+    };
+    (0..batch * panels * blocks).into_par_iter().for_each(|t| {
+        let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
+        let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
+        let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
+        // a row of sums: one vector of 16 for a panel of at most 16 live lanes, else two
+        let cols = if c1 - c0 <= 16 { 16 } else { LANES };
+        let a = Rows {
+            p: packed,
+            bt,
+            r0,
+            r1,
+        };
+        let at = bt * k * lanes;
+        with_sums((r1 - r0) * cols, |sums| {
+            task(
                 a,
                 (&e_keys[at..], &e_scales[at..]),
                 [k, lanes, p * LANES],
                 (&by_expanded, (&by_packed.0, by_packed.1), bits),
                 simd,
+                sums,
             );
-            (bt, p, r0, sums)
-        })
-        .collect();
-    let mut out = vec![0f32; batch * m * n];
-    for (bt, p, r0, sums) in parts {
-        let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
-        if m >= n {
-            for (i, sums) in sums.iter().enumerate() {
-                let row = (bt * m + r0 + i) * n;
-                out[row + c0..row + c1].copy_from_slice(&sums[..c1 - c0]);
-            }
-        } else {
-            // the transposed product: packed row r is output column r, lane l output row l
-            // (each row of sums read once, its lanes stored down the output's rows)
-            for (j, sums) in sums.iter().enumerate() {
-                for (l, &v) in sums[..c1 - c0].iter().enumerate() {
-                    out[(bt * m + c0 + l) * n + r0 + j] = v;
+            let live = c1 - c0;
+            if m >= n {
+                for (i, row) in sums.chunks_exact(cols).enumerate() {
+                    // SAFETY: this task alone writes rows r0..r1, columns c0..c1 of entry bt.
+                    unsafe { dst.write((bt * m + r0 + i) * n + c0, &row[..live]) };
+                }
+            } else {
+                // the transposed product: packed row r is output column r, lane l output
+                // row l; 16 rows of sums at a time, each lane's 16 values one contiguous write
+                let mut run = [0f32; 16];
+                for (j, rows16) in sums.chunks(16 * cols).enumerate() {
+                    let len = rows16.len() / cols;
+                    for l in 0..live {
+                        for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
+                            *v = row[l];
+                        }
+                        let at = (bt * m + c0 + l) * n + r0 + 16 * j;
+                        // SAFETY: this task alone writes output rows c0..c1, columns r0..r1
+                        // of entry bt.
+                        unsafe { dst.write(at, &run[..len]) };
+                    }
                 }
             }
-        }
-    }
+        });
+    });
     Some(out)
 }
 
-/// A task's rows `r0..r1` of one batch entry's packed side ([`pack_rows`], `rows` in all).
+/// The output the tasks share, each writing its own rectangle of it.
+#[derive(Clone, Copy)]
+struct Dst {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `Dst` is only used while the output it points into is alive and not otherwise
+// borrowed, and the tasks write disjoint elements of it (see `Dst::write`'s callers).
+unsafe impl Send for Dst {}
+// SAFETY: as above.
+unsafe impl Sync for Dst {}
+
+impl Dst {
+    /// Writes `values` from element `at`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes these elements meanwhile.
+    unsafe fn write(&self, at: usize, values: &[f32]) {
+        assert!(
+            at + values.len() <= self.len,
+            "expansion write-back out of bounds"
+        );
+        // SAFETY: in bounds (just checked); exclusive by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(at), values.len()) }
+    }
+}
+
+/// Values of a task's sums kept per thread for the next product at most (larger buffers are
+/// freed after use).
+const KEEP_SUMS: usize = 16 << 20;
+
+thread_local! {
+    /// This thread's sums buffer: a fresh allocation of a task's sums is fresh pages, and
+    /// their faults cost as much as the rows' products on a narrow panel.
+    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` of this thread's sums buffer of `len` values, zeroed.
+fn with_sums<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SUMS.with(|buffer| {
+        let mut buffer = buffer.borrow_mut();
+        if buffer.len() < len {
+            buffer.resize(len, 0.0);
+        }
+        let sums = &mut buffer[..len];
+        sums.fill(0.0);
+        let out = f(sums);
+        if buffer.len() > KEEP_SUMS {
+            *buffer = Vec::new();
+        }
+        out
+    })
+}
+
+/// A task's rows `r0..r1` of batch entry `bt` of the packed side, read in place.
 #[derive(Clone, Copy)]
 struct Rows<'a> {
-    packed: &'a [u32],
-    rows: usize,
+    p: Operand<'a>,
+    bt: usize,
     r0: usize,
     r1: usize,
 }
 
 impl Rows<'_> {
-    /// The task's rows of the block of steps from `k0` (`steps` wide): `steps` values a row.
-    fn block(&self, k0: usize, steps: usize) -> &[u32] {
-        &self.packed[k0 * self.rows + self.r0 * steps..k0 * self.rows + self.r1 * steps]
+    /// The bits of row `r0 + i`'s values at the `steps` steps from `k0` (the rest zero): the
+    /// sign and exponent bits are the value's scale and the top `m` mantissa bits its key
+    /// (as [`encode`] splits them).
+    #[inline(always)]
+    fn steps(&self, i: usize, k0: usize, steps: usize) -> [u32; STEPS] {
+        let p = &self.p;
+        let base = self.bt * p.batch + (self.r0 + i) * p.row + k0 * p.step;
+        std::array::from_fn(|s| {
+            if s < steps {
+                p.x[base + s * p.step].to_bits()
+            } else {
+                0
+            }
+        })
     }
 }
 
 /// One task's sums: its rows against the panel of columns from `c0` of the rhs (keys and
-/// scales `[k, n]`), a row of [`LANES`] sums per row (the columns past `n` are padded with
-/// key 0 and scale 0 and dropped by the caller). The table both ways: by the expanded side's
-/// key (the portable build) and by the packed side's key with its row stride (the AVX-512
-/// build).
+/// scales `[k, n]`), added into `sums`, a row of 16 or [`LANES`] values per row (16 where the
+/// panel has at most 16 live columns; the columns past `n` are padded with key 0 and scale 0
+/// and not written back). The table both ways: by the expanded side's key (the portable
+/// build) and by the packed side's key with its row stride (the AVX-512 build).
 fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
     (by_expanded, by_packed, bits): (&[f32], (&[f32], usize), u32),
     simd: bool,
-) -> Vec<[f32; LANES]> {
+    sums: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if simd && std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { avx512::task(a, b, dims, by_packed, bits) };
+            return unsafe { avx512::task(a, b, dims, by_packed, bits, sums) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { task_avx2(a, b, dims, by_expanded, bits) };
+            return unsafe { task_avx2(a, b, dims, by_expanded, bits, sums) };
         }
     }
     let _ = (simd, by_packed);
-    task_plain(a, b, dims, by_expanded, bits)
+    task_plain(a, b, dims, by_expanded, bits, sums)
 }
 
 /// [`task_plain`] compiled for AVX2 (the same operations in the same order).
@@ -391,20 +437,26 @@ fn task_avx2(
     dims: [usize; 3],
     by_expanded: &[f32],
     bits: u32,
-) -> Vec<[f32; LANES]> {
-    task_plain(a, b, dims, by_expanded, bits)
+    sums: &mut [f32],
+) {
+    task_plain(a, b, dims, by_expanded, bits, sums)
 }
 
-/// A task's starting state: `2^m`, the panel's live lanes (the rest are padding), zero sums
-/// for its rows, and [`STEPS`] expanded tables of `2^m` rows each.
-type TaskState = (usize, usize, Vec<[f32; LANES]>, Vec<[f32; LANES]>);
+/// A task's starting state: `2^m`, the panel's live lanes (the rest are padding), the values
+/// in a row of sums, and [`STEPS`] expanded tables of `2^m` rows each.
+type TaskState = (usize, usize, usize, Vec<[f32; LANES]>);
 
-fn task_state(a: &Rows<'_>, [n, c0]: [usize; 2], bits: u32) -> TaskState {
+fn task_state(a: &Rows<'_>, sums: &[f32], [n, c0]: [usize; 2], bits: u32) -> TaskState {
     let width = 1usize << bits;
+    let cols = sums.len() / (a.r1 - a.r0).max(1);
+    assert!(
+        cols <= LANES && sums.len() == (a.r1 - a.r0) * cols,
+        "expansion sums"
+    );
     (
         width,
         (n - c0).min(LANES),
-        vec![[0f32; LANES]; a.r1 - a.r0],
+        cols,
         vec![[0f32; LANES]; STEPS * width],
     )
 }
@@ -419,8 +471,10 @@ fn task_plain(
     [k, n, c0]: [usize; 3],
     by_expanded: &[f32],
     bits: u32,
-) -> Vec<[f32; LANES]> {
-    let (width, lanes, mut sums, mut expanded) = task_state(&a, [n, c0], bits);
+    sums: &mut [f32],
+) {
+    let (width, lanes, cols, mut expanded) = task_state(&a, sums, [n, c0], bits);
+    let shift = 23 - bits;
     for k0 in (0..k).step_by(STEPS) {
         let steps = STEPS.min(k - k0);
         for s in 0..steps {
@@ -439,19 +493,20 @@ fn task_plain(
                 }
             }
         }
-        for (sum, row) in sums.iter_mut().zip(a.block(k0, steps).chunks(steps)) {
-            let mut acc = *sum;
-            for (s, &x) in row.iter().enumerate() {
+        for (i, sum) in sums.chunks_exact_mut(cols).enumerate() {
+            let row = a.steps(i, k0, steps);
+            let mut acc = [0f32; LANES];
+            acc[..cols].copy_from_slice(sum);
+            for (s, &x) in row[..steps].iter().enumerate() {
                 let scale = f32::from_bits(x & 0xff80_0000);
-                let t = &expanded[s * width + (x as usize & (width - 1))];
+                let t = &expanded[s * width + ((x >> shift) as usize & (width - 1))];
                 for l in 0..LANES {
                     acc[l] += scale * t[l];
                 }
             }
-            *sum = acc;
+            sum.copy_from_slice(&acc[..cols]);
         }
     }
-    sums
 }
 
 /// The AVX-512 build: expanded rows by permutes, sums in registers.
@@ -484,26 +539,28 @@ mod avx512 {
         q[0]
     }
 
-    /// Adds one row's block of steps (`row`: [`super::encode`]d values) to its sums: for each
-    /// step in order, the value's scale times the row of that step's expanded table its key
-    /// picks.
+    /// Adds one row's block of steps (`row`: the values' bits, [`super::Rows::steps`]) to its
+    /// sums (`16 · V` values): for each step in order, the value's scale times the row of that
+    /// step's expanded table its key (bits `shift..shift + m`) picks.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn accumulate<const V: usize>(
-        sum: &mut [f32; LANES],
+        sum: &mut [f32],
         row: &[u32],
         tables: &[&[[f32; LANES]]],
         width: usize,
+        shift: u32,
     ) {
+        let sum = &mut sum[..16 * V];
         let mask = width as u32 - 1;
-        // SAFETY: V vectors of 16 within LANES-long rows.
+        // SAFETY: V vectors of 16 within `sum` (16 · V long) and the LANES-long table rows.
         unsafe {
             let mut acc: [__m512; V] =
                 std::array::from_fn(|v| _mm512_loadu_ps(sum.as_ptr().add(16 * v)));
             for (&x, table) in row.iter().zip(tables) {
                 let scale = _mm512_set1_ps(f32::from_bits(x & 0xff80_0000));
                 // the key is below `width`, the table's length
-                let t = table.get_unchecked((x & mask) as usize);
+                let t = table.get_unchecked(((x >> shift) & mask) as usize);
                 for (v, acc) in acc.iter_mut().enumerate() {
                     let tv = _mm512_loadu_ps(t.as_ptr().add(16 * v));
                     *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, tv));
@@ -527,20 +584,22 @@ mod avx512 {
         dims: [usize; 3],
         (by_packed, stride): (&[f32], usize),
         bits: u32,
-    ) -> Vec<[f32; LANES]> {
-        // a panel of at most 16 columns (a narrow product, the last panel) takes one vector
-        let narrow = dims[1] - dims[2] <= 16;
+        sums: &mut [f32],
+    ) {
+        // a panel of at most 16 columns (a narrow product, the last panel): rows of sums of
+        // one vector
+        let narrow = sums.len() == 16 * (a.r1 - a.r0);
         match (stride / 16, narrow) {
-            (1, true) => task_g::<1, 1>(a, b, dims, by_packed, bits),
-            (2, true) => task_g::<2, 1>(a, b, dims, by_packed, bits),
-            (4, true) => task_g::<4, 1>(a, b, dims, by_packed, bits),
-            (8, true) => task_g::<8, 1>(a, b, dims, by_packed, bits),
-            (16, true) => task_g::<16, 1>(a, b, dims, by_packed, bits),
-            (1, false) => task_g::<1, 2>(a, b, dims, by_packed, bits),
-            (2, false) => task_g::<2, 2>(a, b, dims, by_packed, bits),
-            (4, false) => task_g::<4, 2>(a, b, dims, by_packed, bits),
-            (8, false) => task_g::<8, 2>(a, b, dims, by_packed, bits),
-            (16, false) => task_g::<16, 2>(a, b, dims, by_packed, bits),
+            (1, true) => task_g::<1, 1>(a, b, dims, by_packed, bits, sums),
+            (2, true) => task_g::<2, 1>(a, b, dims, by_packed, bits, sums),
+            (4, true) => task_g::<4, 1>(a, b, dims, by_packed, bits, sums),
+            (8, true) => task_g::<8, 1>(a, b, dims, by_packed, bits, sums),
+            (16, true) => task_g::<16, 1>(a, b, dims, by_packed, bits, sums),
+            (1, false) => task_g::<1, 2>(a, b, dims, by_packed, bits, sums),
+            (2, false) => task_g::<2, 2>(a, b, dims, by_packed, bits, sums),
+            (4, false) => task_g::<4, 2>(a, b, dims, by_packed, bits, sums),
+            (8, false) => task_g::<8, 2>(a, b, dims, by_packed, bits, sums),
+            (16, false) => task_g::<16, 2>(a, b, dims, by_packed, bits, sums),
             _ => unreachable!("table rows of 16 to 256 entries"),
         }
     }
@@ -552,8 +611,11 @@ mod avx512 {
         [k, n, c0]: [usize; 3],
         by_packed: &[f32],
         bits: u32,
-    ) -> Vec<[f32; LANES]> {
-        let (width, lanes, mut sums, mut expanded) = super::task_state(&a, [n, c0], bits);
+        sums: &mut [f32],
+    ) {
+        let (width, lanes, cols, mut expanded) = super::task_state(&a, sums, [n, c0], bits);
+        assert_eq!(cols, 16 * V, "expansion sums");
+        let shift = 23 - bits;
         for k0 in (0..k).step_by(STEPS) {
             let steps = STEPS.min(k - k0);
             // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
@@ -592,20 +654,20 @@ mod avx512 {
                 }
             }
             let steps_of = |s: usize| &expanded[s * width..(s + 1) * width];
-            let block = a.block(k0, steps);
             if steps == STEPS {
                 // a whole block: the steps unrolled, each step's table row by row index
                 let tables: [&[[f32; LANES]]; STEPS] = std::array::from_fn(steps_of);
-                for (sum, row) in sums.iter_mut().zip(block.chunks_exact(STEPS)) {
-                    accumulate::<V>(sum, row, &tables, width);
+                for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
+                    let row = a.steps(i, k0, STEPS);
+                    accumulate::<V>(sum, &row, &tables, width, shift);
                 }
             } else {
                 let tables: Vec<&[[f32; LANES]]> = (0..steps).map(steps_of).collect();
-                for (sum, row) in sums.iter_mut().zip(block.chunks_exact(steps)) {
-                    accumulate::<V>(sum, row, &tables, width);
+                for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
+                    let row = a.steps(i, k0, steps);
+                    accumulate::<V>(sum, &row[..steps], &tables, width, shift);
                 }
             }
         }
-        sums
     }
 }
