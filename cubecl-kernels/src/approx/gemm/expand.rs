@@ -123,15 +123,38 @@ pub(super) fn expands(
 
 /// The smallest biased exponent among `x`'s normal values (255 when there are none) and the
 /// largest of all (255: an infinity or a NaN; 0: zeros and subnormals only).
-fn exponent_range(x: &[f32]) -> (u32, u32) {
-    x.par_chunks(1 << 14)
+pub(super) fn exponent_range(x: &[f32]) -> (u32, u32) {
+    x.par_chunks(1 << 16)
         .map(|chunk| {
-            chunk.iter().fold((255, 0), |(lo, hi), v| {
-                let e = (v.to_bits() >> 23) & 0xff;
-                (lo.min(if e == 0 { 255 } else { e }), hi.max(e))
-            })
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2, checked just above.
+                return unsafe { chunk_range_avx2(chunk) };
+            }
+            chunk_range(chunk)
         })
         .reduce(|| (255, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// [`exponent_range`] of one chunk, as a loop the compiler vectorises: the smallest of
+/// `e - 1` (wrapping, so that the zero exponent of zeros and subnormals never wins) and the
+/// largest `e`.
+#[inline(always)]
+fn chunk_range(chunk: &[f32]) -> (u32, u32) {
+    let (mut lo1, mut hi) = (u32::MAX, 0u32);
+    for v in chunk {
+        let e = (v.to_bits() >> 23) & 0xff;
+        lo1 = lo1.min(e.wrapping_sub(1));
+        hi = hi.max(e);
+    }
+    (if lo1 == u32::MAX { 255 } else { lo1 + 1 }, hi)
+}
+
+/// [`chunk_range`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn chunk_range_avx2(chunk: &[f32]) -> (u32, u32) {
+    chunk_range(chunk)
 }
 
 /// A `2^bits × 2^bits` table `t[i · 2^m + j]` transposed, its rows `stride` apart

@@ -256,9 +256,8 @@ fn gemm_impl(
     assert_eq!(lhs.len(), batch * m * k, "lhs length");
     assert_eq!(rhs.x.len(), batch * k * n, "rhs length");
     assert_eq!([rhs.k, rhs.n], [k, n], "rhs dims");
-    let mut out = vec![0f32; batch * m * n];
-    if out.is_empty() {
-        return out;
+    if batch * m * n == 0 {
+        return Vec::new();
     }
     if let ApproxMultiply::Lut(table) = mul
         && expansion
@@ -266,6 +265,7 @@ fn gemm_impl(
     {
         return out;
     }
+    let mut out = vec![0f32; batch * m * n];
     let [mut a, mut packed] = OPERANDS.take();
     decode_all(&mut a, lhs, mul, true);
     let table = mul.table();

@@ -366,3 +366,45 @@ fn the_expansion_threshold_weighs_the_live_lanes() {
     assert_eq!(expand::min_rows(7, false, 16), 64);
     assert_eq!(expand::min_rows(7, false, 6), 64);
 }
+
+/// The band check's exponent scan (`expand::exponent_range`, vectorised) against its
+/// definition: normal values only for the smallest, every value for the largest.
+#[test]
+fn the_exponent_scan_finds_the_normal_range() {
+    let want = |x: &[f32]| {
+        let e = |v: &f32| (v.to_bits() >> 23) & 0xff;
+        let lo = x.iter().map(e).filter(|&e| e != 0).min().unwrap_or(255);
+        (lo, x.iter().map(e).max().unwrap_or(0))
+    };
+    let base = binades(200_003, 29, 60);
+    let specials = [
+        0.0,
+        -0.0,
+        1e-40,
+        -1e-45,
+        f32::MIN_POSITIVE,
+        f32::MAX,
+        f32::INFINITY,
+    ];
+    let mut cases: Vec<Vec<f32>> = vec![
+        Vec::new(),
+        vec![0.0; 70],
+        vec![1e-40; 33],
+        vec![f32::NAN],
+        base.clone(),
+    ];
+    for (i, &special) in specials.iter().enumerate() {
+        // one special value at a place no whole vector or chunk starts at
+        let mut x = base.clone();
+        let at = (i * 65_537 + 13) % x.len();
+        x[at] = special;
+        cases.push(x);
+        // the only normal value in the last, partial vector of zeros
+        let mut x = vec![0.0f32; 131_075];
+        x[131_074] = if special == 0.0 { 3.0 } else { special };
+        cases.push(x);
+    }
+    for (i, x) in cases.iter().enumerate() {
+        assert_eq!(expand::exponent_range(x), want(x), "case {i}");
+    }
+}
