@@ -19,8 +19,7 @@
 //! scales. Elsewhere (and in the tests, to check one against the other) a portable loop builds
 //! the same rows entry by entry, vectorised by the compiler with AVX2 where present. The
 //! packed side is read in place through its strides (a value's sign and exponent bits are its
-//! scale, its top `m` mantissa bits its key: no encoded copy), or, where its rows run along `k`,
-//! from a copy in blocks of [`STEPS`] steps ([`block_rows`]); the expanded side is encoded
+//! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
 //! once into keys and scales. Each task adds into a per-thread buffer of sums and writes its
 //! own rectangle of the output (the transposed product 16 rows at a time, each output row's
 //! run one contiguous write), so the write-back runs on every thread.
@@ -206,41 +205,6 @@ fn encode(x: f32, bits: u32) -> u32 {
     (v & 0xff80_0000) | ((v & MANT_MASK) >> (23 - bits))
 }
 
-/// The row length (values) from which a packed side whose rows run along `k` is copied into
-/// blocks ([`block_rows`]).
-const BLOCKED_ROW: usize = 1024;
-/// Blocks of [`STEPS`] steps a task of [`block_rows`] copies.
-const TASK_BLOCKS: usize = 64;
-
-/// A packed side whose rows run along `k` (`step` 1: an lhs, a transposed rhs) laid out per batch
-/// entry as `[k / STEPS][rows][steps]` (the last block `k mod STEPS` steps wide), the values'
-/// bits: a row's steps of a block are one read, and consecutive rows are adjacent. Read in place,
-/// each row's steps of a block lie a row apart (a cache line a row); at a row length of 1,536
-/// values the lines of a block's rows shared 32 L2 sets and were fetched again each block.
-fn block_rows(p: Operand<'_>, [batch, k]: [usize; 2]) -> Vec<u32> {
-    let mut out = vec![0u32; batch * p.rows * k];
-    let task = STEPS * TASK_BLOCKS;
-    out.par_chunks_mut(p.rows * k)
-        .enumerate()
-        .for_each(|(bt, dst)| {
-            dst.par_chunks_mut(p.rows * task)
-                .enumerate()
-                .for_each(|(t, part)| {
-                    let (k0, width) = (t * task, part.len() / p.rows);
-                    for r in 0..p.rows {
-                        let src = &p.x[bt * p.batch + r * p.row + k0..][..width];
-                        for (b, steps) in src.chunks(STEPS).enumerate() {
-                            let at = b * STEPS * p.rows + r * steps.len();
-                            for (d, &v) in part[at..at + steps.len()].iter_mut().zip(steps) {
-                                *d = v.to_bits();
-                            }
-                        }
-                    }
-                });
-        });
-    out
-}
-
 /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
 fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, Vec<f32>) {
     let n = e.rows;
@@ -322,10 +286,6 @@ pub(super) fn gemm(
     let block = rows.div_ceil(splits);
     let blocks = rows.div_ceil(block);
     packed.check(batch, k);
-    // rows along k of at least 4 KiB are copied into blocks (see `block_rows`); shorter ones
-    // are read in place, faster at ResMLP's 384 and 64
-    let blocked =
-        (packed.step == 1 && packed.row >= BLOCKED_ROW).then(|| block_rows(packed, [batch, k]));
     let mut out = vec![0f32; batch * m * n];
     let dst = Dst {
         ptr: out.as_mut_ptr(),
@@ -339,9 +299,6 @@ pub(super) fn gemm(
         let cols = if c1 - c0 <= 16 { 16 } else { LANES };
         let a = Rows {
             p: packed,
-            blocked: blocked
-                .as_ref()
-                .map(|b| &b[bt * rows * k..(bt + 1) * rows * k]),
             bt,
             r0,
             r1,
@@ -439,12 +396,10 @@ fn with_sums<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     })
 }
 
-/// A task's rows `r0..r1` of batch entry `bt` of the packed side, read in place or from the
-/// entry's [`block_rows`] copy.
+/// A task's rows `r0..r1` of batch entry `bt` of the packed side, read in place.
 #[derive(Clone, Copy)]
 struct Rows<'a> {
     p: Operand<'a>,
-    blocked: Option<&'a [u32]>,
     bt: usize,
     r0: usize,
     r1: usize,
@@ -456,10 +411,6 @@ impl Rows<'_> {
     /// (as [`encode`] splits them).
     #[inline(always)]
     fn steps(&self, i: usize, k0: usize, steps: usize) -> [u32; STEPS] {
-        if let Some(blocked) = self.blocked {
-            let at = k0 * self.p.rows + (self.r0 + i) * steps;
-            return std::array::from_fn(|s| if s < steps { blocked[at + s] } else { 0 });
-        }
         let p = &self.p;
         let base = self.bt * p.batch + (self.r0 + i) * p.row + k0 * p.step;
         std::array::from_fn(|s| {
