@@ -80,6 +80,7 @@ mod grid;
 pub mod hinm;
 mod panel;
 pub mod runtime;
+mod scratch;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

@@ -85,13 +85,7 @@ thread_local! {
 
 /// `f` of this thread's column buffer of `len` values (contents unspecified).
 fn with_columns<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    COLUMNS.with(|c| {
-        let mut buf = c.borrow_mut();
-        if buf.len() < len {
-            buf.resize(len, 0.0);
-        }
-        f(&mut buf[..len])
-    })
+    crate::scratch::with_scratch(&COLUMNS, len, usize::MAX, f)
 }
 
 /// Output positions `o` in `lo..hi` of axis `i` whose kernel offset `a` reads inside the input

@@ -198,11 +198,15 @@ impl Operand<'_> {
     }
 }
 
-/// A value's scale (its sign and exponent bits: `±2^e`, `±0` for zero and subnormals; in the
-/// band no infinity or NaN reaches here) and, in the low bits, its `bits`-bit table key.
-fn encode(x: f32, bits: u32) -> u32 {
-    let v = x.to_bits();
-    (v & 0xff80_0000) | ((v & MANT_MASK) >> (23 - bits))
+/// A value's bits `v` as its scale (its sign and exponent bits: `±2^e`, `±0` for zero and
+/// subnormals; in the band no infinity or NaN reaches here) and its `bits`-bit table key (its
+/// top mantissa bits).
+#[inline(always)]
+fn split(v: u32, bits: u32) -> (f32, usize) {
+    (
+        f32::from_bits(v & 0xff80_0000),
+        ((v & MANT_MASK) >> (23 - bits)) as usize,
+    )
 }
 
 /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
@@ -215,8 +219,8 @@ fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, V
         .for_each(|(t, (keys, scales))| {
             let (bt, kk) = (t / k, t % k);
             for (l, (key, scale)) in keys.iter_mut().zip(scales.iter_mut()).enumerate() {
-                let v = encode(e.at(bt, l, kk), bits);
-                (*key, *scale) = (v & 0x7f_ffff, f32::from_bits(v & 0xff80_0000));
+                let (s, k) = split(e.at(bt, l, kk).to_bits(), bits);
+                (*key, *scale) = (k as u32, s);
             }
         });
     (keys, scales)
@@ -381,18 +385,9 @@ thread_local! {
 
 /// `f` of this thread's sums buffer of `len` values, zeroed.
 fn with_sums<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    SUMS.with(|buffer| {
-        let mut buffer = buffer.borrow_mut();
-        if buffer.len() < len {
-            buffer.resize(len, 0.0);
-        }
-        let sums = &mut buffer[..len];
+    crate::scratch::with_scratch(&SUMS, len, KEEP_SUMS, |sums| {
         sums.fill(0.0);
-        let out = f(sums);
-        if buffer.len() > KEEP_SUMS {
-            *buffer = Vec::new();
-        }
-        out
+        f(sums)
     })
 }
 
@@ -406,16 +401,13 @@ struct Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// The bits of row `r0 + i`'s values at the `steps` steps from `k0` (the rest zero): the
-    /// sign and exponent bits are the value's scale and the top `m` mantissa bits its key
-    /// (as [`encode`] splits them).
+    /// The bits of row `r0 + i`'s values at the `steps` steps from `k0` (the rest zero), as
+    /// [`split`] reads them.
     #[inline(always)]
     fn steps(&self, i: usize, k0: usize, steps: usize) -> [u32; STEPS] {
-        let p = &self.p;
-        let base = self.bt * p.batch + (self.r0 + i) * p.row + k0 * p.step;
         std::array::from_fn(|s| {
             if s < steps {
-                p.x[base + s * p.step].to_bits()
+                self.p.at(self.bt, self.r0 + i, k0 + s).to_bits()
             } else {
                 0
             }
@@ -497,7 +489,6 @@ fn task_plain(
     sums: &mut [f32],
 ) {
     let (width, lanes, cols, mut expanded) = task_state(&a, sums, [n, c0], bits);
-    let shift = 23 - bits;
     for k0 in (0..k).step_by(STEPS) {
         let steps = STEPS.min(k - k0);
         for s in 0..steps {
@@ -521,8 +512,8 @@ fn task_plain(
             let mut acc = [0f32; LANES];
             acc[..cols].copy_from_slice(sum);
             for (s, &x) in row[..steps].iter().enumerate() {
-                let scale = f32::from_bits(x & 0xff80_0000);
-                let t = &expanded[s * width + ((x >> shift) as usize & (width - 1))];
+                let (scale, key) = split(x, bits);
+                let t = &expanded[s * width + key];
                 for l in 0..LANES {
                     acc[l] += scale * t[l];
                 }
@@ -564,26 +555,25 @@ mod avx512 {
 
     /// Adds one row's block of steps (`row`: the values' bits, [`super::Rows::steps`]) to its
     /// sums (`16 · V` values): for each step in order, the value's scale times the row of that
-    /// step's expanded table its key (bits `shift..shift + m`) picks.
+    /// step's expanded table its key picks ([`super::split`]).
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn accumulate<const V: usize>(
         sum: &mut [f32],
         row: &[u32],
         tables: &[&[[f32; LANES]]],
-        width: usize,
-        shift: u32,
+        bits: u32,
     ) {
         let sum = &mut sum[..16 * V];
-        let mask = width as u32 - 1;
         // SAFETY: V vectors of 16 within `sum` (16 · V long) and the LANES-long table rows.
         unsafe {
             let mut acc: [__m512; V] =
                 std::array::from_fn(|v| _mm512_loadu_ps(sum.as_ptr().add(16 * v)));
             for (&x, table) in row.iter().zip(tables) {
-                let scale = _mm512_set1_ps(f32::from_bits(x & 0xff80_0000));
-                // the key is below `width`, the table's length
-                let t = table.get_unchecked(((x >> shift) & mask) as usize);
+                let (scale, key) = super::split(x, bits);
+                let scale = _mm512_set1_ps(scale);
+                // the key is below 2^bits, each step's table's length
+                let t = table.get_unchecked(key);
                 for (v, acc) in acc.iter_mut().enumerate() {
                     let tv = _mm512_loadu_ps(t.as_ptr().add(16 * v));
                     *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, tv));
@@ -638,7 +628,6 @@ mod avx512 {
     ) {
         let (width, lanes, cols, mut expanded) = super::task_state(&a, sums, [n, c0], bits);
         assert_eq!(cols, 16 * V, "expansion sums");
-        let shift = 23 - bits;
         for k0 in (0..k).step_by(STEPS) {
             let steps = STEPS.min(k - k0);
             // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
@@ -682,13 +671,13 @@ mod avx512 {
                 let tables: [&[[f32; LANES]]; STEPS] = std::array::from_fn(steps_of);
                 for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
                     let row = a.steps(i, k0, STEPS);
-                    accumulate::<V>(sum, &row, &tables, width, shift);
+                    accumulate::<V>(sum, &row, &tables, bits);
                 }
             } else {
                 let tables: Vec<&[[f32; LANES]]> = (0..steps).map(steps_of).collect();
                 for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
                     let row = a.steps(i, k0, steps);
-                    accumulate::<V>(sum, &row[..steps], &tables, width, shift);
+                    accumulate::<V>(sum, &row[..steps], &tables, bits);
                 }
             }
         }
