@@ -287,7 +287,8 @@ pub(super) fn gemm(
     // rows a block
     let threads = rayon::current_num_threads();
     let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
-    let block = rows.div_ceil(splits);
+    let cached = (SUMS_BLOCK / (4 * LANES.min(lanes.next_multiple_of(16)))).max(min_rows);
+    let block = rows.div_ceil(splits).min(cached);
     let blocks = rows.div_ceil(block);
     packed.check(batch, k);
     let mut out = vec![0f32; batch * m * n];
@@ -373,6 +374,10 @@ impl Dst {
     }
 }
 
+/// Bytes of a task's sums at most (its rows are split further beyond): each block of steps
+/// reads and writes every row's sums once, from L2 rather than memory when they fit.
+const SUMS_BLOCK: usize = 256 << 10;
+
 /// Values of a task's sums kept per thread for the next product at most (larger buffers are
 /// freed after use).
 const KEEP_SUMS: usize = 16 << 20;
@@ -430,7 +435,7 @@ fn task(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if simd && std::is_x86_feature_detected!("avx512f") {
+        if simd && avx512_available() {
             // SAFETY: the CPU supports AVX-512F, checked just above.
             return unsafe { avx512::task(a, b, dims, by_packed, bits, sums) };
         }
@@ -457,23 +462,16 @@ fn task_avx2(
     task_plain(a, b, dims, by_expanded, bits, sums)
 }
 
-/// A task's starting state: `2^m`, the panel's live lanes (the rest are padding), the values
-/// in a row of sums, and [`STEPS`] expanded tables of `2^m` rows each.
-type TaskState = (usize, usize, usize, Vec<[f32; LANES]>);
-
-fn task_state(a: &Rows<'_>, sums: &[f32], [n, c0]: [usize; 2], bits: u32) -> TaskState {
+/// A task's `2^m`, its panel's live lanes (the rest are padding) and the values in a row of
+/// its sums.
+fn task_state(a: &Rows<'_>, sums: &[f32], [n, c0]: [usize; 2], bits: u32) -> [usize; 3] {
     let width = 1usize << bits;
     let cols = sums.len() / (a.r1 - a.r0).max(1);
     assert!(
         cols <= LANES && sums.len() == (a.r1 - a.r0) * cols,
         "expansion sums"
     );
-    (
-        width,
-        (n - c0).min(LANES),
-        cols,
-        vec![[0f32; LANES]; STEPS * width],
-    )
+    [width, (n - c0).min(LANES), cols]
 }
 
 /// The portable build: each expanded row entry by entry from the table's columns (one per
@@ -488,7 +486,8 @@ fn task_plain(
     bits: u32,
     sums: &mut [f32],
 ) {
-    let (width, lanes, cols, mut expanded) = task_state(&a, sums, [n, c0], bits);
+    let [width, lanes, cols] = task_state(&a, sums, [n, c0], bits);
+    let mut expanded = vec![[0f32; LANES]; STEPS * width];
     for k0 in (0..k).step_by(STEPS) {
         let steps = STEPS.min(k - k0);
         for s in 0..steps {
@@ -525,161 +524,4 @@ fn task_plain(
 
 /// The AVX-512 build: expanded rows by permutes, sums in registers.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::{LANES, Rows, STEPS};
-    use std::arch::x86_64::*;
-
-    /// The entries of a packed key's table row (`G` vectors, `16 · G` entries) at the lanes' keys
-    /// `kb`: a two-source permute per pair of vectors (one permute when `G = 1`), the results
-    /// blended by key bits 5, 6, 7 (`bit_masks`).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn lookup<const G: usize>(r: &[__m512; G], kb: __m512i, bit_masks: &[__mmask16; 3]) -> __m512 {
-        if G == 1 {
-            return _mm512_permutexvar_ps(kb, r[0]);
-        }
-        let mut q = [_mm512_setzero_ps(); 8];
-        for j in 0..G / 2 {
-            q[j] = _mm512_permutex2var_ps(r[2 * j], kb, r[2 * j + 1]);
-        }
-        let (mut live, mut level) = (G / 2, 0);
-        while live > 1 {
-            for j in 0..live / 2 {
-                q[j] = _mm512_mask_blend_ps(bit_masks[level], q[2 * j], q[2 * j + 1]);
-            }
-            live /= 2;
-            level += 1;
-        }
-        q[0]
-    }
-
-    /// Adds one row's block of steps (`row`: the values' bits, [`super::Rows::steps`]) to its
-    /// sums (`16 · V` values): for each step in order, the value's scale times the row of that
-    /// step's expanded table its key picks ([`super::split`]).
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn accumulate<const V: usize>(
-        sum: &mut [f32],
-        row: &[u32],
-        tables: &[&[[f32; LANES]]],
-        bits: u32,
-    ) {
-        let sum = &mut sum[..16 * V];
-        // SAFETY: V vectors of 16 within `sum` (16 · V long) and the LANES-long table rows.
-        unsafe {
-            let mut acc: [__m512; V] =
-                std::array::from_fn(|v| _mm512_loadu_ps(sum.as_ptr().add(16 * v)));
-            for (&x, table) in row.iter().zip(tables) {
-                let (scale, key) = super::split(x, bits);
-                let scale = _mm512_set1_ps(scale);
-                // the key is below 2^bits, each step's table's length
-                let t = table.get_unchecked(key);
-                for (v, acc) in acc.iter_mut().enumerate() {
-                    let tv = _mm512_loadu_ps(t.as_ptr().add(16 * v));
-                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, tv));
-                }
-            }
-            for (v, acc) in acc.into_iter().enumerate() {
-                _mm512_storeu_ps(sum.as_mut_ptr().add(16 * v), acc);
-            }
-        }
-    }
-
-    /// [`super::task_plain`]'s sums, the same products in the same order, for a table row of
-    /// `by_packed.1` entries (16, 32, 64, 128 or 256).
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn task(
-        a: Rows<'_>,
-        b: (&[u32], &[f32]),
-        dims: [usize; 3],
-        (by_packed, stride): (&[f32], usize),
-        bits: u32,
-        sums: &mut [f32],
-    ) {
-        // a panel of at most 16 columns (a narrow product, the last panel): rows of sums of
-        // one vector
-        let narrow = sums.len() == 16 * (a.r1 - a.r0);
-        match (stride / 16, narrow) {
-            (1, true) => task_g::<1, 1>(a, b, dims, by_packed, bits, sums),
-            (2, true) => task_g::<2, 1>(a, b, dims, by_packed, bits, sums),
-            (4, true) => task_g::<4, 1>(a, b, dims, by_packed, bits, sums),
-            (8, true) => task_g::<8, 1>(a, b, dims, by_packed, bits, sums),
-            (16, true) => task_g::<16, 1>(a, b, dims, by_packed, bits, sums),
-            (1, false) => task_g::<1, 2>(a, b, dims, by_packed, bits, sums),
-            (2, false) => task_g::<2, 2>(a, b, dims, by_packed, bits, sums),
-            (4, false) => task_g::<4, 2>(a, b, dims, by_packed, bits, sums),
-            (8, false) => task_g::<8, 2>(a, b, dims, by_packed, bits, sums),
-            (16, false) => task_g::<16, 2>(a, b, dims, by_packed, bits, sums),
-            _ => unreachable!("table rows of 16 to 256 entries"),
-        }
-    }
-
-    #[target_feature(enable = "avx512f")]
-    fn task_g<const G: usize, const V: usize>(
-        a: Rows<'_>,
-        (b_keys, b_scales): (&[u32], &[f32]),
-        [k, n, c0]: [usize; 3],
-        by_packed: &[f32],
-        bits: u32,
-        sums: &mut [f32],
-    ) {
-        let (width, lanes, cols, mut expanded) = super::task_state(&a, sums, [n, c0], bits);
-        assert_eq!(cols, 16 * V, "expansion sums");
-        for k0 in (0..k).step_by(STEPS) {
-            let steps = STEPS.min(k - k0);
-            // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
-            let mut kbs = [[_mm512_setzero_si512(); V]; STEPS];
-            let mut sbs = [[_mm512_setzero_ps(); V]; STEPS];
-            let mut bit_masks = [[[0; 3]; V]; STEPS];
-            for s in 0..steps {
-                let at = (k0 + s) * n + c0;
-                let (mut keys, mut scales) = ([0u32; LANES], [0f32; LANES]);
-                keys[..lanes].copy_from_slice(&b_keys[at..at + lanes]);
-                scales[..lanes].copy_from_slice(&b_scales[at..at + lanes]);
-                for v in 0..V {
-                    // SAFETY: 16 values from lane 16·v of a LANES-long array.
-                    unsafe {
-                        kbs[s][v] = _mm512_loadu_si512(keys.as_ptr().add(16 * v).cast());
-                        sbs[s][v] = _mm512_loadu_ps(scales.as_ptr().add(16 * v));
-                    }
-                    for (bit, mask) in bit_masks[s][v].iter_mut().enumerate() {
-                        *mask = _mm512_test_epi32_mask(kbs[s][v], _mm512_set1_epi32(32 << bit));
-                    }
-                }
-            }
-            for ma in 0..width {
-                let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
-                // SAFETY: G vectors of 16 within the row's 16·G entries.
-                let r: [__m512; G] =
-                    std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
-                for s in 0..steps {
-                    let entry = &mut expanded[s * width + ma];
-                    for v in 0..V {
-                        let t =
-                            _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v]);
-                        // SAFETY: 16 values from lane 16·v of a LANES-long row.
-                        unsafe { _mm512_storeu_ps(entry.as_mut_ptr().add(16 * v), t) };
-                    }
-                }
-            }
-            let steps_of = |s: usize| &expanded[s * width..(s + 1) * width];
-            if steps == STEPS {
-                // a whole block: the steps unrolled, each step's table row by row index
-                let tables: [&[[f32; LANES]]; STEPS] = std::array::from_fn(steps_of);
-                for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
-                    let row = a.steps(i, k0, STEPS);
-                    accumulate::<V>(sum, &row, &tables, bits);
-                }
-            } else {
-                let tables: Vec<&[[f32; LANES]]> = (0..steps).map(steps_of).collect();
-                for (i, sum) in sums.chunks_exact_mut(16 * V).enumerate() {
-                    let row = a.steps(i, k0, steps);
-                    accumulate::<V>(sum, &row[..steps], &tables, bits);
-                }
-            }
-        }
-    }
-}
+mod avx512;

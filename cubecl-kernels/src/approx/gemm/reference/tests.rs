@@ -193,12 +193,14 @@ fn the_table_expansion_gives_the_per_product_bits() {
         let ApproxMultiply::Lut(table) = &mul else {
             unreachable!()
         };
-        // rows enough to expand; k not a multiple of the steps; n a partial last panel;
-        // zeros, subnormals and exponents far apart
-        let rows = min_rows(bits, 45).max(40);
-        let dims = [2, rows, 37, 45];
-        let mut lhs = crate::approx::host::binades(2 * rows * 37, 7 + u64::from(bits), 60);
-        let mut rhs = crate::approx::host::binades(2 * 37 * 45, 11, 60);
+        // rows enough to expand, not a multiple of the rows a block adds at once; k not a
+        // multiple of the steps (each remainder); n a partial last panel; zeros, subnormals
+        // and exponents far apart
+        let rows = min_rows(bits, 45).max(40) + 1;
+        let k = 37 + bits as usize % 3;
+        let dims = [2, rows, k, 45];
+        let mut lhs = crate::approx::host::binades(2 * rows * k, 7 + u64::from(bits), 60);
+        let mut rhs = crate::approx::host::binades(2 * k * 45, 11, 60);
         lhs[3] = 0.0;
         lhs[4] = -0.0;
         lhs[8] = 1e-40;
@@ -238,6 +240,14 @@ fn the_table_expansion_gives_the_per_product_bits() {
             table
         ));
         both_builds(&lhs, &rhs, wide, "lhs expanded");
+        if bits == 7 {
+            // packed rows past a task's cached sums (256 KiB: 4096 rows of one vector), split
+            // into blocks of rows
+            let tall = [1, 16, 9, 4096 + 5];
+            let lhs = crate::approx::host::binades(16 * 9, 19, 60);
+            let rhs = crate::approx::host::binades(9 * tall[3], 23, 60);
+            both_builds(&lhs, &rhs, tall, "rows in blocks");
+        }
         // through the public entry, split along a long k as the kernel splits it
         let long = [1, rows, 3000, 16];
         assert!(split_k(long) < 3000);

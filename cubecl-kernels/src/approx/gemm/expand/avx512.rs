@@ -1,0 +1,227 @@
+//! The AVX-512 build of the expansion: each expanded table row by permutes, the rows' sums in
+//! registers, four rows at a time.
+
+use super::{LANES, Rows, STEPS};
+use std::arch::x86_64::*;
+
+/// Rows a block adds at once (independent chains of multiply-adds).
+const ROWS: usize = 4;
+
+/// The entries of a packed key's table row (`G` vectors, `16 · G` entries) at the lanes' keys
+/// `kb`: a two-source permute per pair of vectors (one permute when `G = 1`), the results
+/// blended by key bits 5, 6, 7 (`bit_masks`).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lookup<const G: usize>(r: &[__m512; G], kb: __m512i, bit_masks: &[__mmask16; 3]) -> __m512 {
+    if G == 1 {
+        return _mm512_permutexvar_ps(kb, r[0]);
+    }
+    let mut q = [_mm512_setzero_ps(); 8];
+    for j in 0..G / 2 {
+        q[j] = _mm512_permutex2var_ps(r[2 * j], kb, r[2 * j + 1]);
+    }
+    let (mut live, mut level) = (G / 2, 0);
+    while live > 1 {
+        for j in 0..live / 2 {
+            q[j] = _mm512_mask_blend_ps(bit_masks[level], q[2 * j], q[2 * j + 1]);
+        }
+        live /= 2;
+        level += 1;
+    }
+    q[0]
+}
+
+/// A cache line of a table.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// [`STEPS`] expanded tables of `2^m` entries each, an entry `V` lines (`16 · V` lanes).
+struct Tables<const V: usize> {
+    lines: Vec<Line>,
+    width: usize,
+}
+
+impl<const V: usize> Tables<V> {
+    fn new(width: usize) -> Self {
+        Self {
+            lines: vec![Line([0.0; 16]); STEPS * width * V],
+            width,
+        }
+    }
+
+    /// Stores entry `ma` of step `s`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store(&mut self, s: usize, ma: usize, t: [__m512; V]) {
+        let at = (s * self.width + ma) * V;
+        for (line, t) in self.lines[at..at + V].iter_mut().zip(t) {
+            // SAFETY: one aligned line.
+            unsafe { _mm512_store_ps(line.0.as_mut_ptr(), t) };
+        }
+    }
+
+    /// Step `s`'s first entry.
+    fn step(&self, s: usize) -> *const Line {
+        self.lines[s * self.width * V..].as_ptr()
+    }
+}
+
+/// The first `S` steps from `k0` added to every row's sums (`16 · V` values a row): for each
+/// row, each step in order, the value's scale times the entry of that step's table its key
+/// picks. Four rows at a time, so that their sums' chains of additions overlap.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn block<const V: usize, const BITS: u32, const S: usize>(
+    sums: &mut [f32],
+    a: &Rows<'_>,
+    k0: usize,
+    tables: &Tables<V>,
+) {
+    let p = a.p;
+    let rows = a.r1 - a.r0;
+    assert!(
+        sums.len() >= rows * 16 * V && tables.width == 1 << BITS && S <= STEPS,
+        "expansion block"
+    );
+    if rows == 0 || S == 0 {
+        return;
+    }
+    let base = a.bt * p.batch + a.r0 * p.row + k0 * p.step;
+    assert!(
+        base + (rows - 1) * p.row + (S - 1) * p.step < p.x.len(),
+        "expansion operand"
+    );
+    let t: [*const Line; S] = std::array::from_fn(|s| tables.step(s));
+    let x = p.x.as_ptr().cast::<u32>();
+    // SAFETY: every value read, at `base + i · row + s · step` for i < rows and s < S, is
+    // in bounds (asserted above); keys are below 2^BITS, each table's width (asserted); the
+    // sums hold `rows` rows of `16 · V` values (asserted).
+    let group = |i0: usize, live: usize, sums: &mut [f32]| unsafe {
+        // rows past `live` repeat the last one (the same values stored again, in order)
+        let at: [*const u32; ROWS] =
+            std::array::from_fn(|j| x.add(base + (i0 + j.min(live - 1)) * p.row));
+        let sum: [*mut f32; ROWS] =
+            std::array::from_fn(|j| sums.as_mut_ptr().add((i0 + j.min(live - 1)) * 16 * V));
+        let mut acc: [[__m512; V]; ROWS] =
+            std::array::from_fn(|j| std::array::from_fn(|v| _mm512_loadu_ps(sum[j].add(16 * v))));
+        for (s, &table) in t.iter().enumerate() {
+            for j in 0..ROWS {
+                let value = *at[j].add(s * p.step);
+                let scale = _mm512_set1_ps(f32::from_bits(value & 0xff80_0000));
+                let key = ((value >> (23 - BITS)) & ((1 << BITS) - 1)) as usize;
+                let entry = table.add(key * V);
+                for (v, acc) in acc[j].iter_mut().enumerate() {
+                    let e = _mm512_load_ps(entry.add(v).cast());
+                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, e));
+                }
+            }
+        }
+        for j in 0..ROWS {
+            for (v, acc) in acc[j].into_iter().enumerate() {
+                _mm512_storeu_ps(sum[j].add(16 * v), acc);
+            }
+        }
+    };
+    let whole = rows / ROWS * ROWS;
+    for i0 in (0..whole).step_by(ROWS) {
+        group(i0, ROWS, sums);
+    }
+    for i0 in whole..rows {
+        group(i0, 1, sums);
+    }
+}
+
+/// [`super::task_plain`]'s sums, the same products in the same order, for a table of
+/// `2^bits` entries a key (`by_packed.1` apart: 16 for `bits ≤ 4`).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn task(
+    a: Rows<'_>,
+    b: (&[u32], &[f32]),
+    dims: [usize; 3],
+    (by_packed, stride): (&[f32], usize),
+    bits: u32,
+    sums: &mut [f32],
+) {
+    // a panel of at most 16 columns (a narrow product, the last panel): rows of sums of
+    // one vector
+    let narrow = sums.len() == 16 * (a.r1 - a.r0);
+    debug_assert_eq!(stride, (1usize << bits).max(16), "table row stride");
+    match (bits, narrow) {
+        (1, true) => task_g::<1, 1, 1>(a, b, dims, by_packed, sums),
+        (2, true) => task_g::<1, 1, 2>(a, b, dims, by_packed, sums),
+        (3, true) => task_g::<1, 1, 3>(a, b, dims, by_packed, sums),
+        (4, true) => task_g::<1, 1, 4>(a, b, dims, by_packed, sums),
+        (5, true) => task_g::<2, 1, 5>(a, b, dims, by_packed, sums),
+        (6, true) => task_g::<4, 1, 6>(a, b, dims, by_packed, sums),
+        (7, true) => task_g::<8, 1, 7>(a, b, dims, by_packed, sums),
+        (8, true) => task_g::<16, 1, 8>(a, b, dims, by_packed, sums),
+        (1, false) => task_g::<1, 2, 1>(a, b, dims, by_packed, sums),
+        (2, false) => task_g::<1, 2, 2>(a, b, dims, by_packed, sums),
+        (3, false) => task_g::<1, 2, 3>(a, b, dims, by_packed, sums),
+        (4, false) => task_g::<1, 2, 4>(a, b, dims, by_packed, sums),
+        (5, false) => task_g::<2, 2, 5>(a, b, dims, by_packed, sums),
+        (6, false) => task_g::<4, 2, 6>(a, b, dims, by_packed, sums),
+        (7, false) => task_g::<8, 2, 7>(a, b, dims, by_packed, sums),
+        (8, false) => task_g::<16, 2, 8>(a, b, dims, by_packed, sums),
+        _ => unreachable!("tables of 1 to 8 bits"),
+    }
+}
+
+#[target_feature(enable = "avx512f")]
+fn task_g<const G: usize, const V: usize, const BITS: u32>(
+    a: Rows<'_>,
+    (b_keys, b_scales): (&[u32], &[f32]),
+    [k, n, c0]: [usize; 3],
+    by_packed: &[f32],
+    sums: &mut [f32],
+) {
+    let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
+    assert_eq!(cols, 16 * V, "expansion sums");
+    let mut tables = Tables::<V>::new(width);
+    for k0 in (0..k).step_by(STEPS) {
+        let steps = STEPS.min(k - k0);
+        // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
+        let mut kbs = [[_mm512_setzero_si512(); V]; STEPS];
+        let mut sbs = [[_mm512_setzero_ps(); V]; STEPS];
+        let mut bit_masks = [[[0; 3]; V]; STEPS];
+        for s in 0..steps {
+            let at = (k0 + s) * n + c0;
+            let (mut keys, mut scales) = ([0u32; LANES], [0f32; LANES]);
+            keys[..lanes].copy_from_slice(&b_keys[at..at + lanes]);
+            scales[..lanes].copy_from_slice(&b_scales[at..at + lanes]);
+            for v in 0..V {
+                // SAFETY: 16 values from lane 16·v of a LANES-long array.
+                unsafe {
+                    kbs[s][v] = _mm512_loadu_si512(keys.as_ptr().add(16 * v).cast());
+                    sbs[s][v] = _mm512_loadu_ps(scales.as_ptr().add(16 * v));
+                }
+                for (bit, mask) in bit_masks[s][v].iter_mut().enumerate() {
+                    *mask = _mm512_test_epi32_mask(kbs[s][v], _mm512_set1_epi32(32 << bit));
+                }
+            }
+        }
+        for ma in 0..width {
+            let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
+            // SAFETY: G vectors of 16 within the row's 16·G entries.
+            let r: [__m512; G] =
+                std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
+            for s in 0..steps {
+                let t = std::array::from_fn(|v| {
+                    _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
+                });
+                tables.store(s, ma, t);
+            }
+        }
+        match steps {
+            STEPS => block::<V, BITS, STEPS>(&mut *sums, &a, k0, &tables),
+            1 => block::<V, BITS, 1>(&mut *sums, &a, k0, &tables),
+            2 => block::<V, BITS, 2>(&mut *sums, &a, k0, &tables),
+            3 => block::<V, BITS, 3>(&mut *sums, &a, k0, &tables),
+            _ => unreachable!("1 to {STEPS} steps"),
+        }
+    }
+}
