@@ -103,8 +103,13 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
             std::array::from_fn(|j| x.add(base + (i0 + j.min(live - 1)) * p.row));
         let sum: [*mut f32; ROWS] =
             std::array::from_fn(|j| sums.as_mut_ptr().add((i0 + j.min(live - 1)) * 16 * V));
-        let mut acc: [[__m512; V]; ROWS] =
-            std::array::from_fn(|j| std::array::from_fn(|v| _mm512_loadu_ps(sum[j].add(16 * v))));
+        // the first block's sums start from +0 (the buffer is not zeroed)
+        let mut acc: [[__m512; V]; ROWS] = std::array::from_fn(|j| {
+            std::array::from_fn(|v| match k0 {
+                0 => _mm512_setzero_ps(),
+                _ => _mm512_loadu_ps(sum[j].add(16 * v)),
+            })
+        });
         for (s, &table) in t.iter().enumerate() {
             for j in 0..ROWS {
                 let value = *at[j].add(s * p.step);
