@@ -299,6 +299,10 @@ pub(super) fn gemm(
         ptr: out.as_mut_ptr(),
         len,
     };
+    // the transposed write-back by 16 × 16 blocks in registers
+    let wide_write = simd && avx512_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wide_write;
     (0..batch * panels * blocks).into_par_iter().for_each(|t| {
         let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
         let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
@@ -330,9 +334,23 @@ pub(super) fn gemm(
             } else {
                 // the transposed product: packed row r is output column r, lane l output
                 // row l; 16 rows of sums at a time, each lane's 16 values one contiguous write
+                // (with AVX-512, whole blocks of 16 rows and 16 lanes transposed in registers)
                 let mut run = [0f32; 16];
                 for (j, rows16) in sums.chunks(16 * cols).enumerate() {
                     let len = rows16.len() / cols;
+                    #[cfg(target_arch = "x86_64")]
+                    if wide_write && len == 16 {
+                        for v in 0..live.div_ceil(16) {
+                            // SAFETY: the CPU supports AVX-512F (`wide_write`).
+                            let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
+                            for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
+                                let at = (bt * m + c0 + 16 * v + jj) * n + r0 + 16 * j;
+                                // SAFETY: as below.
+                                unsafe { dst.write(at, run) };
+                            }
+                        }
+                        continue;
+                    }
                     for l in 0..live {
                         for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
                             *v = row[l];

@@ -230,3 +230,81 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
         }
     }
 }
+
+/// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`
+/// holds value `j` of every row, in row order.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn transpose16(src: &[f32], stride: usize) -> [[f32; 16]; 16] {
+    assert!(src.len() >= 15 * stride + 16, "transposed block");
+    // SAFETY: 16 rows of 16 values inside `src` (asserted).
+    let r: [__m512; 16] =
+        std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.as_ptr().add(i * stride)) });
+    // pairs of rows interleaved, then pairs of pairs: 4 × 4 blocks transposed in each 128-bit
+    // lane
+    let t: [__m512; 16] = std::array::from_fn(|i| {
+        let (a, b) = (r[i & !1], r[i | 1]);
+        if i % 2 == 0 {
+            _mm512_unpacklo_ps(a, b)
+        } else {
+            _mm512_unpackhi_ps(a, b)
+        }
+    });
+    let u: [__m512; 16] = std::array::from_fn(|i| {
+        let base = i & !3;
+        let (a, b) = (
+            _mm512_castps_pd(t[base + (i & 2) / 2]),
+            _mm512_castps_pd(t[base + 2 + (i & 2) / 2]),
+        );
+        _mm512_castpd_ps(if i % 2 == 0 {
+            _mm512_unpacklo_pd(a, b)
+        } else {
+            _mm512_unpackhi_pd(a, b)
+        })
+    });
+    // then the 128-bit lanes: of registers 4 apart, and of those 8 apart
+    let v: [__m512; 16] = std::array::from_fn(|i| {
+        let (group, k) = (i / 8, i % 4);
+        let (a, b) = (u[8 * group + k], u[8 * group + 4 + k]);
+        if i % 8 < 4 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xdd>(a, b)
+        }
+    });
+    let w: [__m512; 16] = std::array::from_fn(|i| {
+        let (a, b) = (v[i % 8], v[8 + i % 8]);
+        if i < 8 {
+            _mm512_shuffle_f32x4::<0x88>(a, b)
+        } else {
+            _mm512_shuffle_f32x4::<0xdd>(a, b)
+        }
+    });
+    let mut out = [[0f32; 16]; 16];
+    for (row, w) in out.iter_mut().zip(w) {
+        // SAFETY: 16 values into a 16-value array.
+        unsafe { _mm512_storeu_ps(row.as_mut_ptr(), w) };
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transpose16_transposes() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        // 16 rows of 16 values, 19 apart (padding between rows)
+        let src: Vec<f32> = (0..15 * 19 + 16).map(|i| i as f32).collect();
+        // SAFETY: the CPU supports AVX-512F, checked above.
+        let t = unsafe { super::transpose16(&src, 19) };
+        for (j, row) in t.iter().enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                assert_eq!(v, src[i * 19 + j], "[{j}][{i}]");
+            }
+        }
+    }
+}
