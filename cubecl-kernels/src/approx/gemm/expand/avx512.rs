@@ -37,15 +37,27 @@ fn lookup<const G: usize>(r: &[__m512; G], kb: __m512i, bit_masks: &[__mmask16; 
 struct Line([f32; 16]);
 
 /// [`STEPS`] expanded tables of `2^m` entries each, an entry `V` lines (`16 · V` lanes).
-struct Tables<const V: usize> {
-    lines: Vec<Line>,
+struct Tables<'a, const V: usize> {
+    lines: &'a mut [Line],
     width: usize,
 }
 
-impl<const V: usize> Tables<V> {
-    fn new(width: usize) -> Self {
+thread_local! {
+    /// This thread's expanded tables (128 KiB at most), kept between tasks: a zeroed
+    /// allocation a task cost LeNet-5's small products a memset each.
+    static LINES: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl<'a, const V: usize> Tables<'a, V> {
+    /// Tables of `width` entries a step in `lines`, grown where short (their contents are
+    /// unspecified: a block reads only the entries stored for it).
+    fn new(lines: &'a mut Vec<Line>, width: usize) -> Self {
+        let len = STEPS * width * V;
+        if lines.len() < len {
+            lines.resize(len, Line([0.0; 16]));
+        }
         Self {
-            lines: vec![Line([0.0; 16]); STEPS * width * V],
+            lines: &mut lines[..len],
             width,
         }
     }
@@ -76,7 +88,7 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
     sums: &mut [f32],
     a: &Rows<'_>,
     k0: usize,
-    tables: &Tables<V>,
+    tables: &Tables<'_, V>,
 ) {
     let p = a.p;
     let rows = a.r1 - a.r0;
@@ -186,7 +198,8 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
-    let mut tables = Tables::<V>::new(width);
+    let mut lines = LINES.take();
+    let mut tables = Tables::<V>::new(&mut lines, width);
     for k0 in (0..k).step_by(STEPS) {
         let steps = STEPS.min(k - k0);
         // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
@@ -229,6 +242,7 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
             _ => unreachable!("1 to {STEPS} steps"),
         }
     }
+    LINES.set(lines);
 }
 
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`
