@@ -5,20 +5,20 @@ use std::cell::RefCell;
 use std::thread::LocalKey;
 
 /// A thread's scratch buffer, grown where short and otherwise kept between calls.
-pub(crate) type Scratch = LocalKey<RefCell<Vec<f32>>>;
+pub(crate) type Scratch<T = f32> = LocalKey<RefCell<Vec<T>>>;
 
 /// `f` of the first `len` values of this thread's `buffer` (contents unspecified: whatever a
 /// former call left), grown where short; freed after use when it holds more than `keep` values.
-pub(crate) fn with_scratch<R>(
-    buffer: &'static Scratch,
+pub(crate) fn with_scratch<T: Clone + Default, R>(
+    buffer: &'static Scratch<T>,
     len: usize,
     keep: usize,
-    f: impl FnOnce(&mut [f32]) -> R,
+    f: impl FnOnce(&mut [T]) -> R,
 ) -> R {
     buffer.with(|buffer| {
         let mut buffer = buffer.borrow_mut();
         if buffer.len() < len {
-            buffer.resize(len, 0.0);
+            buffer.resize(len, T::default());
         }
         let out = f(&mut buffer[..len]);
         if buffer.len() > keep {

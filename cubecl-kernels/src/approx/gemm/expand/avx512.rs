@@ -32,11 +32,13 @@ fn lookup<const G: usize>(r: &[__m512; G], kb: __m512i, bit_masks: &[__mmask16; 
 }
 
 /// A cache line of a table.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct Line([f32; 16]);
 
-/// [`STEPS`] expanded tables of `2^m` entries each, an entry `V` lines (`16 · V` lanes).
+/// [`STEPS`] expanded tables of `2^m` entries each, an entry `V` lines (`16 · V` lanes), in
+/// this thread's [`LINES`] (their contents unspecified: a block reads only the entries stored
+/// for it).
 struct Tables<'a, const V: usize> {
     lines: &'a mut [Line],
     width: usize,
@@ -48,20 +50,7 @@ thread_local! {
     static LINES: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-impl<'a, const V: usize> Tables<'a, V> {
-    /// Tables of `width` entries a step in `lines`, grown where short (their contents are
-    /// unspecified: a block reads only the entries stored for it).
-    fn new(lines: &'a mut Vec<Line>, width: usize) -> Self {
-        let len = STEPS * width * V;
-        if lines.len() < len {
-            lines.resize(len, Line([0.0; 16]));
-        }
-        Self {
-            lines: &mut lines[..len],
-            width,
-        }
-    }
-
+impl<const V: usize> Tables<'_, V> {
     /// Stores entry `ma` of step `s`.
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -124,9 +113,8 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
         });
         for (s, &table) in t.iter().enumerate() {
             for j in 0..ROWS {
-                let value = *at[j].add(s * p.step);
-                let scale = _mm512_set1_ps(f32::from_bits(value & 0xff80_0000));
-                let key = ((value >> (23 - BITS)) & ((1 << BITS) - 1)) as usize;
+                let (scale, key) = super::split(*at[j].add(s * p.step), BITS);
+                let scale = _mm512_set1_ps(scale);
                 let entry = table.add(key * V);
                 for (v, acc) in acc[j].iter_mut().enumerate() {
                     let e = _mm512_load_ps(entry.add(v).cast());
@@ -198,51 +186,52 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
-    let mut lines = LINES.take();
-    let mut tables = Tables::<V>::new(&mut lines, width);
-    for k0 in (0..k).step_by(STEPS) {
-        let steps = STEPS.min(k - k0);
-        // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
-        let mut kbs = [[_mm512_setzero_si512(); V]; STEPS];
-        let mut sbs = [[_mm512_setzero_ps(); V]; STEPS];
-        let mut bit_masks = [[[0; 3]; V]; STEPS];
-        for s in 0..steps {
-            let at = (k0 + s) * n + c0;
-            let (mut keys, mut scales) = ([0u32; LANES], [0f32; LANES]);
-            keys[..lanes].copy_from_slice(&b_keys[at..at + lanes]);
-            scales[..lanes].copy_from_slice(&b_scales[at..at + lanes]);
-            for v in 0..V {
-                // SAFETY: 16 values from lane 16·v of a LANES-long array.
-                unsafe {
-                    kbs[s][v] = _mm512_loadu_si512(keys.as_ptr().add(16 * v).cast());
-                    sbs[s][v] = _mm512_loadu_ps(scales.as_ptr().add(16 * v));
-                }
-                for (bit, mask) in bit_masks[s][v].iter_mut().enumerate() {
-                    *mask = _mm512_test_epi32_mask(kbs[s][v], _mm512_set1_epi32(32 << bit));
-                }
-            }
-        }
-        for ma in 0..width {
-            let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
-            // SAFETY: G vectors of 16 within the row's 16·G entries.
-            let r: [__m512; G] =
-                std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
+    let len = STEPS * width * V;
+    crate::scratch::with_scratch(&LINES, len, usize::MAX, |lines| {
+        let mut tables = Tables::<V> { lines, width };
+        for k0 in (0..k).step_by(STEPS) {
+            let steps = STEPS.min(k - k0);
+            // the steps' rhs keys and scales (padded lanes: key 0, scale 0), and key bits 5-7
+            let mut kbs = [[_mm512_setzero_si512(); V]; STEPS];
+            let mut sbs = [[_mm512_setzero_ps(); V]; STEPS];
+            let mut bit_masks = [[[0; 3]; V]; STEPS];
             for s in 0..steps {
-                let t = std::array::from_fn(|v| {
-                    _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
-                });
-                tables.store(s, ma, t);
+                let at = (k0 + s) * n + c0;
+                let (mut keys, mut scales) = ([0u32; LANES], [0f32; LANES]);
+                keys[..lanes].copy_from_slice(&b_keys[at..at + lanes]);
+                scales[..lanes].copy_from_slice(&b_scales[at..at + lanes]);
+                for v in 0..V {
+                    // SAFETY: 16 values from lane 16·v of a LANES-long array.
+                    unsafe {
+                        kbs[s][v] = _mm512_loadu_si512(keys.as_ptr().add(16 * v).cast());
+                        sbs[s][v] = _mm512_loadu_ps(scales.as_ptr().add(16 * v));
+                    }
+                    for (bit, mask) in bit_masks[s][v].iter_mut().enumerate() {
+                        *mask = _mm512_test_epi32_mask(kbs[s][v], _mm512_set1_epi32(32 << bit));
+                    }
+                }
+            }
+            for ma in 0..width {
+                let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
+                // SAFETY: G vectors of 16 within the row's 16·G entries.
+                let r: [__m512; G] =
+                    std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
+                for s in 0..steps {
+                    let t = std::array::from_fn(|v| {
+                        _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
+                    });
+                    tables.store(s, ma, t);
+                }
+            }
+            match steps {
+                STEPS => block::<V, BITS, STEPS>(&mut *sums, &a, k0, &tables),
+                1 => block::<V, BITS, 1>(&mut *sums, &a, k0, &tables),
+                2 => block::<V, BITS, 2>(&mut *sums, &a, k0, &tables),
+                3 => block::<V, BITS, 3>(&mut *sums, &a, k0, &tables),
+                _ => unreachable!("1 to {STEPS} steps"),
             }
         }
-        match steps {
-            STEPS => block::<V, BITS, STEPS>(&mut *sums, &a, k0, &tables),
-            1 => block::<V, BITS, 1>(&mut *sums, &a, k0, &tables),
-            2 => block::<V, BITS, 2>(&mut *sums, &a, k0, &tables),
-            3 => block::<V, BITS, 3>(&mut *sums, &a, k0, &tables),
-            _ => unreachable!("1 to {STEPS} steps"),
-        }
-    }
-    LINES.set(lines);
+    });
 }
 
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`
