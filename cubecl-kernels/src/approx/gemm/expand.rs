@@ -345,7 +345,8 @@ pub(super) fn gemm(
                             let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
                             for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
                                 let at = (bt * m + c0 + 16 * v + jj) * n + r0 + 16 * j;
-                                // SAFETY: as below.
+                                // SAFETY: this task alone writes output rows c0..c1,
+                                // columns r0..r1 of entry bt.
                                 unsafe { dst.write(at, run) };
                             }
                         }
