@@ -20,6 +20,7 @@ use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::Shape;
 use cubecl_kernels::approx::ApproxMultiply;
+use cubecl_kernels::approx::gemm as approx_gemm;
 use cubecl_kernels::approx::im2col::{self as kernel, Window};
 use cubecl_kernels::conv as host;
 use cubecl_kernels::decorator::CubeVisitor;
@@ -254,9 +255,64 @@ pub fn forward<B: KernelBackend>(
     let rank = x.shape().num_dims();
     let batch = x.shape()[0];
     let kernel = kernel_size(&weight.shape());
-    let (cols, out) = im2col::<B>(to_5d::<B>(x), g, kernel);
+    let x = to_5d::<B>(x);
+    let s = x.shape();
+    let w = g.window(s[1], spatial(&s), kernel);
+    if let Some(y) = implicit::<B>(Implicit::Forward, &x, &weight, &w, product) {
+        return add_bias::<B>(unfold_output::<B>(y, batch, w.out(), rank), bias);
+    }
+    let (cols, out) = im2col::<B>(x, g, kernel);
     let y = product.gemm::<B>(weight_matrix::<B>(weight, g.groups), cols);
     add_bias::<B>(unfold_output::<B>(y, batch, out, rank), bias)
+}
+
+/// The products of a convolution the host computes with its columns read in place.
+#[derive(Clone, Copy)]
+enum Implicit {
+    /// `W · cols`, `[1, C_out, B·L]`; the second operand the weight.
+    Forward,
+    /// `dy · colsᵀ`, `[1, C_out, K]`; the second operand the output gradient
+    /// `[B, C_out, o...]`.
+    WeightGrad,
+}
+
+/// `kind`'s product of the columns of `x: [B, C, d, h, w]` under `w` on a backend without
+/// CubeCL kernels, with the columns read where they lie in `x`
+/// ([`cubecl_kernels::approx::gemm::conv_forward`]): `None` where that does not apply (a CubeCL
+/// backend, the native product, groups, a product the table expansion does not take), and the
+/// caller lowers through the columns.
+fn implicit<B: KernelBackend>(
+    kind: Implicit,
+    x: &FloatTensor<B>,
+    other: &FloatTensor<B>,
+    w: &Window,
+    product: Product<'_>,
+) -> Option<FloatTensor<B>> {
+    let Product::Approx(mul) = product else {
+        return None;
+    };
+    if B::cube_runtime().is_some() || w.groups != 1 {
+        return None;
+    }
+    let batch = x.shape()[0];
+    let (out, rows) = with_f32::<B, _>(x.clone(), |xs| {
+        with_f32::<B, _>(other.clone(), |o| match kind {
+            Implicit::Forward => (
+                approx_gemm::conv_forward(xs, o, batch, w, mul),
+                other.shape()[0],
+            ),
+            Implicit::WeightGrad => (
+                approx_gemm::conv_weight_grad(xs, o, batch, w, mul),
+                other.shape()[1],
+            ),
+        })
+    });
+    let out = out?;
+    let cols = out.len() / rows.max(1);
+    Some(B::float_from_data(
+        TensorData::new(out, [1, rows, cols]),
+        &B::float_device(x),
+    ))
 }
 
 /// Burn's `unfold4d` through the im2col lowering: `x: [B, C, h, w]` → `[B, C·kh·kw, L]`, the
@@ -316,7 +372,15 @@ pub fn weight_grad<B: KernelBackend>(
     product: Product<'_>,
 ) -> FloatTensor<B> {
     let kernel = kernel_size(weight_shape);
-    let (cols, _) = im2col::<B>(to_5d::<B>(x), g, kernel);
+    let x = to_5d::<B>(x);
+    let s = x.shape();
+    let w = g.window(s[1], spatial(&s), kernel);
+    let dy5 = to_5d::<B>(output_grad);
+    if let Some(dw) = implicit::<B>(Implicit::WeightGrad, &x, &dy5, &w, product) {
+        return reshape::<B>(dw, weight_shape.as_slice());
+    }
+    let output_grad = dy5;
+    let (cols, _) = im2col::<B>(x, g, kernel);
     let dy = fold_output_grad::<B>(output_grad, g.groups);
     let dw = product.gemm_nt::<B>(dy, cols); // [G, C_out/G, K]
     reshape::<B>(dw, weight_shape.as_slice())

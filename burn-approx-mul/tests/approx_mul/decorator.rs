@@ -147,15 +147,21 @@ fn contractions_equal_a_brute_force_reference() {
     );
 }
 
-/// A convolution's weight gradient on the host path (`dy · colsᵀ`, the im2col columns read
-/// transposed in place) is the brute-force sum over samples and positions in order, every
-/// product `dy · x` through the multiplier, padding contributing `dy · 0`.
+/// A convolution's forward output and weight gradient on the host path (`W · cols` and
+/// `dy · colsᵀ`, the im2col columns read in place) are the brute-force sums in order, every
+/// product through the multiplier, padding contributing `w · 0` and `dy · 0`: under MBM (the
+/// per-product path) and under AFM16's table with enough channels for the table expansion
+/// (which reads the columns where they lie in the input).
 #[test]
-fn conv_weight_gradient_equals_a_brute_force_reference() {
-    let mul = Multiplier::parse("mbm5").unwrap();
+fn conv_forward_and_weight_gradient_equal_a_brute_force_reference() {
+    conv_equals_brute_force("mbm5", [2, 3, 5], [4, 3]);
+    conv_equals_brute_force("afm16", [2, 8, 6], [16, 3]);
+}
+
+fn conv_equals_brute_force(name: &str, [b, c, h]: [usize; 3], [o, kh]: [usize; 2]) {
+    let mul = Multiplier::parse(name).unwrap();
     let device = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());
     type B = Autodiff<ApproxMul<NdArray>>;
-    let ([b, c, h], [o, kh]) = ([2, 3, 5], [4, 3]);
     let x = leaf::<B, 4>([b, c, h, h], 40, &device);
     let w = leaf::<B, 4>([o, c, kh, kh], 41, &device);
     let y = conv2d(
@@ -165,9 +171,9 @@ fn conv_weight_gradient_equals_a_brute_force_reference() {
         ConvOptions::new([1, 1], [1, 1], [1, 1], 1),
     );
     let g = Tensor::<B, 4>::from_data(data(&[b, o, h, h], 42), &device);
-    let grads = (y * g.clone()).sum().backward();
+    let grads = (y.clone() * g.clone()).sum().backward();
     let v = |t: TensorData| t.to_vec::<f32>().unwrap();
-    let (xv, gv) = (v(x.to_data()), v(g.to_data()));
+    let (xv, wv, gv) = (v(x.to_data()), v(w.to_data()), v(g.to_data()));
     let at_x = |n: usize, ci: usize, r: isize, s: isize| {
         let inside = (0..h as isize).contains(&r) && (0..h as isize).contains(&s);
         if inside {
@@ -176,29 +182,48 @@ fn conv_weight_gradient_equals_a_brute_force_reference() {
             0.0
         }
     };
-    let mut want = Vec::new();
+    let tap =
+        |p: usize, (i, j): (usize, usize)| ((p / h + i) as isize - 1, (p % h + j) as isize - 1);
+    let mut want_y = Vec::new();
+    for (n, oc) in (0..b * o).map(|t| (t / o, t % o)) {
+        for p in 0..h * h {
+            let mut acc = 0f32;
+            for ci in 0..c {
+                for t in 0..kh * kh {
+                    let (r, s) = tap(p, (t / kh, t % kh));
+                    let wi = (oc * c + ci) * kh * kh + t;
+                    acc += mul.multiply(wv[wi], at_x(n, ci, r, s));
+                }
+            }
+            want_y.push(acc);
+        }
+    }
+    let mut want_dw = Vec::new();
     for oc in 0..o {
         for ci in 0..c {
-            for (i, j) in (0..kh * kh).map(|t| (t / kh, t % kh)) {
+            for t in 0..kh * kh {
                 let mut acc = 0f32;
                 for (n, p) in (0..b * h * h).map(|t| (t / (h * h), t % (h * h))) {
-                    let (r, s) = ((p / h + i) as isize - 1, (p % h + j) as isize - 1);
+                    let (r, s) = tap(p, (t / kh, t % kh));
                     let dy = gv[(n * o + oc) * h * h + p];
                     acc += mul.multiply(dy, at_x(n, ci, r, s));
                 }
-                want.push(acc);
+                want_dw.push(acc);
             }
         }
     }
-    let got = v(w.grad(&grads).unwrap().into_data());
-    assert_eq!(got.len(), want.len());
-    for (i, (a, e)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(
-            a.to_bits(),
-            e.to_bits(),
-            "weight gradient [{i}]: {a} vs {e}"
-        );
-    }
+    let same = |got: Vec<f32>, want: &[f32], what: &str| {
+        assert_eq!(got.len(), want.len());
+        for (i, (a, e)) in got.iter().zip(want).enumerate() {
+            assert_eq!(a.to_bits(), e.to_bits(), "{name} {what} [{i}]: {a} vs {e}");
+        }
+    };
+    same(v(y.into_data()), &want_y, "forward");
+    same(
+        v(w.grad(&grads).unwrap().into_data()),
+        &want_dw,
+        "weight gradient",
+    );
 }
 
 #[test]

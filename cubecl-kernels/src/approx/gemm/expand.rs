@@ -173,28 +173,81 @@ fn transposed(t: &[f32], bits: u32, stride: usize) -> Vec<f32> {
     out
 }
 
-/// One operand as the expansion reads it: `x[bt · batch + r · row + kk · step]` is its value
-/// in row `r` (a row of the packed side, a lane of the expanded side) at step `kk` along `k`.
+/// Where an operand's rows (or steps) lie: the offset of row `i` from the operand's base.
 #[derive(Clone, Copy)]
-struct Operand<'a> {
-    x: &'a [f32],
-    rows: usize,
-    batch: usize,
-    row: usize,
-    step: usize,
+pub(super) enum Index<'a> {
+    /// `i · stride`.
+    Stride(usize),
+    /// `table[i]`, every entry at most the bound given with it (a gathered operand: the
+    /// columns of a convolution's im2col read in place from its input).
+    Table(&'a [usize], usize),
+}
+
+impl Index<'_> {
+    /// The offset of row `i`.
+    #[inline(always)]
+    fn at(&self, i: usize) -> usize {
+        match self {
+            Self::Stride(s) => i * s,
+            Self::Table(t, _) => t[i],
+        }
+    }
+
+    /// An upper bound of the offsets of rows `0..end` (`end ≥ 1`).
+    fn last(&self, end: usize) -> usize {
+        match self {
+            Self::Stride(s) => (end - 1) * s,
+            Self::Table(t, max) => {
+                assert!(end <= t.len(), "expansion index table too short");
+                *max
+            }
+        }
+    }
+
+    /// The rows from `from` on: the shift of the base, and their index.
+    fn skip(self, from: usize) -> (usize, Self) {
+        match self {
+            Self::Stride(s) => (from * s, self),
+            Self::Table(t, max) => (0, Self::Table(&t[from..], max)),
+        }
+    }
+}
+
+/// One operand as the expansion reads it: `x[base + bt · batch + row(r) + step(kk)]` is its
+/// value in row `r` (a row of the packed side, a lane of the expanded side) at step `kk` along
+/// `k`.
+#[derive(Clone, Copy)]
+pub(super) struct Operand<'a> {
+    pub(super) x: &'a [f32],
+    pub(super) base: usize,
+    pub(super) rows: usize,
+    pub(super) batch: usize,
+    pub(super) row: Index<'a>,
+    pub(super) step: Index<'a>,
 }
 
 impl Operand<'_> {
     /// Asserts that `batch` entries of `k` steps lie inside `x`.
     fn check(&self, batch: usize, k: usize) {
         if batch > 0 && self.rows > 0 && k > 0 {
-            let last = (batch - 1) * self.batch + (self.rows - 1) * self.row + (k - 1) * self.step;
+            let last =
+                self.base + (batch - 1) * self.batch + self.row.last(self.rows) + self.step.last(k);
             assert!(last < self.x.len(), "expansion operand too short");
         }
     }
 
     fn at(&self, bt: usize, r: usize, kk: usize) -> f32 {
-        self.x[bt * self.batch + r * self.row + kk * self.step]
+        self.x[self.base + bt * self.batch + self.row.at(r) + self.step.at(kk)]
+    }
+
+    /// The steps from `k0` on.
+    pub(super) fn from_step(self, k0: usize) -> Self {
+        let (shift, step) = self.step.skip(k0);
+        Self {
+            base: self.base + shift,
+            step,
+            ..self
+        }
     }
 }
 
@@ -234,52 +287,103 @@ fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, V
 pub(super) fn gemm(
     lhs: &[f32],
     rhs: Rhs<'_>,
-    [batch, m, k, n]: [usize; 4],
+    dims: [usize; 4],
     table: &LutTable,
     simd: bool,
 ) -> Option<Vec<f32>> {
-    let bits = table.bits();
+    let [_, m, k, n] = dims;
     let (rhs_step, rhs_col) = rhs.strides();
-    let lhs_rows = Operand {
+    let lhs = Operand {
         x: lhs,
+        base: 0,
         rows: m,
         batch: m * k,
-        row: k,
-        step: 1,
+        row: Index::Stride(k),
+        step: Index::Stride(1),
     };
-    let rhs_cols = Operand {
+    let rhs = Operand {
         x: rhs.x,
+        base: 0,
         rows: n,
         batch: k * n,
-        row: rhs_col,
-        step: rhs_step,
+        row: Index::Stride(rhs_col),
+        step: Index::Stride(rhs_step),
     };
-    // the packed side, the expanded side, and the table by the expanded side's key
-    let (packed, expanded, by_expanded) = if m >= n {
-        (
-            lhs_rows,
-            rhs_cols,
-            transposed(table.significands(), bits, 1 << bits),
-        )
-    } else {
-        (rhs_cols, lhs_rows, table.significands().to_vec())
-    };
-    let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
-    if k == 0
-        || !expands(
-            packed.x,
-            expanded.x,
-            [packed.rows, min_rows],
-            expanded.rows,
-            table,
-        )
-    {
-        return None;
+    Some(Plan::new(lhs, rhs, dims, table, simd)?.run(lhs, rhs, k))
+}
+
+/// A product the expansion takes: its operands passed the band check ([`expands`]) and the
+/// packed side has the rows the expansion needs.
+pub(super) struct Plan<'t> {
+    table: &'t LutTable,
+    dims: [usize; 4],
+    simd: bool,
+}
+
+impl<'t> Plan<'t> {
+    /// The plan of `lhs` (`m` rows of `k` steps) times `rhs` (`n` columns of `k` steps),
+    /// `dims = [batch, m, k, n]`, or `None` where the expansion does not run.
+    pub(super) fn new(
+        lhs: Operand<'_>,
+        rhs: Operand<'_>,
+        dims: [usize; 4],
+        table: &'t LutTable,
+        simd: bool,
+    ) -> Option<Self> {
+        let [_, m, k, n] = dims;
+        let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
+        let min_rows = min_rows(table.bits(), simd && avx512_available(), expanded.rows);
+        let takes = k > 0
+            && expands(
+                packed.x,
+                expanded.x,
+                [packed.rows, min_rows],
+                expanded.rows,
+                table,
+            );
+        takes.then_some(Self { table, dims, simd })
     }
+
+    /// The product over the first `k` steps of `lhs` and `rhs` (the operands the plan was
+    /// made for, or their steps from some `k0` on, [`Operand::from_step`]): `[batch, m, n]`.
+    pub(super) fn run(&self, lhs: Operand<'_>, rhs: Operand<'_>, k: usize) -> Vec<f32> {
+        let [batch, m, _, n] = self.dims;
+        let (table, simd) = (self.table, self.simd);
+        let bits = table.bits();
+        // the packed side, the expanded side, and the table by the expanded side's key
+        let (packed, expanded, by_expanded) = if m >= n {
+            (lhs, rhs, transposed(table.significands(), bits, 1 << bits))
+        } else {
+            (rhs, lhs, table.significands().to_vec())
+        };
+        let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
+        run(
+            packed,
+            expanded,
+            &by_expanded,
+            [batch, m, k, n],
+            [bits as usize, min_rows],
+            simd,
+        )
+    }
+}
+
+/// The expansion of `expanded` against the rows of `packed` (`m ≥ n`: the lhs packed, else the
+/// transposed product), `[batch, m, n]`.
+fn run(
+    packed: Operand<'_>,
+    expanded: Operand<'_>,
+    by_expanded: &[f32],
+    [batch, m, k, n]: [usize; 4],
+    [bits, min_rows]: [usize; 2],
+    simd: bool,
+) -> Vec<f32> {
+    let bits = bits as u32;
+    expanded.check(batch, k);
     let rows = packed.rows;
     let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
     let stride = (1usize << bits).max(16);
-    let by_packed = (transposed(&by_expanded, bits, stride), stride);
+    let by_packed = (transposed(by_expanded, bits, stride), stride);
     let lanes = expanded.rows;
     let panels = lanes.div_ceil(LANES);
     // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
@@ -321,7 +425,7 @@ pub(super) fn gemm(
                 a,
                 (&e_keys[at..], &e_scales[at..]),
                 [k, lanes, p * LANES],
-                (&by_expanded, (&by_packed.0, by_packed.1), bits),
+                (by_expanded, (&by_packed.0, by_packed.1), bits),
                 simd,
                 sums,
             );
@@ -369,7 +473,7 @@ pub(super) fn gemm(
     // columns `c0..c1` (of `lanes`) for every task, `rows · lanes = m · n` values an entry
     // (a panicking task propagates its panic before this line).
     unsafe { out.set_len(len) };
-    Some(out)
+    out
 }
 
 /// The output the tasks share, each writing its own rectangle of it.

@@ -24,16 +24,19 @@
 //! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: [`launch`], [`launch_tiled`];
 //!   `reference.rs`: the host reference [`gemm`](fn@gemm) (multi-threaded, AVX2 where available), the
 //!   test oracle and the path on backends without CubeCL; `expand.rs`: its LUT path by table
-//!   expansion (no lookup per product, the same bits).
+//!   expansion (no lookup per product, the same bits); `implicit.rs`: a convolution's forward
+//!   and weight-gradient products by the expansion with the im2col columns read in place.
 //!
 //! [`split_k`]: crate::approx::split_k
 
 mod expand;
+mod implicit;
 mod kernel;
 mod launch;
 mod reference;
 
 use cubecl::prelude::CubeDim;
+pub use implicit::{conv_forward, conv_weight_grad};
 pub use launch::{device_tile, launch, launch_tiled};
 pub use reference::{gemm, gemm_in_order, gemm_nt};
 pub use tiling::Tiling;

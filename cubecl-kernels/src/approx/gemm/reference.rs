@@ -465,7 +465,7 @@ fn avx512_available() -> bool {
     }
 }
 
-fn avx2_available() -> bool {
+pub(super) fn avx2_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2")

@@ -88,20 +88,23 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
     if rows == 0 || S == 0 {
         return;
     }
-    let base = a.bt * p.batch + a.r0 * p.row + k0 * p.step;
+    let base = p.base + a.bt * p.batch;
+    // the steps' offsets, and bounds of every row's and step's
+    let steps: [usize; S] = std::array::from_fn(|s| p.step.at(k0 + s));
     assert!(
-        base + (rows - 1) * p.row + (S - 1) * p.step < p.x.len(),
+        base + p.row.last(a.r1) + steps.iter().max().copied().unwrap_or(0) < p.x.len(),
         "expansion operand"
     );
     let t: [*const Line; S] = std::array::from_fn(|s| tables.step(s));
     let x = p.x.as_ptr().cast::<u32>();
-    // SAFETY: every value read, at `base + i · row + s · step` for i < rows and s < S, is
-    // in bounds (asserted above); keys are below 2^BITS, each table's width (asserted); the
-    // sums hold `rows` rows of `16 · V` values (asserted).
+    // SAFETY: every value read, at `base + row(r0 + i) + steps[s]` for i < rows and s < S, is
+    // in bounds (row offsets up to row `r1 - 1` are at most `row.last(r1)`, asserted above);
+    // keys are below 2^BITS, each table's width (asserted); the sums hold `rows` rows of
+    // `16 · V` values (asserted).
     let group = |i0: usize, live: usize, sums: &mut [f32]| unsafe {
         // rows past `live` repeat the last one (the same values stored again, in order)
         let at: [*const u32; ROWS] =
-            std::array::from_fn(|j| x.add(base + (i0 + j.min(live - 1)) * p.row));
+            std::array::from_fn(|j| x.add(base + p.row.at(a.r0 + i0 + j.min(live - 1))));
         let sum: [*mut f32; ROWS] =
             std::array::from_fn(|j| sums.as_mut_ptr().add((i0 + j.min(live - 1)) * 16 * V));
         // the first block's sums start from +0 (the buffer is not zeroed)
@@ -113,7 +116,7 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
         });
         for (s, &table) in t.iter().enumerate() {
             for j in 0..ROWS {
-                let (scale, key) = super::split(*at[j].add(s * p.step), BITS);
+                let (scale, key) = super::split(*at[j].add(steps[s]), BITS);
                 let scale = _mm512_set1_ps(scale);
                 let entry = table.add(key * V);
                 for (v, acc) in acc[j].iter_mut().enumerate() {

@@ -1,0 +1,419 @@
+//! The host GEMMs of a convolution with its im2col columns read in place (an implicit GEMM).
+//!
+//! [`conv_forward`] and [`conv_weight_grad`] give the bits of the lowered products
+//! (`gemm(W, cols)` and `gemm_nt(dy, cols)` of [`im2col`](crate::approx::im2col::im2col)'s
+//! columns), without the columns: each column value is read where it lies in the input,
+//! zero-padded once, at the offset of its output position plus the offset of its channel and
+//! kernel tap. The columns of a batch are `C·kvol` times the input (37 MB for ResNet-18-w16's
+//! first stage at batch 64), and writing them, zeroing them first and faulting in their pages
+//! cost about a tenth of that model's AFM16 step. The weight gradient's long `k` is cut into
+//! the same chunks as [`gemm`](super::gemm)'s ([`split_k`]), read in place too.
+//!
+//! Only the table expansion reads gathered operands: a product it does not take (a multiply
+//! without a table, too few rows, an operand outside the band) returns `None`, and the caller
+//! lowers it through the columns as before.
+
+use super::expand::{Index, Operand, Plan};
+use super::reference::avx2_available;
+use crate::approx::im2col::Window;
+use crate::approx::{ApproxMultiply, split_k};
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// A convolution's input as its columns read it: zero-padded (borrowed where there is no
+/// padding), with the offset of every output position (`B·L`, in the columns' order) and of
+/// every channel and kernel tap (`C·kvol`).
+struct Gathered<'a> {
+    x: Cow<'a, [f32]>,
+    positions: (Vec<usize>, usize),
+    taps: (Vec<usize>, usize),
+}
+
+/// Offsets and their largest (0 for none).
+fn with_max(offsets: Vec<usize>) -> (Vec<usize>, usize) {
+    let max = offsets.iter().copied().max().unwrap_or(0);
+    (offsets, max)
+}
+
+impl<'a> Gathered<'a> {
+    /// `x: [batch, C, d, h, w]` under window `w`, or `None` for a window this does not read
+    /// (groups, or a kernel that does not fit the padded input).
+    fn new(x: &'a [f32], batch: usize, w: &Window) -> Option<Self> {
+        let out = w.out();
+        let fits = (0..3).all(|i| {
+            out[i] > 0
+                && (out[i] - 1) * w.stride[i] + (w.kernel[i] - 1) * w.dilation[i]
+                    < w.input[i] + 2 * w.padding[i]
+        });
+        let plane: usize = w.input.iter().product();
+        if w.groups != 1
+            || !fits
+            || plane == 0
+            || w.kernel.contains(&0)
+            || x.len() != batch * w.channels * plane
+        {
+            return None;
+        }
+        let padded: [usize; 3] = std::array::from_fn(|i| w.input[i] + 2 * w.padding[i]);
+        let size: usize = padded.iter().product();
+        let x = if w.padding == [0; 3] {
+            Cow::Borrowed(x)
+        } else {
+            let [_, h, iw] = w.input;
+            let [_, ph, pw] = padded;
+            let [p0, p1, p2] = w.padding;
+            let mut xp = vec![0f32; batch * w.channels * size];
+            xp.par_chunks_mut(size)
+                .zip(x.par_chunks(plane))
+                .for_each(|(to, from)| {
+                    for (r, row) in from.chunks_exact(iw).enumerate() {
+                        let (z, y) = (r / h, r % h);
+                        let at = ((z + p0) * ph + y + p1) * pw + p2;
+                        to[at..at + iw].copy_from_slice(row);
+                    }
+                });
+            Cow::Owned(xp)
+        };
+        let [_, ph, pw] = padded;
+        let [od, oh, ow] = out;
+        let [s0, s1, s2] = w.stride;
+        let mut positions = Vec::with_capacity(batch * od * oh * ow);
+        for b in 0..batch {
+            for o0 in 0..od {
+                for o1 in 0..oh {
+                    let at = b * w.channels * size + (o0 * s0 * ph + o1 * s1) * pw;
+                    positions.extend((0..ow).map(|o2| at + o2 * s2));
+                }
+            }
+        }
+        let [kd, kh, kw] = w.kernel;
+        let [d0, d1, d2] = w.dilation;
+        let mut taps = Vec::with_capacity(w.channels * kd * kh * kw);
+        for c in 0..w.channels {
+            for a0 in 0..kd {
+                for a1 in 0..kh {
+                    let at = c * size + (a0 * d0 * ph + a1 * d1) * pw;
+                    taps.extend((0..kw).map(|a2| at + a2 * d2));
+                }
+            }
+        }
+        Some(Self {
+            x,
+            positions: with_max(positions),
+            taps: with_max(taps),
+        })
+    }
+
+    /// The columns `[K, B·L]` as the rhs of a product: `B·L` columns of `K` steps.
+    fn columns(&self) -> Operand<'_> {
+        Operand {
+            x: &self.x,
+            base: 0,
+            rows: self.positions.0.len(),
+            batch: 0,
+            row: Index::Table(&self.positions.0, self.positions.1),
+            step: Index::Table(&self.taps.0, self.taps.1),
+        }
+    }
+
+    /// The columns transposed, `[B·L, K]`, as the rhs of a product: `K` columns of `B·L`
+    /// steps.
+    fn columns_t(&self) -> Operand<'_> {
+        Operand {
+            x: &self.x,
+            base: 0,
+            rows: self.taps.0.len(),
+            batch: 0,
+            row: Index::Table(&self.taps.0, self.taps.1),
+            step: Index::Table(&self.positions.0, self.positions.1),
+        }
+    }
+}
+
+/// `lhs · rhs` (`dims = [1, m, k, n]`) by the expansion with `split_k`'s chunks, each read in
+/// place, their partial sums added in chunk order from `+0` (as [`gemm`](super::gemm)), or
+/// `None` where the expansion does not take it. `simd`: whether the AVX-512 build may run.
+fn product(
+    lhs: Operand<'_>,
+    rhs: Operand<'_>,
+    dims: [usize; 4],
+    mul: &ApproxMultiply,
+    simd: bool,
+) -> Option<Vec<f32>> {
+    let ApproxMultiply::Lut(table) = mul else {
+        return None;
+    };
+    let plan = Plan::new(lhs, rhs, dims, table, simd)?;
+    let [batch, m, k, n] = dims;
+    let chunk = split_k(dims);
+    if chunk >= k {
+        return Some(plan.run(lhs, rhs, k));
+    }
+    let parts: Vec<Vec<f32>> = (0..k.div_ceil(chunk))
+        .into_par_iter()
+        .map(|s| {
+            let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
+            plan.run(lhs.from_step(k0), rhs.from_step(k0), k1 - k0)
+        })
+        .collect();
+    Some(
+        (0..batch * m * n)
+            .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+            .collect(),
+    )
+}
+
+/// A convolution's forward product `W (C_out × K) · cols (K × B·L)`, `[C_out, B·L]`, with the
+/// columns of `x: [batch, C, d, h, w]` under `w` read in place: the bits of
+/// [`gemm`](super::gemm) of `weight: [C_out, K]` and the columns. `None` where the expansion does
+/// not take the product or the window has groups.
+///
+/// # Panics
+/// If `weight` is not a whole number of rows of `K = C·kvol`.
+pub fn conv_forward(
+    x: &[f32],
+    weight: &[f32],
+    batch: usize,
+    w: &Window,
+    mul: &ApproxMultiply,
+) -> Option<Vec<f32>> {
+    forward(x, weight, [batch], w, mul, avx2_available())
+}
+
+/// [`conv_forward`]; `simd`: whether the AVX-512 build may run (the tests run both builds).
+fn forward(
+    x: &[f32],
+    weight: &[f32],
+    [batch]: [usize; 1],
+    w: &Window,
+    mul: &ApproxMultiply,
+    simd: bool,
+) -> Option<Vec<f32>> {
+    let cols = Gathered::new(x, batch, w)?;
+    let k = cols.taps.0.len();
+    assert!(
+        k > 0 && weight.len() % k == 0,
+        "implicit conv: weight length"
+    );
+    let m = weight.len() / k;
+    let lhs = Operand {
+        x: weight,
+        base: 0,
+        rows: m,
+        batch: 0,
+        row: Index::Stride(k),
+        step: Index::Stride(1),
+    };
+    let rhs = cols.columns();
+    product(lhs, rhs, [1, m, k, rhs.rows], mul, simd)
+}
+
+/// A convolution's weight gradient `dy (C_out × B·L) · colsᵀ`, `[C_out, K]`, with
+/// `output_grad: [batch, C_out, out...]` and the columns of `x` under `w` both read in place:
+/// the bits of [`gemm_nt`](super::gemm_nt) of the folded output gradient and the columns.
+/// `None` where the expansion does not take the product or the window has groups.
+///
+/// # Panics
+/// If `output_grad` is not `batch` samples of whole channels of `L` positions.
+pub fn conv_weight_grad(
+    x: &[f32],
+    output_grad: &[f32],
+    batch: usize,
+    w: &Window,
+    mul: &ApproxMultiply,
+) -> Option<Vec<f32>> {
+    weight_grad(x, output_grad, [batch], w, mul, avx2_available())
+}
+
+/// [`conv_weight_grad`]; `simd`: whether the AVX-512 build may run.
+fn weight_grad(
+    x: &[f32],
+    output_grad: &[f32],
+    [batch]: [usize; 1],
+    w: &Window,
+    mul: &ApproxMultiply,
+    simd: bool,
+) -> Option<Vec<f32>> {
+    let cols = Gathered::new(x, batch, w)?;
+    let l = w.positions();
+    let per_sample = batch * l;
+    assert!(
+        per_sample > 0 && output_grad.len() % per_sample == 0,
+        "implicit conv: output gradient length"
+    );
+    let m = output_grad.len() / per_sample;
+    // step `b·L + p` of channel row `c` at `b·C_out·L + c·L + p`
+    let steps = with_max(
+        (0..batch)
+            .flat_map(|b| (0..l).map(move |p| b * m * l + p))
+            .collect(),
+    );
+    let lhs = Operand {
+        x: output_grad,
+        base: 0,
+        rows: m,
+        batch: 0,
+        row: Index::Stride(l),
+        step: Index::Table(&steps.0, steps.1),
+    };
+    let rhs = cols.columns_t();
+    product(lhs, rhs, [1, m, per_sample, rhs.rows], mul, simd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approx::host::{binades, mitchell_table};
+    use crate::approx::im2col::im2col;
+
+    fn window(channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Window {
+        Window {
+            channels,
+            input,
+            kernel,
+            stride: [1; 3],
+            padding: [0; 3],
+            dilation: [1; 3],
+            groups: 1,
+        }
+    }
+
+    /// Windows with padding, stride, dilation, a 1 × 1 kernel and a 3-d one; each product
+    /// with at least 64 rows on its packed side (the portable build's least), the weight
+    /// gradients' packed side the output channels (the first two) or the taps (the rest).
+    fn windows() -> Vec<(Window, usize, usize)> {
+        vec![
+            // (window, batch, output channels)
+            (
+                Window {
+                    padding: [0, 1, 1],
+                    ..window(3, [1, 12, 12], [1, 3, 3])
+                },
+                4,
+                70,
+            ),
+            (
+                Window {
+                    stride: [1, 2, 2],
+                    padding: [0, 1, 1],
+                    ..window(5, [1, 9, 10], [1, 3, 3])
+                },
+                3,
+                66,
+            ),
+            (
+                Window {
+                    dilation: [1, 2, 1],
+                    padding: [0, 2, 0],
+                    ..window(12, [1, 7, 8], [1, 3, 2])
+                },
+                2,
+                17,
+            ),
+            (window(80, [1, 6, 6], [1, 1, 1]), 5, 40),
+            (
+                Window {
+                    padding: [1, 0, 1],
+                    ..window(6, [3, 4, 5], [2, 2, 3])
+                },
+                2,
+                16,
+            ),
+        ]
+    }
+
+    #[test]
+    fn gathered_products_give_the_lowered_products_bits() {
+        let mul = mitchell_table(7);
+        for (i, (w, batch, m)) in windows().into_iter().enumerate() {
+            let x = binades(
+                batch * w.channels * w.input.iter().product::<usize>(),
+                3 + i as u64,
+                12,
+            );
+            let k = w.channels * w.kvol();
+            let l = w.positions();
+            let weight = binades(m * k, 5 + i as u64, 12);
+            let dy = binades(batch * m * l, 7 + i as u64, 12);
+            let cols = im2col(&x, batch, &w);
+            let folded: Vec<f32> = (0..m * batch * l)
+                .map(|j| {
+                    let (c, b, p) = (j / (batch * l), j / l % batch, j % l);
+                    dy[(b * m + c) * l + p]
+                })
+                .collect();
+            let want_y = super::super::gemm(&weight, &cols, [1, m, k, batch * l], &mul);
+            let want_dw = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
+            for simd in [false, true] {
+                let y = forward(&x, &weight, [batch], &w, &mul, simd);
+                let dw = weight_grad(&x, &dy, [batch], &w, &mul, simd);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&y.expect("forward expands")),
+                    bits(&want_y),
+                    "forward {i} {simd}"
+                );
+                assert_eq!(
+                    bits(&dw.expect("weight grad expands")),
+                    bits(&want_dw),
+                    "wgrad {i} {simd}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_weight_gradient_is_split_and_still_exact() {
+        let mul = mitchell_table(7);
+        let w = Window {
+            padding: [0, 1, 1],
+            ..window(2, [1, 32, 32], [1, 3, 3])
+        };
+        let (batch, m) = (3, 16);
+        let (k, l) = (w.channels * w.kvol(), w.positions());
+        assert!(
+            split_k([1, m, batch * l, k]) < batch * l,
+            "the product is split"
+        );
+        let x = binades(batch * 2 * 1024, 11, 12);
+        let dy = binades(batch * m * l, 13, 12);
+        let cols = im2col(&x, batch, &w);
+        let folded: Vec<f32> = (0..m * batch * l)
+            .map(|j| dy[(j / l % batch * m + j / (batch * l)) * l + j % l])
+            .collect();
+        let want = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
+        let got = conv_weight_grad(&x, &dy, batch, &w, &mul).expect("expands");
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn products_the_expansion_does_not_take_are_left_to_the_columns() {
+        let w = Window {
+            padding: [0, 1, 1],
+            ..window(4, [1, 8, 8], [1, 3, 3])
+        };
+        let x = binades(2 * 4 * 64, 1, 12);
+        let weight = binades(16 * 36, 2, 12);
+        let table = mitchell_table(7);
+        assert!(conv_forward(&x, &weight, 2, &w, &table).is_some());
+        // no table
+        assert!(conv_forward(&x, &weight, 2, &w, &ApproxMultiply::Plain).is_none());
+        // groups
+        let grouped = Window { groups: 2, ..w };
+        assert!(conv_forward(&x, &weight[..16 * 18], 2, &grouped, &table).is_none());
+        // an infinity outside the band
+        let mut inf = x.clone();
+        inf[5] = f32::INFINITY;
+        assert!(conv_forward(&inf, &weight, 2, &w, &table).is_none());
+        // an input of the wrong length
+        assert!(conv_forward(&x[1..], &weight, 2, &w, &table).is_none());
+        // too few rows for the expansion: 1 × 9 taps against 16 output channels
+        let dy = binades(2 * 16 * 64, 3, 12);
+        assert!(conv_weight_grad(&x, &dy, 2, &w, &table).is_some());
+        let tiny = Window { channels: 1, ..w };
+        assert!(conv_weight_grad(&x[..2 * 64], &dy, 2, &tiny, &table).is_none());
+    }
+}
