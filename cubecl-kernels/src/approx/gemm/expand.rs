@@ -241,7 +241,7 @@ impl Operand<'_> {
     }
 
     /// The steps from `k0` on.
-    pub(super) fn from_step(self, k0: usize) -> Self {
+    pub(super) fn steps_from(self, k0: usize) -> Self {
         let (shift, step) = self.step.skip(k0);
         Self {
             base: self.base + shift,
@@ -345,7 +345,7 @@ impl<'t> Plan<'t> {
     }
 
     /// The product over the first `k` steps of `lhs` and `rhs` (the operands the plan was
-    /// made for, or their steps from some `k0` on, [`Operand::from_step`]): `[batch, m, n]`.
+    /// made for, or their steps from some `k0` on, [`Operand::steps_from`]): `[batch, m, n]`.
     pub(super) fn run(&self, lhs: Operand<'_>, rhs: Operand<'_>, k: usize) -> Vec<f32> {
         let [batch, m, _, n] = self.dims;
         let (table, simd) = (self.table, self.simd);

@@ -153,7 +153,7 @@ fn product(
         .into_par_iter()
         .map(|s| {
             let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
-            plan.run(lhs.from_step(k0), rhs.from_step(k0), k1 - k0)
+            plan.run(lhs.steps_from(k0), rhs.steps_from(k0), k1 - k0)
         })
         .collect();
     Some(
@@ -192,7 +192,7 @@ fn forward(
     let cols = Gathered::new(x, batch, w)?;
     let k = cols.taps.0.len();
     assert!(
-        k > 0 && weight.len() % k == 0,
+        k > 0 && weight.len().is_multiple_of(k),
         "implicit conv: weight length"
     );
     let m = weight.len() / k;
@@ -238,7 +238,7 @@ fn weight_grad(
     let l = w.positions();
     let per_sample = batch * l;
     assert!(
-        per_sample > 0 && output_grad.len() % per_sample == 0,
+        per_sample > 0 && output_grad.len().is_multiple_of(per_sample),
         "implicit conv: output gradient length"
     );
     let m = output_grad.len() / per_sample;
