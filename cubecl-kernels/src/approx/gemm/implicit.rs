@@ -177,35 +177,7 @@ pub fn conv_forward(
     w: &Window,
     mul: &ApproxMultiply,
 ) -> Option<Vec<f32>> {
-    forward(x, weight, [batch], w, mul, avx2_available())
-}
-
-/// [`conv_forward`]; `simd`: whether the AVX-512 build may run (the tests run both builds).
-fn forward(
-    x: &[f32],
-    weight: &[f32],
-    [batch]: [usize; 1],
-    w: &Window,
-    mul: &ApproxMultiply,
-    simd: bool,
-) -> Option<Vec<f32>> {
-    let cols = Gathered::new(x, batch, w)?;
-    let k = cols.taps.0.len();
-    assert!(
-        k > 0 && weight.len().is_multiple_of(k),
-        "implicit conv: weight length"
-    );
-    let m = weight.len() / k;
-    let lhs = Operand {
-        x: weight,
-        base: 0,
-        rows: m,
-        batch: 0,
-        row: Index::Stride(k),
-        step: Index::Stride(1),
-    };
-    let rhs = cols.columns();
-    product(lhs, rhs, [1, m, k, rhs.rows], mul, simd)
+    Input::new(x, batch, w, mul).forward(weight)
 }
 
 /// A convolution's weight gradient `dy (C_out × B·L) · colsᵀ`, `[C_out, K]`, with
@@ -222,42 +194,79 @@ pub fn conv_weight_grad(
     w: &Window,
     mul: &ApproxMultiply,
 ) -> Option<Vec<f32>> {
-    weight_grad(x, output_grad, [batch], w, mul, avx2_available())
+    Input::new(x, batch, w, mul).weight_grad(output_grad)
 }
 
-/// [`conv_weight_grad`]; `simd`: whether the AVX-512 build may run.
-fn weight_grad(
-    x: &[f32],
-    output_grad: &[f32],
-    [batch]: [usize; 1],
-    w: &Window,
-    mul: &ApproxMultiply,
+/// A convolution's input, window and multiply, and whether the AVX-512 build of the expansion
+/// may run (the tests run both builds).
+struct Input<'a> {
+    x: &'a [f32],
+    batch: usize,
+    w: &'a Window,
+    mul: &'a ApproxMultiply,
     simd: bool,
-) -> Option<Vec<f32>> {
-    let cols = Gathered::new(x, batch, w)?;
-    let l = w.positions();
-    let per_sample = batch * l;
-    assert!(
-        per_sample > 0 && output_grad.len().is_multiple_of(per_sample),
-        "implicit conv: output gradient length"
-    );
-    let m = output_grad.len() / per_sample;
-    // step `b·L + p` of channel row `c` at `b·C_out·L + c·L + p`
-    let steps = with_max(
-        (0..batch)
-            .flat_map(|b| (0..l).map(move |p| b * m * l + p))
-            .collect(),
-    );
-    let lhs = Operand {
-        x: output_grad,
-        base: 0,
-        rows: m,
-        batch: 0,
-        row: Index::Stride(l),
-        step: Index::Table(&steps.0, steps.1),
-    };
-    let rhs = cols.columns_t();
-    product(lhs, rhs, [1, m, per_sample, rhs.rows], mul, simd)
+}
+
+impl<'a> Input<'a> {
+    fn new(x: &'a [f32], batch: usize, w: &'a Window, mul: &'a ApproxMultiply) -> Self {
+        let simd = avx2_available();
+        Self {
+            x,
+            batch,
+            w,
+            mul,
+            simd,
+        }
+    }
+
+    /// [`conv_forward`].
+    fn forward(&self, weight: &[f32]) -> Option<Vec<f32>> {
+        let cols = Gathered::new(self.x, self.batch, self.w)?;
+        let k = cols.taps.0.len();
+        assert!(
+            k > 0 && weight.len().is_multiple_of(k),
+            "implicit conv: weight length"
+        );
+        let m = weight.len() / k;
+        let lhs = Operand {
+            x: weight,
+            base: 0,
+            rows: m,
+            batch: 0,
+            row: Index::Stride(k),
+            step: Index::Stride(1),
+        };
+        let rhs = cols.columns();
+        product(lhs, rhs, [1, m, k, rhs.rows], self.mul, self.simd)
+    }
+
+    /// [`conv_weight_grad`].
+    fn weight_grad(&self, output_grad: &[f32]) -> Option<Vec<f32>> {
+        let cols = Gathered::new(self.x, self.batch, self.w)?;
+        let l = self.w.positions();
+        let per_sample = self.batch * l;
+        assert!(
+            per_sample > 0 && output_grad.len().is_multiple_of(per_sample),
+            "implicit conv: output gradient length"
+        );
+        let m = output_grad.len() / per_sample;
+        // step `b·L + p` of channel row `c` at `b·C_out·L + c·L + p`
+        let steps = with_max(
+            (0..self.batch)
+                .flat_map(|b| (0..l).map(move |p| b * m * l + p))
+                .collect(),
+        );
+        let lhs = Operand {
+            x: output_grad,
+            base: 0,
+            rows: m,
+            batch: 0,
+            row: Index::Stride(l),
+            step: Index::Table(&steps.0, steps.1),
+        };
+        let rhs = cols.columns_t();
+        product(lhs, rhs, [1, m, per_sample, rhs.rows], self.mul, self.simd)
+    }
 }
 
 #[cfg(test)]
@@ -265,18 +274,6 @@ mod tests {
     use super::*;
     use crate::approx::host::{binades, mitchell_table};
     use crate::approx::im2col::im2col;
-
-    fn window(channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Window {
-        Window {
-            channels,
-            input,
-            kernel,
-            stride: [1; 3],
-            padding: [0; 3],
-            dilation: [1; 3],
-            groups: 1,
-        }
-    }
 
     /// Windows with padding, stride, dilation, a 1 × 1 kernel and a 3-d one; each product
     /// with at least 64 rows on its packed side (the portable build's least), the weight
@@ -287,7 +284,7 @@ mod tests {
             (
                 Window {
                     padding: [0, 1, 1],
-                    ..window(3, [1, 12, 12], [1, 3, 3])
+                    ..Window::dense(3, [1, 12, 12], [1, 3, 3])
                 },
                 4,
                 70,
@@ -296,7 +293,7 @@ mod tests {
                 Window {
                     stride: [1, 2, 2],
                     padding: [0, 1, 1],
-                    ..window(5, [1, 9, 10], [1, 3, 3])
+                    ..Window::dense(5, [1, 9, 10], [1, 3, 3])
                 },
                 3,
                 66,
@@ -305,16 +302,16 @@ mod tests {
                 Window {
                     dilation: [1, 2, 1],
                     padding: [0, 2, 0],
-                    ..window(12, [1, 7, 8], [1, 3, 2])
+                    ..Window::dense(12, [1, 7, 8], [1, 3, 2])
                 },
                 2,
                 17,
             ),
-            (window(80, [1, 6, 6], [1, 1, 1]), 5, 40),
+            (Window::dense(80, [1, 6, 6], [1, 1, 1]), 5, 40),
             (
                 Window {
                     padding: [1, 0, 1],
-                    ..window(6, [3, 4, 5], [2, 2, 3])
+                    ..Window::dense(6, [3, 4, 5], [2, 2, 3])
                 },
                 2,
                 16,
@@ -345,8 +342,11 @@ mod tests {
             let want_y = super::super::gemm(&weight, &cols, [1, m, k, batch * l], &mul);
             let want_dw = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
             for simd in [false, true] {
-                let y = forward(&x, &weight, [batch], &w, &mul, simd);
-                let dw = weight_grad(&x, &dy, [batch], &w, &mul, simd);
+                let input = Input {
+                    simd,
+                    ..Input::new(&x, batch, &w, &mul)
+                };
+                let (y, dw) = (input.forward(&weight), input.weight_grad(&dy));
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(
                     bits(&y.expect("forward expands")),
@@ -367,7 +367,7 @@ mod tests {
         let mul = mitchell_table(7);
         let w = Window {
             padding: [0, 1, 1],
-            ..window(2, [1, 32, 32], [1, 3, 3])
+            ..Window::dense(2, [1, 32, 32], [1, 3, 3])
         };
         let (batch, m) = (3, 16);
         let (k, l) = (w.channels * w.kvol(), w.positions());
@@ -393,7 +393,7 @@ mod tests {
     fn products_the_expansion_does_not_take_are_left_to_the_columns() {
         let w = Window {
             padding: [0, 1, 1],
-            ..window(4, [1, 8, 8], [1, 3, 3])
+            ..Window::dense(4, [1, 8, 8], [1, 3, 3])
         };
         let x = binades(2 * 4 * 64, 1, 12);
         let weight = binades(16 * 36, 2, 12);

@@ -40,6 +40,20 @@ pub struct Window {
 }
 
 impl Window {
+    /// `channels` under a `kernel` over `input`: stride and dilation 1, no padding, one group.
+    #[cfg(test)]
+    pub(crate) fn dense(channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Self {
+        Self {
+            channels,
+            input,
+            kernel,
+            stride: [1; 3],
+            padding: [0; 3],
+            dilation: [1; 3],
+            groups: 1,
+        }
+    }
+
     /// Output spatial size.
     pub fn out(&self) -> [usize; 3] {
         std::array::from_fn(|i| {
@@ -86,24 +100,12 @@ impl Window {
 mod tests {
     use super::*;
 
-    fn window(input: [usize; 3], kernel: [usize; 3]) -> Window {
-        Window {
-            channels: 1,
-            input,
-            kernel,
-            stride: [1; 3],
-            padding: [0; 3],
-            dilation: [1; 3],
-            groups: 1,
-        }
-    }
-
     #[test]
     fn columns_of_a_small_padded_convolution() {
         // 1-d: x = [1, 2, 3], kernel 2, padding 1 → windows [0 1] [1 2] [2 3] [3 0]
         let w = Window {
             padding: [0, 0, 1],
-            ..window([1, 1, 3], [1, 1, 2])
+            ..Window::dense(1, [1, 1, 3], [1, 1, 2])
         };
         assert_eq!(w.out(), [1, 1, 4]);
         let cols = im2col(&[1.0, 2.0, 3.0], 1, &w);
@@ -121,7 +123,7 @@ mod tests {
             dilation: [1, 1, 2],
             groups: 2,
             channels: 4,
-            ..window([3, 5, 4], [2, 3, 2])
+            ..Window::dense(1, [3, 5, 4], [2, 3, 2])
         };
         let (batch, channels) = (2, 4);
         let x: Vec<f32> = (0..batch * channels * 60)

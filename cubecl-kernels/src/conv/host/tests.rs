@@ -4,18 +4,6 @@
 use super::*;
 use crate::approx::im2col as reference;
 
-fn window(channels: usize, input: [usize; 3], kernel: [usize; 3]) -> Window {
-    Window {
-        channels,
-        input,
-        kernel,
-        stride: [1; 3],
-        padding: [0; 3],
-        dilation: [1; 3],
-        groups: 1,
-    }
-}
-
 /// Small integers: every sum below is exact, so results compare bit for bit.
 fn values(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
@@ -49,23 +37,23 @@ fn cases() -> Vec<DenseConv> {
     let strided = Window {
         stride: [1, 2, 2],
         padding: [0, 1, 1],
-        ..window(4, [1, 7, 6], [1, 3, 3])
+        ..Window::dense(4, [1, 7, 6], [1, 3, 3])
     };
     let dilated = Window {
         dilation: [1, 2, 1],
         padding: [0, 2, 0],
         stride: [1, 1, 3],
         groups: 2,
-        ..window(4, [1, 6, 9], [1, 3, 2])
+        ..Window::dense(4, [1, 6, 9], [1, 3, 2])
     };
     let three_d = Window {
         padding: [1, 0, 1],
-        ..window(2, [3, 4, 5], [2, 2, 3])
+        ..Window::dense(2, [3, 4, 5], [2, 2, 3])
     };
     // a kernel larger than the input with padding: some runs read nothing
     let wide = Window {
         padding: [0, 2, 2],
-        ..window(1, [1, 2, 2], [1, 5, 5])
+        ..Window::dense(1, [1, 2, 2], [1, 5, 5])
     };
     vec![
         DenseConv {
@@ -85,7 +73,7 @@ fn cases() -> Vec<DenseConv> {
         },
         DenseConv {
             batch: 5,
-            window: window(6, [1, 4, 4], [1, 1, 1]),
+            window: Window::dense(6, [1, 4, 4], [1, 1, 1]),
             out_channels: 4,
         },
         DenseConv {
