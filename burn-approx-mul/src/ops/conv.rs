@@ -274,11 +274,15 @@ enum Implicit {
     /// `dy · colsᵀ`, `[1, C_out, K]`; the second operand the output gradient
     /// `[B, C_out, o...]`.
     WeightGrad,
+    /// `col2im(Wᵀ · dy)`, `[B, C, d, h, w]`; the first operand the output gradient
+    /// `[B, C_out, o...]`, the second the weight.
+    InputGrad,
 }
 
-/// `kind`'s product of the columns of `x: [B, C, d, h, w]` under `w` on a backend without
-/// CubeCL kernels, with the columns read where they lie in `x`
-/// ([`cubecl_kernels::approx::gemm::conv_forward`]): `None` where that does not apply (a CubeCL
+/// `kind`'s product of the columns of `x: [B, C, d, h, w]` (for the input gradient, of the
+/// output gradient) under `w` on a backend without CubeCL kernels, with the columns read where
+/// they lie in `x` ([`cubecl_kernels::approx::gemm::conv_forward`]) or, for the input gradient,
+/// added back a sample at a time ([`cubecl_kernels::approx::gemm::conv_input_grad`]): `None` where that does not apply (a CubeCL
 /// backend, the native product, groups, a product the table expansion does not take), and the
 /// caller lowers through the columns.
 fn implicit<B: KernelBackend>(
@@ -295,22 +299,20 @@ fn implicit<B: KernelBackend>(
         return None;
     }
     let batch = x.shape()[0];
-    let (out, rows) = with_f32::<B, _>(x.clone(), |xs| {
+    let out = with_f32::<B, _>(x.clone(), |xs| {
         with_f32::<B, _>(other.clone(), |o| match kind {
-            Implicit::Forward => (
-                approx_gemm::conv_forward(xs, o, batch, w, mul),
-                other.shape()[0],
-            ),
-            Implicit::WeightGrad => (
-                approx_gemm::conv_weight_grad(xs, o, batch, w, mul),
-                other.shape()[1],
-            ),
+            Implicit::Forward => approx_gemm::conv_forward(xs, o, batch, w, mul),
+            Implicit::WeightGrad => approx_gemm::conv_weight_grad(xs, o, batch, w, mul),
+            Implicit::InputGrad => approx_gemm::conv_input_grad(xs, o, batch, w, mul),
         })
-    });
-    let out = out?;
-    let cols = out.len() / rows.max(1);
+    })?;
+    let shape = match kind {
+        Implicit::Forward => vec![1, other.shape()[0], batch * w.positions()],
+        Implicit::WeightGrad => vec![1, other.shape()[1], w.channels * w.kvol()],
+        Implicit::InputGrad => w.input_shape(batch).to_vec(),
+    };
     Some(B::float_from_data(
-        TensorData::new(out, [1, rows, cols]),
+        TensorData::new(out, shape),
         &B::float_device(x),
     ))
 }
@@ -355,11 +357,14 @@ pub fn input_grad<B: KernelBackend>(
     let batch = output_grad.shape()[0];
     let dy5 = to_5d::<B>(output_grad);
     let out = spatial(&dy5.shape());
+    let w = g.window(g.groups * ws[1], lift(input, 1), kernel);
+    debug_assert_eq!(w.out(), out);
+    if let Some(dx) = implicit::<B>(Implicit::InputGrad, &dy5, &weight, &w, product) {
+        return from_5d::<B>(dx, rank);
+    }
     let dy = fold_output_grad::<B>(dy5, g.groups);
     let wt = B::float_swap_dims(weight_matrix::<B>(weight, g.groups), 1, 2);
     let dcols = product.gemm::<B>(wt, dy); // [G, C_in/G·kvol, B·L]
-    let w = g.window(g.groups * ws[1], lift(input, 1), kernel);
-    debug_assert_eq!(w.out(), out);
     from_5d::<B>(col2im::<B>(dcols, w, batch), rank)
 }
 

@@ -147,13 +147,14 @@ fn contractions_equal_a_brute_force_reference() {
     );
 }
 
-/// A convolution's forward output and weight gradient on the host path (`W · cols` and
-/// `dy · colsᵀ`, the im2col columns read in place) are the brute-force sums in order, every
-/// product through the multiplier, padding contributing `w · 0` and `dy · 0`: under MBM (the
+/// A convolution's forward output, weight gradient and input gradient on the host path
+/// (`W · cols` and `dy · colsᵀ`, the im2col columns read in place, and `col2im(Wᵀ · dy)` a
+/// sample at a time) are the brute-force sums in order, every product through the multiplier,
+/// padding contributing `w · 0` and `dy · 0`: under MBM (the
 /// per-product path) and under AFM16's table with enough channels for the table expansion
 /// (which reads the columns where they lie in the input).
 #[test]
-fn conv_forward_and_weight_gradient_equal_a_brute_force_reference() {
+fn conv_forward_and_both_gradients_equal_a_brute_force_reference() {
     conv_equals_brute_force("mbm5", [2, 3, 5], [4, 3]);
     conv_equals_brute_force("afm16", [2, 8, 6], [16, 3]);
 }
@@ -209,6 +210,24 @@ fn conv_equals_brute_force(name: &str, [b, c, h]: [usize; 3], [o, kh]: [usize; 2
                     acc += mul.multiply(dy, at_x(n, ci, r, s));
                 }
                 want_dw.push(acc);
+            }
+        }
+    }
+    // the input gradient in col2im's order: each input element's taps in order, each tap's
+    // value the sum over output channels in order
+    let mut want_dx = vec![0f32; b * c * h * h];
+    for (n, ci) in (0..b * c).map(|t| (t / c, t % c)) {
+        for t in 0..kh * kh {
+            for p in 0..h * h {
+                let (r, s) = tap(p, (t / kh, t % kh));
+                if (0..h as isize).contains(&r) && (0..h as isize).contains(&s) {
+                    let mut acc = 0f32;
+                    for oc in 0..o {
+                        let wi = (oc * c + ci) * kh * kh + t;
+                        acc += mul.multiply(wv[wi], gv[(n * o + oc) * h * h + p]);
+                    }
+                    want_dx[((n * c + ci) * h + r as usize) * h + s as usize] += acc;
+                }
             }
         }
     }

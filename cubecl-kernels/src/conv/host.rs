@@ -185,7 +185,7 @@ fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
 }
 
 /// Adds one sample's columns `[C·kvol, L]` back into `dx: [C, d, h, w]`.
-fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
+pub(crate) fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
     let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
     for (c, dst) in dx.chunks_mut(plane).take(w.channels).enumerate() {
         col2im_channel(&cols[c * kvol * l..][..kvol * l], l, 0, w, dst);

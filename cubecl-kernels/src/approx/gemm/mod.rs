@@ -36,7 +36,7 @@ mod launch;
 mod reference;
 
 use cubecl::prelude::CubeDim;
-pub use implicit::{conv_forward, conv_weight_grad};
+pub use implicit::{conv_forward, conv_input_grad, conv_weight_grad};
 pub use launch::{device_tile, launch, launch_tiled};
 pub use reference::{gemm, gemm_in_order, gemm_nt};
 pub use tiling::Tiling;
