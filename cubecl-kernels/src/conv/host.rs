@@ -184,11 +184,12 @@ fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
     }
 }
 
-/// Adds one sample's columns `[C·kvol, L]` back into `dx: [C, d, h, w]`.
-pub(crate) fn col2im_add(cols: &[f32], w: &Window, dx: &mut [f32]) {
-    let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
+/// Adds one sample's columns back into `dx: [C, d, h, w]`: `[C·kvol, ld]` with the sample's `L`
+/// from column `at` (`[ld, at] = [L, 0]` for a sample's own columns).
+pub(crate) fn col2im_add(cols: &[f32], [ld, at]: [usize; 2], w: &Window, dx: &mut [f32]) {
+    let (kvol, plane) = (w.kvol(), w.input.iter().product::<usize>());
     for (c, dst) in dx.chunks_mut(plane).take(w.channels).enumerate() {
-        col2im_channel(&cols[c * kvol * l..][..kvol * l], l, 0, w, dst);
+        col2im_channel(&cols[c * kvol * ld..][..kvol * ld], ld, at, w, dst);
     }
 }
 
@@ -414,7 +415,7 @@ pub fn input_grad(output_grad: &[f32], weight: &[f32], conv: &DenseConv) -> Vec<
             } else {
                 with_columns(conv.columns_len(), |dcols| {
                     columns(dyb, dcols);
-                    col2im_add(dcols, w, dxb);
+                    col2im_add(dcols, [l, 0], w, dxb);
                 })
             }
         });

@@ -314,25 +314,32 @@ pub(super) fn gemm(
 
 /// A product the expansion takes: its operands passed the band check ([`expands`]) and the
 /// packed side has the rows the expansion needs.
-pub(super) struct Plan<'t> {
-    table: &'t LutTable,
+pub(super) struct Plan {
     dims: [usize; 4],
     simd: bool,
+    bits: u32,
+    /// The rows the expansion needs.
+    min_rows: usize,
+    /// The table by the expanded side's key, and by the packed side's with its row stride (the
+    /// AVX-512 build's, padded for whole-vector permutes).
+    by_expanded: Vec<f32>,
+    by_packed: (Vec<f32>, usize),
 }
 
-impl<'t> Plan<'t> {
+impl Plan {
     /// The plan of `lhs` (`m` rows of `k` steps) times `rhs` (`n` columns of `k` steps),
     /// `dims = [batch, m, k, n]`, or `None` where the expansion does not run.
     pub(super) fn new(
         lhs: Operand<'_>,
         rhs: Operand<'_>,
         dims: [usize; 4],
-        table: &'t LutTable,
+        table: &LutTable,
         simd: bool,
     ) -> Option<Self> {
         let [_, m, k, n] = dims;
+        let bits = table.bits();
         let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
-        let min_rows = min_rows(table.bits(), simd && avx512_available(), expanded.rows);
+        let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
         let takes = k > 0
             && expands(
                 packed.x,
@@ -341,139 +348,136 @@ impl<'t> Plan<'t> {
                 expanded.rows,
                 table,
             );
-        takes.then_some(Self { table, dims, simd })
+        if !takes {
+            return None;
+        }
+        let by_expanded = if m >= n {
+            transposed(table.significands(), bits, 1 << bits)
+        } else {
+            table.significands().to_vec()
+        };
+        let stride = (1usize << bits).max(16);
+        let by_packed = (transposed(&by_expanded, bits, stride), stride);
+        Some(Self {
+            dims,
+            simd,
+            bits,
+            min_rows,
+            by_expanded,
+            by_packed,
+        })
     }
 
     /// The product over the first `k` steps of `lhs` and `rhs` (the operands the plan was
-    /// made for, or their steps from some `k0` on, [`Operand::steps_from`]): `[batch, m, n]`.
+    /// made for, or their steps from some `k0` on, [`Operand::steps_from`], or another batch
+    /// entry's rows of the same shape): `[batch, m, n]`.
     pub(super) fn run(&self, lhs: Operand<'_>, rhs: Operand<'_>, k: usize) -> Vec<f32> {
-        let [batch, m, _, n] = self.dims;
-        let (table, simd) = (self.table, self.simd);
-        let bits = table.bits();
-        // the packed side, the expanded side, and the table by the expanded side's key
-        let (packed, expanded, by_expanded) = if m >= n {
-            (lhs, rhs, transposed(table.significands(), bits, 1 << bits))
-        } else {
-            (rhs, lhs, table.significands().to_vec())
-        };
-        let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
-        run(
-            packed,
-            expanded,
-            &by_expanded,
-            [batch, m, k, n],
-            [bits as usize, min_rows],
-            simd,
-        )
+        let [_, m, _, n] = self.dims;
+        // the packed side and the expanded side
+        let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
+        self.expand(packed, expanded, k)
     }
-}
 
-/// The expansion of `expanded` against the rows of `packed` (`m ≥ n`: the lhs packed, else the
-/// transposed product), `[batch, m, n]`.
-fn run(
-    packed: Operand<'_>,
-    expanded: Operand<'_>,
-    by_expanded: &[f32],
-    [batch, m, k, n]: [usize; 4],
-    [bits, min_rows]: [usize; 2],
-    simd: bool,
-) -> Vec<f32> {
-    let bits = bits as u32;
-    expanded.check(batch, k);
-    let rows = packed.rows;
-    let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
-    let stride = (1usize << bits).max(16);
-    let by_packed = (transposed(by_expanded, bits, stride), stride);
-    let lanes = expanded.rows;
-    let panels = lanes.div_ceil(LANES);
-    // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
-    // threads idle (each block expands the table again), never below `min_rows`
-    // rows a block
-    let threads = rayon::current_num_threads();
-    let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
-    let cached = (SUMS_BLOCK / (4 * LANES.min(lanes.next_multiple_of(16)))).max(min_rows);
-    let block = rows.div_ceil(splits).min(cached);
-    let blocks = rows.div_ceil(block);
-    packed.check(batch, k);
-    // not zeroed: the tasks write every value (a zeroed output of ResNet-18-w16's first
-    // stage, 37 MB, took a memset as long as the write-back)
-    let len = batch * m * n;
-    let mut out: Vec<f32> = Vec::with_capacity(len);
-    let dst = Dst {
-        ptr: out.as_mut_ptr(),
-        len,
-    };
-    // the transposed write-back by 16 × 16 blocks in registers
-    let wide_write = simd && avx512_available();
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = wide_write;
-    (0..batch * panels * blocks).into_par_iter().for_each(|t| {
-        let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
-        let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
-        let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
-        // a row of sums: one vector of 16 for a panel of at most 16 live lanes, else two
-        let cols = if c1 - c0 <= 16 { 16 } else { LANES };
-        let a = Rows {
-            p: packed,
-            bt,
-            r0,
-            r1,
+    /// The expansion of `expanded` against the rows of `packed` over `k` steps (`m ≥ n`: the
+    /// lhs packed, else the transposed product), `[batch, m, n]`.
+    fn expand(&self, packed: Operand<'_>, expanded: Operand<'_>, k: usize) -> Vec<f32> {
+        let [batch, m, _, n] = self.dims;
+        let (bits, min_rows, simd) = (self.bits, self.min_rows, self.simd);
+        let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
+        expanded.check(batch, k);
+        let rows = packed.rows;
+        let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
+        let lanes = expanded.rows;
+        let panels = lanes.div_ceil(LANES);
+        // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
+        // threads idle (each block expands the table again), never below `min_rows`
+        // rows a block
+        let threads = rayon::current_num_threads();
+        let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
+        let cached = (SUMS_BLOCK / (4 * LANES.min(lanes.next_multiple_of(16)))).max(min_rows);
+        let block = rows.div_ceil(splits).min(cached);
+        let blocks = rows.div_ceil(block);
+        packed.check(batch, k);
+        // not zeroed: the tasks write every value (a zeroed output of ResNet-18-w16's first
+        // stage, 37 MB, took a memset as long as the write-back)
+        let len = batch * m * n;
+        let mut out: Vec<f32> = Vec::with_capacity(len);
+        let dst = Dst {
+            ptr: out.as_mut_ptr(),
+            len,
         };
-        let at = bt * k * lanes;
-        with_sums((r1 - r0) * cols, |sums| {
-            task(
-                a,
-                (&e_keys[at..], &e_scales[at..]),
-                [k, lanes, p * LANES],
-                (by_expanded, (&by_packed.0, by_packed.1), bits),
-                simd,
-                sums,
-            );
-            let live = c1 - c0;
-            if m >= n {
-                for (i, row) in sums.chunks_exact(cols).enumerate() {
-                    // SAFETY: this task alone writes rows r0..r1, columns c0..c1 of entry bt.
-                    unsafe { dst.write((bt * m + r0 + i) * n + c0, &row[..live]) };
-                }
-            } else {
-                // the transposed product: packed row r is output column r, lane l output
-                // row l; 16 rows of sums at a time, each lane's 16 values one contiguous write
-                // (with AVX-512, whole blocks of 16 rows and 16 lanes transposed in registers)
-                let mut run = [0f32; 16];
-                for (j, rows16) in sums.chunks(16 * cols).enumerate() {
-                    let len = rows16.len() / cols;
-                    #[cfg(target_arch = "x86_64")]
-                    if wide_write && len == 16 {
-                        for v in 0..live.div_ceil(16) {
-                            // SAFETY: the CPU supports AVX-512F (`wide_write`).
-                            let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
-                            for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
-                                let at = (bt * m + c0 + 16 * v + jj) * n + r0 + 16 * j;
-                                // SAFETY: this task alone writes output rows c0..c1,
-                                // columns r0..r1 of entry bt.
-                                unsafe { dst.write(at, run) };
+        // the transposed write-back by 16 × 16 blocks in registers
+        let wide_write = simd && avx512_available();
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = wide_write;
+        (0..batch * panels * blocks).into_par_iter().for_each(|t| {
+            let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
+            let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
+            let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
+            // a row of sums: one vector of 16 for a panel of at most 16 live lanes, else two
+            let cols = if c1 - c0 <= 16 { 16 } else { LANES };
+            let a = Rows {
+                p: packed,
+                bt,
+                r0,
+                r1,
+            };
+            let at = bt * k * lanes;
+            with_sums((r1 - r0) * cols, |sums| {
+                task(
+                    a,
+                    (&e_keys[at..], &e_scales[at..]),
+                    [k, lanes, p * LANES],
+                    (by_expanded, (&by_packed.0[..], by_packed.1), bits),
+                    simd,
+                    sums,
+                );
+                let live = c1 - c0;
+                if m >= n {
+                    for (i, row) in sums.chunks_exact(cols).enumerate() {
+                        // SAFETY: this task alone writes rows r0..r1, columns c0..c1 of entry bt.
+                        unsafe { dst.write((bt * m + r0 + i) * n + c0, &row[..live]) };
+                    }
+                } else {
+                    // the transposed product: packed row r is output column r, lane l output
+                    // row l; 16 rows of sums at a time, each lane's 16 values one contiguous write
+                    // (with AVX-512, whole blocks of 16 rows and 16 lanes transposed in registers)
+                    let mut run = [0f32; 16];
+                    for (j, rows16) in sums.chunks(16 * cols).enumerate() {
+                        let len = rows16.len() / cols;
+                        #[cfg(target_arch = "x86_64")]
+                        if wide_write && len == 16 {
+                            for v in 0..live.div_ceil(16) {
+                                // SAFETY: the CPU supports AVX-512F (`wide_write`).
+                                let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
+                                for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
+                                    let at = (bt * m + c0 + 16 * v + jj) * n + r0 + 16 * j;
+                                    // SAFETY: this task alone writes output rows c0..c1,
+                                    // columns r0..r1 of entry bt.
+                                    unsafe { dst.write(at, run) };
+                                }
                             }
+                            continue;
                         }
-                        continue;
-                    }
-                    for l in 0..live {
-                        for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
-                            *v = row[l];
+                        for l in 0..live {
+                            for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
+                                *v = row[l];
+                            }
+                            let at = (bt * m + c0 + l) * n + r0 + 16 * j;
+                            // SAFETY: this task alone writes output rows c0..c1, columns r0..r1
+                            // of entry bt.
+                            unsafe { dst.write(at, &run[..len]) };
                         }
-                        let at = (bt * m + c0 + l) * n + r0 + 16 * j;
-                        // SAFETY: this task alone writes output rows c0..c1, columns r0..r1
-                        // of entry bt.
-                        unsafe { dst.write(at, &run[..len]) };
                     }
                 }
-            }
+            });
         });
-    });
-    // SAFETY: the tasks wrote every value: entry `bt`'s rows `r0..r1` (of `rows`) and
-    // columns `c0..c1` (of `lanes`) for every task, `rows · lanes = m · n` values an entry
-    // (a panicking task propagates its panic before this line).
-    unsafe { out.set_len(len) };
-    out
+        // SAFETY: the tasks wrote every value: entry `bt`'s rows `r0..r1` (of `rows`) and
+        // columns `c0..c1` (of `lanes`) for every task, `rows · lanes = m · n` values an entry
+        // (a panicking task propagates its panic before this line).
+        unsafe { out.set_len(len) };
+        out
+    }
 }
 
 /// The output the tasks share, each writing its own rectangle of it.

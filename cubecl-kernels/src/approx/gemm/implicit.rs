@@ -198,10 +198,10 @@ pub fn conv_weight_grad(
 }
 
 /// A convolution's input gradient `col2im(Wᵀ · dy)`, `[batch, C, d, h, w]`, from
-/// `output_grad: [batch, C_out, out...]` and `weight: [C_out, K]`, a sample at a time: its
-/// columns `[K, L]` (the product read in place from both, the bits of
-/// [`gemm`](super::gemm) of `Wᵀ` and the folded output gradient, the sample's share of them)
-/// are added back into its input gradient while they are in cache, in col2im's order. The
+/// `output_grad: [batch, C_out, out...]` and `weight: [C_out, K]`, a few samples at a time:
+/// their columns `[K, G·L]` (the product read in place from both, the bits of
+/// [`gemm`](super::gemm) of `Wᵀ` and the folded output gradient, the samples' share of them)
+/// are added back into their input gradients while they are in cache, in col2im's order. The
 /// batch's columns (37 MB for ResNet-18-w16's first stage at batch 64) are never written.
 /// `None` where the expansion does not take the product or the window has groups.
 ///
@@ -285,31 +285,70 @@ impl<'a> Input<'a> {
             row: Index::Stride(1),
             step: Index::Stride(k),
         };
-        let sample = |b: usize| Operand {
-            x: self.x,
-            base: b * m * l,
-            rows: l,
-            batch: 0,
-            row: Index::Stride(1),
-            step: Index::Stride(l),
-        };
         let ApproxMultiply::Lut(table) = self.mul else {
             return None;
         };
-        // `gemm` does not split this `k` (the output channels) at the batch's size or a
-        // sample's: every column is its `C_out` products summed in order from `+0`
-        let dims = [1, k, m, l];
-        if split_k([1, k, m, per_sample]) < m || split_k(dims) < m {
+        // the lowered product is not split along this `k` (the output channels) at the
+        // batch's size, so each column value is its `C_out` products summed in order from `+0`,
+        // as here
+        if split_k([1, k, m, per_sample]) < m {
             return None;
         }
-        // the band checked once, over the whole output gradient (sample 0's rows, all of `x`)
-        let plan = Plan::new(lhs, sample(0), dims, table, self.simd)?;
-        let mut dx = vec![0f32; batch * w.channels * plane];
-        dx.par_chunks_mut(w.channels * plane)
+        // samples a product: about 2048 positions where they are the packed side (each
+        // expansion of Wᵀ shared by them), a whole panel of 32 lanes where the output gradient
+        // is the expanded side
+        let group = match k < l {
+            true => 2048usize.div_ceil(l),
+            false => 32usize.div_ceil(l),
+        }
+        .clamp(1, batch);
+        // a group's position `g·L + p` at `g·C_out·L + p` from its first sample's
+        let offsets: Vec<usize> = (0..group)
+            .flat_map(|g| (0..l).map(move |p| g * m * l + p))
+            .collect();
+        let columns = |b0: usize, samples: usize| {
+            // ascending: the last is the largest
+            let rows = &offsets[..samples * l];
+            Operand {
+                x: self.x,
+                base: b0 * m * l,
+                rows: rows.len(),
+                batch: 0,
+                row: Index::Table(rows, rows[rows.len() - 1]),
+                step: Index::Stride(l),
+            }
+        };
+        // the band checked once over the whole output gradient (every operand's `x`), for a
+        // whole group and for the last, shorter one
+        let plan = |samples: usize| {
+            Plan::new(
+                lhs,
+                columns(0, samples),
+                [1, k, m, samples * l],
+                table,
+                self.simd,
+            )
+        };
+        let (whole, tail) = (plan(group)?, batch % group);
+        let last = match tail {
+            0 => None,
+            _ => Some(plan(tail)?),
+        };
+        let sample_len = w.channels * plane;
+        let mut dx = vec![0f32; batch * sample_len];
+        dx.par_chunks_mut(group * sample_len)
             .enumerate()
-            .for_each(|(b, dx)| {
-                let cols = plan.run(lhs, sample(b), m);
-                crate::conv::col2im_add(&cols, w, dx);
+            .for_each(|(i, dx)| {
+                let samples = dx.len() / sample_len;
+                let plan = if samples == group {
+                    &whole
+                } else {
+                    last.as_ref().expect("tail plan")
+                };
+                let cols = plan.run(lhs, columns(i * group, samples), m);
+                for (g, dx) in dx.chunks_mut(sample_len).enumerate() {
+                    crate::conv::col2im_add(&cols, [samples * l, g * l], w, dx);
+                }
             });
         Some(dx)
     }
