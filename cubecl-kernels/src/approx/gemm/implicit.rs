@@ -294,14 +294,11 @@ impl<'a> Input<'a> {
         if split_k([1, k, m, per_sample]) < m {
             return None;
         }
-        // samples a product: about 2048 positions where they are the packed side (each
-        // expansion of Wᵀ shared by them), a whole panel of 32 lanes where the output gradient
-        // is the expanded side
-        let group = match k < l {
-            true => 2048usize.div_ceil(l),
-            false => 32usize.div_ceil(l),
-        }
-        .clamp(1, batch);
+        // samples a product: about 2048 positions, so that each expansion (of Wᵀ against the
+        // positions, or of the positions against the taps where those are more) is shared by
+        // at least that many rows; a single sample of ResNet-18-w16's third stage (576 taps,
+        // 64 positions) would expand its positions' tables once every 576 rows
+        let group = 2048usize.div_ceil(l).clamp(1, batch);
         // a group's position `g·L + p` at `g·C_out·L + p` from its first sample's
         let offsets: Vec<usize> = (0..group)
             .flat_map(|g| (0..l).map(move |p| g * m * l + p))
@@ -488,8 +485,10 @@ mod tests {
         }
     }
 
+    /// A weight gradient long enough to be split along `k`, and an input gradient of more
+    /// samples than a group (1024 positions a sample: groups of two, the last of one).
     #[test]
-    fn a_long_weight_gradient_is_split_and_still_exact() {
+    fn long_products_are_split_or_grouped_and_still_exact() {
         let mul = mitchell_table(7);
         let w = Window {
             padding: [0, 1, 1],
@@ -503,16 +502,20 @@ mod tests {
         );
         let x = binades(batch * 2 * 1024, 11, 12);
         let dy = binades(batch * m * l, 13, 12);
+        let weight = binades(m * k, 17, 12);
         let cols = im2col(&x, batch, &w);
         let folded: Vec<f32> = (0..m * batch * l)
             .map(|j| dy[(j / l % batch * m + j / (batch * l)) * l + j % l])
             .collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let want = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
         let got = conv_weight_grad(&x, &dy, batch, &w, &mul).expect("expands");
-        assert_eq!(
-            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        );
+        assert_eq!(bits(&got), bits(&want), "weight gradient");
+        let wt: Vec<f32> = (0..k * m).map(|j| weight[j % m * k + j / m]).collect();
+        let dcols = super::super::gemm(&wt, &folded, [1, k, m, batch * l], &mul);
+        let want = crate::conv::col2im_batch(&dcols, batch, &w);
+        let got = conv_input_grad(&dy, &weight, batch, &w, &mul).expect("expands");
+        assert_eq!(bits(&got), bits(&want), "input gradient");
     }
 
     #[test]
