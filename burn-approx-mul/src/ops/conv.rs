@@ -259,7 +259,7 @@ pub fn forward<B: KernelBackend>(
     let s = x.shape();
     let w = g.window(s[1], spatial(&s), kernel);
     if let Some(y) = implicit::<B>(Implicit::Forward, &x, &weight, &w, product) {
-        return add_bias::<B>(unfold_output::<B>(y, batch, w.out(), rank), bias);
+        return add_bias::<B>(from_5d::<B>(y, rank), bias);
     }
     let (cols, out) = im2col::<B>(x, g, kernel);
     let y = product.gemm::<B>(weight_matrix::<B>(weight, g.groups), cols);
@@ -269,7 +269,7 @@ pub fn forward<B: KernelBackend>(
 /// The products of a convolution the host computes with its columns read in place.
 #[derive(Clone, Copy)]
 enum Implicit {
-    /// `W · cols`, `[1, C_out, B·L]`; the second operand the weight.
+    /// `W · cols` as the output `[B, C_out, od, oh, ow]`; the second operand the weight.
     Forward,
     /// `dy · colsᵀ`, `[1, C_out, K]`; the second operand the output gradient
     /// `[B, C_out, o...]`.
@@ -282,9 +282,9 @@ enum Implicit {
 /// `kind`'s product of the columns of `x: [B, C, d, h, w]` (for the input gradient, of the
 /// output gradient) under `w` on a backend without CubeCL kernels, with the columns read where
 /// they lie in `x` ([`cubecl_kernels::approx::gemm::conv_forward`]) or, for the input gradient,
-/// added back a sample at a time ([`cubecl_kernels::approx::gemm::conv_input_grad`]): `None` where that does not apply (a CubeCL
-/// backend, the native product, groups, a product the table expansion does not take), and the
-/// caller lowers through the columns.
+/// added back a few samples at a time ([`cubecl_kernels::approx::gemm::conv_input_grad`]):
+/// `None` where that does not apply (a CubeCL backend, the native product, groups, a product
+/// the table expansion does not take), and the caller lowers through the columns.
 fn implicit<B: KernelBackend>(
     kind: Implicit,
     x: &FloatTensor<B>,
@@ -307,7 +307,10 @@ fn implicit<B: KernelBackend>(
         })
     })?;
     let shape = match kind {
-        Implicit::Forward => vec![1, other.shape()[0], batch * w.positions()],
+        Implicit::Forward => {
+            let [d, h, wd] = w.out();
+            vec![batch, other.shape()[0], d, h, wd]
+        }
         Implicit::WeightGrad => vec![1, other.shape()[1], w.channels * w.kvol()],
         Implicit::InputGrad => w.input_shape(batch).to_vec(),
     };

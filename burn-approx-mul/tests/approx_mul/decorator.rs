@@ -157,6 +157,8 @@ fn contractions_equal_a_brute_force_reference() {
 fn conv_forward_and_both_gradients_equal_a_brute_force_reference() {
     conv_equals_brute_force("mbm5", [2, 3, 5], [4, 3]);
     conv_equals_brute_force("afm16", [2, 8, 6], [16, 3]);
+    // 64 positions a sample: the forward output written as `[B, C_out, L]` by the expansion
+    conv_equals_brute_force("afm16", [3, 8, 8], [16, 3]);
 }
 
 fn conv_equals_brute_force(name: &str, [b, c, h]: [usize; 3], [o, kh]: [usize; 2]) {

@@ -264,16 +264,23 @@ fn split(v: u32, bits: u32) -> (f32, usize) {
 
 /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
 fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, Vec<f32>) {
+    // steps a task: one step's lanes alone made a weight gradient's 65,536 steps of 16 lanes
+    // as many tasks
+    const RUN: usize = 256;
     let n = e.rows;
     let (mut keys, mut scales) = (vec![0u32; batch * k * n], vec![0f32; batch * k * n]);
-    keys.par_chunks_mut(n)
-        .zip(scales.par_chunks_mut(n))
+    keys.par_chunks_mut(n * RUN)
+        .zip(scales.par_chunks_mut(n * RUN))
         .enumerate()
-        .for_each(|(t, (keys, scales))| {
-            let (bt, kk) = (t / k, t % k);
-            for (l, (key, scale)) in keys.iter_mut().zip(scales.iter_mut()).enumerate() {
-                let (s, k) = split(e.at(bt, l, kk).to_bits(), bits);
-                (*key, *scale) = (k as u32, s);
+        .for_each(|(c, (keys, scales))| {
+            for (i, (keys, scales)) in keys.chunks_mut(n).zip(scales.chunks_mut(n)).enumerate() {
+                let t = c * RUN + i;
+                let (bt, kk) = (t / k, t % k);
+                let at = e.base + bt * e.batch + e.step.at(kk);
+                for (l, (key, scale)) in keys.iter_mut().zip(scales.iter_mut()).enumerate() {
+                    let (s, k) = split(e.x[at + e.row.at(l)].to_bits(), bits);
+                    (*key, *scale) = (k as u32, s);
+                }
             }
         });
     (keys, scales)
@@ -372,15 +379,47 @@ impl Plan {
     /// made for, or their steps from some `k0` on, [`Operand::steps_from`], or another batch
     /// entry's rows of the same shape): `[batch, m, n]`.
     pub(super) fn run(&self, lhs: Operand<'_>, rhs: Operand<'_>, k: usize) -> Vec<f32> {
+        self.run_in(lhs, rhs, k, self.dims[3])
+    }
+
+    /// Whether [`Plan::run_in`] can write the output in segments of `segment` columns: the
+    /// transposed product (the columns are the packed rows, written 16 at a time), whole
+    /// runs of 16 a segment.
+    pub(super) fn segments(&self, segment: usize) -> bool {
         let [_, m, _, n] = self.dims;
+        m < n && segment > 0 && segment.is_multiple_of(16) && n.is_multiple_of(segment)
+    }
+
+    /// [`Plan::run`] with the output's columns in segments of `segment`
+    /// ([`Plan::segments`], else `segment = n`): column `j` of row `i` (of batch entry `bt`)
+    /// at `bt·m·n + (j / segment)·m·segment + i·segment + j % segment`, the layout
+    /// `[n / segment, m, segment]` (a convolution's `[B, C_out, L]` for its `[C_out, B·L]`).
+    pub(super) fn run_in(
+        &self,
+        lhs: Operand<'_>,
+        rhs: Operand<'_>,
+        k: usize,
+        segment: usize,
+    ) -> Vec<f32> {
+        let [_, m, _, n] = self.dims;
+        assert!(
+            segment == n || self.segments(segment),
+            "expansion output segments"
+        );
         // the packed side and the expanded side
         let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
-        self.expand(packed, expanded, k)
+        self.expand(packed, expanded, k, segment)
     }
 
     /// The expansion of `expanded` against the rows of `packed` over `k` steps (`m ≥ n`: the
     /// lhs packed, else the transposed product), `[batch, m, n]`.
-    fn expand(&self, packed: Operand<'_>, expanded: Operand<'_>, k: usize) -> Vec<f32> {
+    fn expand(
+        &self,
+        packed: Operand<'_>,
+        expanded: Operand<'_>,
+        k: usize,
+        segment: usize,
+    ) -> Vec<f32> {
         let [batch, m, _, n] = self.dims;
         let (bits, min_rows, simd) = (self.bits, self.min_rows, self.simd);
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
@@ -395,7 +434,9 @@ impl Plan {
         let threads = rayon::current_num_threads();
         let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
         let cached = (SUMS_BLOCK / (4 * LANES.min(lanes.next_multiple_of(16)))).max(min_rows);
-        let block = rows.div_ceil(splits).min(cached);
+        // whole runs of 16 rows a block, so that no run of the transposed write-back crosses
+        // an output segment
+        let block = rows.div_ceil(splits).min(cached).next_multiple_of(16);
         let blocks = rows.div_ceil(block);
         packed.check(batch, k);
         // not zeroed: the tasks write every value (a zeroed output of ResNet-18-w16's first
@@ -406,8 +447,12 @@ impl Plan {
             ptr: out.as_mut_ptr(),
             len,
         };
-        // the transposed write-back by 16 × 16 blocks in registers
+        // the transposed write-back by 16 × 16 blocks in registers, each run of 16 columns
+        // inside one segment
         let wide_write = simd && avx512_available();
+        let out_at = |bt: usize, i: usize, j: usize| {
+            bt * m * n + j / segment * m * segment + i * segment + j % segment
+        };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = wide_write;
         (0..batch * panels * blocks).into_par_iter().for_each(|t| {
@@ -451,7 +496,7 @@ impl Plan {
                                 // SAFETY: the CPU supports AVX-512F (`wide_write`).
                                 let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
                                 for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
-                                    let at = (bt * m + c0 + 16 * v + jj) * n + r0 + 16 * j;
+                                    let at = out_at(bt, c0 + 16 * v + jj, r0 + 16 * j);
                                     // SAFETY: this task alone writes output rows c0..c1,
                                     // columns r0..r1 of entry bt.
                                     unsafe { dst.write(at, run) };
@@ -463,7 +508,7 @@ impl Plan {
                             for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
                                 *v = row[l];
                             }
-                            let at = (bt * m + c0 + l) * n + r0 + 16 * j;
+                            let at = out_at(bt, c0 + l, r0 + 16 * j);
                             // SAFETY: this task alone writes output rows c0..c1, columns r0..r1
                             // of entry bt.
                             unsafe { dst.write(at, &run[..len]) };

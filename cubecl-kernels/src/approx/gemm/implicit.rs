@@ -133,40 +133,45 @@ impl<'a> Gathered<'a> {
 /// `lhs · rhs` (`dims = [1, m, k, n]`) by the expansion with `split_k`'s chunks, each read in
 /// place, their partial sums added in chunk order from `+0` (as [`gemm`](super::gemm)), or
 /// `None` where the expansion does not take it. `simd`: whether the AVX-512 build may run.
+/// The output's columns in segments of `segment` where the plan writes them so
+/// ([`Plan::run_in`]), else row-major `[m, n]`: the segment written, with the product.
 fn product(
     lhs: Operand<'_>,
     rhs: Operand<'_>,
     dims: [usize; 4],
-    mul: &ApproxMultiply,
-    simd: bool,
-) -> Option<Vec<f32>> {
+    (mul, simd): (&ApproxMultiply, bool),
+    segment: usize,
+) -> Option<(Vec<f32>, usize)> {
     let ApproxMultiply::Lut(table) = mul else {
         return None;
     };
     let plan = Plan::new(lhs, rhs, dims, table, simd)?;
     let [batch, m, k, n] = dims;
+    let segment = if plan.segments(segment) { segment } else { n };
     let chunk = split_k(dims);
     if chunk >= k {
-        return Some(plan.run(lhs, rhs, k));
+        return Some((plan.run_in(lhs, rhs, k, segment), segment));
     }
+    // the parts share one layout, added value by value
     let parts: Vec<Vec<f32>> = (0..k.div_ceil(chunk))
         .into_par_iter()
         .map(|s| {
             let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
-            plan.run(lhs.steps_from(k0), rhs.steps_from(k0), k1 - k0)
+            plan.run_in(lhs.steps_from(k0), rhs.steps_from(k0), k1 - k0, segment)
         })
         .collect();
-    Some(
-        (0..batch * m * n)
-            .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
-            .collect(),
-    )
+    let sum = (0..batch * m * n)
+        .map(|i| parts.iter().fold(0.0f32, |acc, p| acc + p[i]))
+        .collect();
+    Some((sum, segment))
 }
 
-/// A convolution's forward product `W (C_out × K) · cols (K × B·L)`, `[C_out, B·L]`, with the
-/// columns of `x: [batch, C, d, h, w]` under `w` read in place: the bits of
-/// [`gemm`](super::gemm) of `weight: [C_out, K]` and the columns. `None` where the expansion does
-/// not take the product or the window has groups.
+/// A convolution's forward product `W (C_out × K) · cols (K × B·L)` with the columns of
+/// `x: [batch, C, d, h, w]` under `w` read in place, as the convolution's output
+/// `[batch, C_out, out...]`: the bits of [`gemm`](super::gemm) of `weight: [C_out, K]` and the
+/// columns (its `[C_out, B·L]` permuted), written in that layout by the expansion itself where
+/// `L` is a multiple of 16. `None` where the expansion does not take the product or the window
+/// has groups.
 ///
 /// # Panics
 /// If `weight` is not a whole number of rows of `K = C·kvol`.
@@ -258,7 +263,20 @@ impl<'a> Input<'a> {
             step: Index::Stride(1),
         };
         let rhs = cols.columns();
-        product(lhs, rhs, [1, m, k, rhs.rows], self.mul, self.simd)
+        let l = self.w.positions();
+        // written as `[B, C_out, L]` where the expansion can ([`Plan::segments`]), else
+        // `[C_out, B·L]` permuted here
+        let (y, segment) = product(lhs, rhs, [1, m, k, rhs.rows], (self.mul, self.simd), l)?;
+        if segment == l {
+            return Some(y);
+        }
+        let mut out = Vec::with_capacity(y.len());
+        for b in 0..self.batch {
+            for row in y.chunks_exact(rhs.rows) {
+                out.extend_from_slice(&row[b * l..(b + 1) * l]);
+            }
+        }
+        Some(out)
     }
 
     /// [`conv_input_grad`], `self.x` the output gradient.
@@ -375,7 +393,8 @@ impl<'a> Input<'a> {
             step: Index::Table(&steps.0, steps.1),
         };
         let rhs = cols.columns_t();
-        product(lhs, rhs, [1, m, per_sample, rhs.rows], self.mul, self.simd)
+        let dims = [1, m, per_sample, rhs.rows];
+        product(lhs, rhs, dims, (self.mul, self.simd), rhs.rows).map(|(dw, _)| dw)
     }
 }
 
@@ -385,7 +404,9 @@ mod tests {
     use crate::approx::host::{binades, mitchell_table};
     use crate::approx::im2col::im2col;
 
-    /// Windows with padding, stride, dilation, a 1 × 1 kernel and a 3-d one; each product
+    /// Windows with padding, stride, dilation, a 1 × 1 kernel and a 3-d one (the first with
+    /// 144 positions, a multiple of 16: the forward output written as `[B, C_out, L]` by the
+    /// expansion; the rest permuted after it); each product
     /// with at least 64 rows on its packed side (the portable build's least), the weight
     /// gradients' packed side the output channels (the first two) or the taps (the rest).
     fn windows() -> Vec<(Window, usize, usize)> {
@@ -449,7 +470,11 @@ mod tests {
                     dy[(b * m + c) * l + p]
                 })
                 .collect();
-            let want_y = super::super::gemm(&weight, &cols, [1, m, k, batch * l], &mul);
+            let lowered = super::super::gemm(&weight, &cols, [1, m, k, batch * l], &mul);
+            // `[C_out, B·L]` as the convolution's `[B, C_out, L]`
+            let want_y: Vec<f32> = (0..batch * m * l)
+                .map(|j| lowered[(j / l % m * batch + j / (m * l)) * l + j % l])
+                .collect();
             let want_dw = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
             let wt: Vec<f32> = (0..k * m).map(|j| weight[j % m * k + j / m]).collect();
             let dcols = super::super::gemm(&wt, &folded, [1, k, m, batch * l], &mul);
