@@ -406,21 +406,10 @@ impl Plan {
             segment == n || self.segments(segment),
             "expansion output segments"
         );
-        // the packed side and the expanded side
+        // the packed side and the expanded side (`m ≥ n`: the lhs packed, else the transposed
+        // product)
         let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
-        self.expand(packed, expanded, k, segment)
-    }
-
-    /// The expansion of `expanded` against the rows of `packed` over `k` steps (`m ≥ n`: the
-    /// lhs packed, else the transposed product), `[batch, m, n]`.
-    fn expand(
-        &self,
-        packed: Operand<'_>,
-        expanded: Operand<'_>,
-        k: usize,
-        segment: usize,
-    ) -> Vec<f32> {
-        let [batch, m, _, n] = self.dims;
+        let batch = self.dims[0];
         let (bits, min_rows, simd) = (self.bits, self.min_rows, self.simd);
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
