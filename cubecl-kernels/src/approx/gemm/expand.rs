@@ -173,84 +173,6 @@ fn transposed(t: &[f32], bits: u32, stride: usize) -> Vec<f32> {
     out
 }
 
-/// Where an operand's rows (or steps) lie: the offset of row `i` from the operand's base.
-#[derive(Clone, Copy)]
-pub(super) enum Index<'a> {
-    /// `i · stride`.
-    Stride(usize),
-    /// `table[i]`, every entry at most the bound given with it (a gathered operand: the
-    /// columns of a convolution's im2col read in place from its input).
-    Table(&'a [usize], usize),
-}
-
-impl Index<'_> {
-    /// The offset of row `i`.
-    #[inline(always)]
-    fn at(&self, i: usize) -> usize {
-        match self {
-            Self::Stride(s) => i * s,
-            Self::Table(t, _) => t[i],
-        }
-    }
-
-    /// An upper bound of the offsets of rows `0..end` (`end ≥ 1`).
-    fn last(&self, end: usize) -> usize {
-        match self {
-            Self::Stride(s) => (end - 1) * s,
-            Self::Table(t, max) => {
-                assert!(end <= t.len(), "expansion index table too short");
-                *max
-            }
-        }
-    }
-
-    /// The rows from `from` on: the shift of the base, and their index.
-    fn skip(self, from: usize) -> (usize, Self) {
-        match self {
-            Self::Stride(s) => (from * s, self),
-            Self::Table(t, max) => (0, Self::Table(&t[from..], max)),
-        }
-    }
-}
-
-/// One operand as the expansion reads it: `x[base + bt · batch + row(r) + step(kk)]` is its
-/// value in row `r` (a row of the packed side, a lane of the expanded side) at step `kk` along
-/// `k`.
-#[derive(Clone, Copy)]
-pub(super) struct Operand<'a> {
-    pub(super) x: &'a [f32],
-    pub(super) base: usize,
-    pub(super) rows: usize,
-    pub(super) batch: usize,
-    pub(super) row: Index<'a>,
-    pub(super) step: Index<'a>,
-}
-
-impl Operand<'_> {
-    /// Asserts that `batch` entries of `k` steps lie inside `x`.
-    fn check(&self, batch: usize, k: usize) {
-        if batch > 0 && self.rows > 0 && k > 0 {
-            let last =
-                self.base + (batch - 1) * self.batch + self.row.last(self.rows) + self.step.last(k);
-            assert!(last < self.x.len(), "expansion operand too short");
-        }
-    }
-
-    fn at(&self, bt: usize, r: usize, kk: usize) -> f32 {
-        self.x[self.base + bt * self.batch + self.row.at(r) + self.step.at(kk)]
-    }
-
-    /// The steps from `k0` on.
-    pub(super) fn steps_from(self, k0: usize) -> Self {
-        let (shift, step) = self.step.skip(k0);
-        Self {
-            base: self.base + shift,
-            step,
-            ..self
-        }
-    }
-}
-
 /// A value's bits `v` as its scale (its sign and exponent bits: `±2^e`, `±0` for zero and
 /// subnormals; in the band no infinity or NaN reaches here) and its `bits`-bit table key (its
 /// top mantissa bits).
@@ -706,3 +628,6 @@ fn task_plain(
 /// The AVX-512 build: expanded rows by permutes, sums in registers.
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod operand;
+
+pub(super) use operand::{Index, Operand};
