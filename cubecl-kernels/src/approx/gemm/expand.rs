@@ -36,6 +36,11 @@
 //! transposed product `Cᵀ = Bᵀ · Aᵀ` (the rhs's columns packed, the lhs's rows the lanes, the
 //! table read by rhs key first), each product `(LUT · sb) · sa`, the same bits inside the band.
 //! Both operands are read in place through strides and the sums written back transposed.
+//!
+//! An operand is read through the offsets of its rows and steps ([`Operand`], `operand.rs`):
+//! strides for a matrix, or tables for a convolution's im2col columns gathered from its input
+//! (`implicit.rs`); [`Plan`] checks a product once and runs it on any of its operands' step
+//! ranges or batch groups.
 
 use super::reference::Rhs;
 use crate::approx::{LutTable, MANT_MASK};
