@@ -1,6 +1,7 @@
 //! The host implementation: per-sample im2col into a reused buffer, `gemm` per group.
 
 use crate::approx::im2col::Window;
+use crate::approx::im2col::runs::{col2im_add, col2im_channel, im2col_channel};
 use gemm::Parallelism;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -88,108 +89,11 @@ fn with_columns<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     crate::scratch::with_scratch(&COLUMNS, len, usize::MAX, f)
 }
 
-/// Output positions `o` in `lo..hi` of axis `i` whose kernel offset `a` reads inside the input
-/// (`o·stride + a·dilation - padding` in `0..input`), and the input coordinate of `lo`.
-fn valid(w: &Window, i: usize, a: usize, n: usize) -> (usize, usize, usize) {
-    let (s, reach, pad, input) = (w.stride[i], a * w.dilation[i], w.padding[i], w.input[i]);
-    let lo = pad.saturating_sub(reach).div_ceil(s).min(n);
-    let hi = (input + pad)
-        .saturating_sub(reach)
-        .div_ceil(s)
-        .min(n)
-        .max(lo);
-    (lo, hi, (lo * s + reach).saturating_sub(pad))
-}
-
-/// Visits the runs of one channel's `kvol` column rows: `f(offset, run, source, span)` for
-/// each kernel offset (in d-h-w order) and each output row `(o0, o1)` of length `ow` starting at
-/// output position `run`, with `source` the start of the input row it reads within the
-/// channel's plane (`None` where the window is in the padding) and `span` the valid `lo..hi`
-/// of the run with the input coordinate of `lo`.
-fn for_each_run(w: &Window, mut f: impl FnMut(usize, usize, Option<usize>, (usize, usize, usize))) {
-    let [_, ih, iw] = w.input;
-    let [od, oh, ow] = w.out();
-    let [kd, kh, kw] = w.kernel;
-    for a0 in 0..kd {
-        for a1 in 0..kh {
-            for a2 in 0..kw {
-                let offset = (a0 * kh + a1) * kw + a2;
-                let span = valid(w, 2, a2, ow);
-                for o0 in 0..od {
-                    let p0 = w.source(0, o0, a0);
-                    for o1 in 0..oh {
-                        let run = (o0 * oh + o1) * ow;
-                        let source = p0
-                            .zip(w.source(1, o1, a1))
-                            .map(|(p0, p1)| (p0 * ih + p1) * iw);
-                        f(offset, run, source, span);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// One channel's column rows: `plane` (the channel's `[d, h, w]` input) read into `kvol` rows
-/// of `rows` (row `r` at `r·ld + at`, `L` values each), zero in the padding.
-fn im2col_channel(plane: &[f32], w: &Window, rows: &mut [f32], ld: usize, at: usize) {
-    let (ow, s) = (w.out()[2], w.stride[2]);
-    for_each_run(w, |offset, run, source, (lo, hi, start)| {
-        let dst = &mut rows[offset * ld + at + run..][..ow];
-        match source {
-            Some(src) if hi > lo => {
-                dst[..lo].fill(0.0);
-                dst[hi..].fill(0.0);
-                let src = &plane[src + start..];
-                if s == 1 {
-                    dst[lo..hi].copy_from_slice(&src[..hi - lo]);
-                } else {
-                    for (d, v) in dst[lo..hi].iter_mut().zip(src.iter().step_by(s)) {
-                        *d = *v;
-                    }
-                }
-            }
-            _ => dst.fill(0.0),
-        }
-    });
-}
-
-/// Adds one channel's `kvol` column rows (row `r` at `r·ld + at`) back into its input `plane`
-/// (the adjoint of [`im2col_channel`]; each input element receives its reads in kernel-offset
-/// order).
-fn col2im_channel(rows: &[f32], ld: usize, at: usize, w: &Window, plane: &mut [f32]) {
-    let s = w.stride[2];
-    for_each_run(w, |offset, run, source, (lo, hi, start)| {
-        if let Some(src) = source.filter(|_| hi > lo) {
-            let from = &rows[offset * ld + at + run + lo..][..hi - lo];
-            let to = &mut plane[src + start..];
-            if s == 1 {
-                for (d, v) in to[..hi - lo].iter_mut().zip(from) {
-                    *d += *v;
-                }
-            } else {
-                for (d, v) in to.iter_mut().step_by(s).zip(from) {
-                    *d += *v;
-                }
-            }
-        }
-    });
-}
-
 /// One sample's columns `[C·kvol, L]` of `x: [C, d, h, w]`, zero in the padding.
 fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
     let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
     for (c, rows) in cols.chunks_mut(kvol * l).take(w.channels).enumerate() {
         im2col_channel(&x[c * plane..][..plane], w, rows, l, 0);
-    }
-}
-
-/// Adds one sample's columns back into `dx: [C, d, h, w]`: `[C·kvol, ld]` with the sample's `L`
-/// from column `at` (`[ld, at] = [L, 0]` for a sample's own columns).
-pub(crate) fn col2im_add(cols: &[f32], [ld, at]: [usize; 2], w: &Window, dx: &mut [f32]) {
-    let (kvol, plane) = (w.kvol(), w.input.iter().product::<usize>());
-    for (c, dst) in dx.chunks_mut(plane).take(w.channels).enumerate() {
-        col2im_channel(&cols[c * kvol * ld..][..kvol * ld], ld, at, w, dst);
     }
 }
 

@@ -29,6 +29,4 @@
 
 mod host;
 
-pub(crate) use host::col2im_add;
-
 pub use host::{DenseConv, col2im_batch, forward, im2col_batch, input_grad, weight_grad};

@@ -362,7 +362,7 @@ impl<'a> Input<'a> {
                 };
                 let cols = plan.run(lhs, columns(i * group, samples), m);
                 for (g, dx) in dx.chunks_mut(sample_len).enumerate() {
-                    crate::conv::col2im_add(&cols, [samples * l, g * l], w, dx);
+                    crate::approx::im2col::runs::col2im_add(&cols, [samples * l, g * l], w, dx);
                 }
             });
         Some(dx)
@@ -478,7 +478,7 @@ mod tests {
             let want_dw = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
             let wt: Vec<f32> = (0..k * m).map(|j| weight[j % m * k + j / m]).collect();
             let dcols = super::super::gemm(&wt, &folded, [1, k, m, batch * l], &mul);
-            let want_dx = crate::conv::col2im_batch(&dcols, batch, &w);
+            let want_dx = crate::approx::im2col::col2im(&dcols, batch, &w);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             for simd in [false, true] {
                 let input = Input {
@@ -538,7 +538,7 @@ mod tests {
         assert_eq!(bits(&got), bits(&want), "weight gradient");
         let wt: Vec<f32> = (0..k * m).map(|j| weight[j % m * k + j / m]).collect();
         let dcols = super::super::gemm(&wt, &folded, [1, k, m, batch * l], &mul);
-        let want = crate::conv::col2im_batch(&dcols, batch, &w);
+        let want = crate::approx::im2col::col2im(&dcols, batch, &w);
         let got = conv_input_grad(&dy, &weight, batch, &w, &mul).expect("expands");
         assert_eq!(bits(&got), bits(&want), "input gradient");
     }
