@@ -223,8 +223,9 @@ pub fn conv_input_grad(
     Input::new(output_grad, batch, w, mul).input_grad(weight)
 }
 
-/// A convolution's input (or its output gradient, for the input gradient), window and multiply, and whether the AVX-512 build of the expansion
-/// may run (the tests run both builds).
+/// A convolution's input (or its output gradient, for the input gradient), window and
+/// multiply, and whether the AVX-512 build of the expansion may run (the tests run both
+/// builds).
 struct Input<'a> {
     x: &'a [f32],
     batch: usize,
@@ -564,6 +565,16 @@ mod tests {
         assert!(conv_forward(&inf, &weight, 2, &w, &table).is_none());
         // an input of the wrong length
         assert!(conv_forward(&x[1..], &weight, 2, &w, &table).is_none());
+        // a kernel wider than the padded input (`Window::out` saturates to one position)
+        let wide = Window {
+            padding: [0; 3],
+            ..Window::dense(4, [1, 8, 8], [1, 9, 9])
+        };
+        assert_eq!(wide.out(), [1, 1, 1]);
+        assert!(conv_forward(&x, &binades(16 * 4 * 81, 4, 12), 2, &wide, &table).is_none());
+        // a zero-sized axis
+        let empty = Window::dense(4, [1, 0, 8], [1, 1, 1]);
+        assert!(conv_forward(&[], &binades(16 * 4, 5, 12), 2, &empty, &table).is_none());
         // too few rows for the expansion: 1 × 9 taps against 16 output channels
         let dy = binades(2 * 16 * 64, 3, 12);
         assert!(conv_weight_grad(&x, &dy, 2, &w, &table).is_some());
