@@ -45,7 +45,7 @@ struct Tables<'a, const V: usize> {
 }
 
 thread_local! {
-    /// This thread's expanded tables (128 KiB at most), kept between tasks: a zeroed
+    /// This thread's expanded tables (256 KiB at most), kept between tasks: a zeroed
     /// allocation a task cost LeNet-5's small products a memset each.
     static LINES: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -231,6 +231,10 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
                 1 => block::<V, BITS, 1>(&mut *sums, &a, k0, &tables),
                 2 => block::<V, BITS, 2>(&mut *sums, &a, k0, &tables),
                 3 => block::<V, BITS, 3>(&mut *sums, &a, k0, &tables),
+                4 => block::<V, BITS, 4>(&mut *sums, &a, k0, &tables),
+                5 => block::<V, BITS, 5>(&mut *sums, &a, k0, &tables),
+                6 => block::<V, BITS, 6>(&mut *sums, &a, k0, &tables),
+                7 => block::<V, BITS, 7>(&mut *sums, &a, k0, &tables),
                 _ => unreachable!("1 to {STEPS} steps"),
             }
         }
