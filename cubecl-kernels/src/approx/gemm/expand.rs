@@ -54,13 +54,12 @@ pub(super) const LANES: usize = 32;
 const STEPS: usize = 8;
 
 /// Rows the expansion must be shared by for it to pay, with `lanes` columns on the expanded
-/// side. With AVX-512 an expanded entry costs about two per-product operations per vector of 16
-/// lanes (permutes, blends and a multiply, where the per-product path reads the table once a
-/// product), so a panel's `2^m` entries of `⌈live / 16⌉` vectors pay for themselves at
-/// `2^m · 2 · ⌈live / 16⌉ / live` rows (`live`: the panel's columns, at most 32), at least 8:
-/// `2^m / 8` for whole vectors (ResNet-18-w16's first-stage weight gradients, 144 rows at
-/// `m = 7`, expand), 43 rows for LeNet-5's 6-channel conv1 (its weight gradient, 25 rows, does
-/// not). The portable build, which expands entry by entry: `2^m / 2`.
+/// side. With AVX-512 an expanded entry (two-source permutes, blends and a multiply) costs about
+/// two per-product operations per vector of 16 lanes, so a panel's `2^m` entries of
+/// `⌈live / 16⌉` vectors pay for themselves at `2^m · 2 · ⌈live / 16⌉ / live` rows (`live`: the
+/// panel's columns, at most 32), at least 8: `2^m / 8` for whole vectors (ResNet-18-w16's
+/// first-stage weight gradients, 144 rows at `m = 7`, expand). The portable build, which
+/// expands entry by entry: `2^m / 2`. Fewer rows run [`direct`]ly where [`step_cost`] says so.
 pub(super) fn min_rows(bits: u32, avx512: bool, lanes: usize) -> usize {
     let width = 1usize << bits;
     if avx512 {
@@ -69,6 +68,37 @@ pub(super) fn min_rows(bits: u32, avx512: bool, lanes: usize) -> usize {
     } else {
         (width / 2).max(1)
     }
+}
+
+/// Lanes from which a task of few rows runs [`direct`]ly rather than on the per-product path.
+const DIRECT_LANES: usize = 4;
+
+/// Whether a task of `rows` packed rows runs without expanded tables (AVX-512 build): at most
+/// a quarter as many rows as keys. At each step each row's entry is picked from its key's
+/// table row by the lanes' keys, as an expanded entry is: per row and step a table row's
+/// `2^m` values read and permuted, which costs less than expanding every key for a step's
+/// few rows.
+pub(super) fn direct(rows: usize, bits: u32) -> bool {
+    rows <= (1 << bits) / 4
+}
+
+/// The estimated cycles of one step of the product with `rows` packed rows against `lanes`
+/// expanded ones (measured at `m = 7` on AVX-512: an expanded entry about 6 cycles a vector of
+/// 16 lanes, a row's addition 2, a row's direct entry and addition 24), or `None` where
+/// neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs
+/// the side that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps)
+/// runs directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread, where the per-product
+/// path took 8.7 ms and its im2col columns 5 ms more.
+pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, avx512: bool) -> Option<usize> {
+    const ENTRY: usize = 6;
+    const ADD: usize = 2;
+    const DIRECT: usize = 24;
+    let vectors = lanes.div_ceil(16);
+    if avx512 && lanes >= DIRECT_LANES && direct(rows, bits) {
+        return Some(rows * DIRECT * vectors);
+    }
+    (rows >= min_rows(bits, avx512, lanes))
+        .then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
 }
 
 /// Whether the CPU has AVX-512F (the permute build of the expansion).
@@ -251,6 +281,8 @@ pub(super) fn gemm(
 /// packed side has the rows the expansion needs.
 pub(super) struct Plan {
     dims: [usize; 4],
+    /// Whether the rhs is the packed side (the transposed product `Cᵀ = Bᵀ · Aᵀ`).
+    transposed: bool,
     simd: bool,
     bits: u32,
     /// The rows the expansion needs.
@@ -273,28 +305,45 @@ impl Plan {
     ) -> Option<Self> {
         let [_, m, k, n] = dims;
         let bits = table.bits();
-        let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
-        let min_rows = min_rows(bits, simd && avx512_available(), expanded.rows);
+        let avx512 = simd && avx512_available();
+        // the cheaper way round: the lhs packed against the rhs's columns, or the transposed
+        // product (ties: the longer side packed)
+        let cost = |packed: &Operand<'_>, lanes: &Operand<'_>| {
+            step_cost(packed.rows, lanes.rows, bits, avx512)
+        };
+        let transposed_product = match (cost(&lhs, &rhs), cost(&rhs, &lhs)) {
+            (Some(a), Some(b)) => a > b || (a == b && m < n),
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => return None,
+        };
+        let (packed, expanded) = if transposed_product {
+            (rhs, lhs)
+        } else {
+            (lhs, rhs)
+        };
+        let min_rows = min_rows(bits, avx512, expanded.rows);
         let takes = k > 0
             && expands(
                 packed.x,
                 expanded.x,
-                [packed.rows, min_rows],
+                [packed.rows, min_rows.min(packed.rows)],
                 expanded.rows,
                 table,
             );
         if !takes {
             return None;
         }
-        let by_expanded = if m >= n {
-            transposed(table.significands(), bits, 1 << bits)
-        } else {
+        let by_expanded = if transposed_product {
             table.significands().to_vec()
+        } else {
+            transposed(table.significands(), bits, 1 << bits)
         };
         let stride = (1usize << bits).max(16);
         let by_packed = (transposed(&by_expanded, bits, stride), stride);
         Some(Self {
             dims,
+            transposed: transposed_product,
             simd,
             bits,
             min_rows,
@@ -314,8 +363,8 @@ impl Plan {
     /// transposed product (the columns are the packed rows, written 16 at a time), whole
     /// runs of 16 a segment.
     pub(super) fn segments(&self, segment: usize) -> bool {
-        let [_, m, _, n] = self.dims;
-        m < n && segment > 0 && segment.is_multiple_of(16) && n.is_multiple_of(segment)
+        let n = self.dims[3];
+        self.transposed && segment > 0 && segment.is_multiple_of(16) && n.is_multiple_of(segment)
     }
 
     /// [`Plan::run`] with the output's columns in segments of `segment`
@@ -336,7 +385,11 @@ impl Plan {
         );
         // the packed side and the expanded side (`m ≥ n`: the lhs packed, else the transposed
         // product)
-        let (packed, expanded) = if m >= n { (lhs, rhs) } else { (rhs, lhs) };
+        let (packed, expanded) = if self.transposed {
+            (rhs, lhs)
+        } else {
+            (lhs, rhs)
+        };
         let batch = self.dims[0];
         let (bits, min_rows, simd) = (self.bits, self.min_rows, self.simd);
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
@@ -395,7 +448,7 @@ impl Plan {
                     sums,
                 );
                 let live = c1 - c0;
-                if m >= n {
+                if !self.transposed {
                     for (i, row) in sums.chunks_exact(cols).enumerate() {
                         // SAFETY: this task alone writes rows r0..r1, columns c0..c1 of entry bt.
                         unsafe { dst.write((bt * m + r0 + i) * n + c0, &row[..live]) };

@@ -575,14 +575,16 @@ mod tests {
         // a zero-sized axis
         let empty = Window::dense(4, [1, 0, 8], [1, 1, 1]);
         assert!(conv_forward(&[], &binades(16 * 4, 5, 12), 2, &empty, &table).is_none());
-        // too few rows for the expansion: 1 × 9 taps against 16 output channels
+        // the weight gradient: 36 taps against 16 output channels
         let dy = binades(2 * 16 * 64, 3, 12);
         assert!(conv_weight_grad(&x, &dy, 2, &w, &table).is_some());
         // the input gradient: taken, and left for groups and a multiply without a table
         assert!(conv_input_grad(&dy, &weight, 2, &w, &table).is_some());
         assert!(conv_input_grad(&dy, &weight, 2, &w, &ApproxMultiply::Plain).is_none());
         assert!(conv_input_grad(&dy, &weight[..16 * 18], 2, &grouped, &table).is_none());
-        let tiny = Window { channels: 1, ..w };
-        assert!(conv_weight_grad(&x[..2 * 64], &dy, 2, &tiny, &table).is_none());
+        // too few rows and lanes either way: one tap against two output channels
+        let one = Window::dense(1, [1, 8, 8], [1, 1, 1]);
+        let dy = binades(2 * 2 * 64, 3, 12);
+        assert!(conv_weight_grad(&x[..2 * 64], &dy, 2, &one, &table).is_none());
     }
 }

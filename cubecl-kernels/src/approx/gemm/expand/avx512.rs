@@ -189,6 +189,9 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
+    if super::direct(a.r1 - a.r0, BITS) {
+        return direct::<G, V, BITS>(a, (b_keys, b_scales), [k, n, c0], by_packed, sums);
+    }
     let len = STEPS * width * V;
     crate::scratch::with_scratch(&LINES, len, usize::MAX, |lines| {
         let mut tables = Tables::<V> { lines, width };
@@ -239,6 +242,80 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
             }
         }
     });
+}
+
+/// A panel's lanes at step `kk`: their keys and scales (padded lanes: key 0, scale 0) and the
+/// keys' bits 5, 6 and 7 (for [`lookup`]), `V` vectors of 16.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lanes_at<const V: usize>(
+    (b_keys, b_scales): (&[u32], &[f32]),
+    at: usize,
+    lanes: usize,
+) -> ([__m512i; V], [__m512; V], [[__mmask16; 3]; V]) {
+    let (keys, scales) = (&b_keys[at..at + lanes], &b_scales[at..at + lanes]);
+    let mut kbs = [_mm512_setzero_si512(); V];
+    let mut sbs = [_mm512_setzero_ps(); V];
+    let mut bit_masks = [[0; 3]; V];
+    for v in 0..V {
+        let live = lanes.saturating_sub(16 * v).min(16);
+        let mask = ((1u32 << live) - 1) as __mmask16;
+        // SAFETY: the masked loads read the live lanes only, inside `keys` and `scales`.
+        unsafe {
+            kbs[v] = _mm512_maskz_loadu_epi32(mask, keys.as_ptr().add(16 * v).cast());
+            sbs[v] = _mm512_maskz_loadu_ps(mask, scales.as_ptr().add(16 * v));
+        }
+        for (bit, m) in bit_masks[v].iter_mut().enumerate() {
+            *m = _mm512_test_epi32_mask(kbs[v], _mm512_set1_epi32(32 << bit));
+        }
+    }
+    (kbs, sbs, bit_masks)
+}
+
+/// A task of few rows ([`super::direct`]) without expanded tables: at each step, each row's
+/// entry picked from its key's table row by the lanes' keys (as an expanded entry is), times
+/// the lanes' scales, times the row's scale, added to its sums in registers; four rows at a
+/// time over every step. The same products in the same order as the expansion.
+#[target_feature(enable = "avx512f")]
+fn direct<const G: usize, const V: usize, const BITS: u32>(
+    a: Rows<'_>,
+    b: (&[u32], &[f32]),
+    [k, n, c0]: [usize; 3],
+    by_packed: &[f32],
+    sums: &mut [f32],
+) {
+    let lanes = (n - c0).min(LANES);
+    let rows = a.r1 - a.r0;
+    assert!(
+        sums.len() == rows * 16 * V && by_packed.len() >= (1 << BITS) * 16 * G,
+        "expansion sums"
+    );
+    for i0 in (0..rows).step_by(ROWS) {
+        let live = ROWS.min(rows - i0);
+        let mut acc = [[_mm512_setzero_ps(); V]; ROWS];
+        for kk in 0..k {
+            let (kbs, sbs, bit_masks) = lanes_at::<V>(b, kk * n + c0, lanes);
+            for (j, acc) in acc.iter_mut().enumerate().take(live) {
+                let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i0 + j, kk).to_bits(), BITS);
+                let scale = _mm512_set1_ps(scale);
+                let row = &by_packed[key * 16 * G..(key + 1) * 16 * G];
+                // SAFETY: G vectors of 16 within the row's 16·G entries.
+                let r: [__m512; G] =
+                    std::array::from_fn(|g| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * g)) });
+                for (v, acc) in acc.iter_mut().enumerate() {
+                    let e = _mm512_mul_ps(lookup::<G>(&r, kbs[v], &bit_masks[v]), sbs[v]);
+                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, e));
+                }
+            }
+        }
+        for (j, acc) in acc.iter().enumerate().take(live) {
+            for (v, &acc) in acc.iter().enumerate() {
+                let at = (i0 + j) * 16 * V + 16 * v;
+                // SAFETY: 16 values of row i0 + j's sums (`rows · 16 · V` values, asserted).
+                unsafe { _mm512_storeu_ps(sums.as_mut_ptr().add(at), acc) };
+            }
+        }
+    }
 }
 
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`

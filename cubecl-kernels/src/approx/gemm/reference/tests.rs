@@ -240,6 +240,20 @@ fn the_table_expansion_gives_the_per_product_bits() {
             table
         ));
         both_builds(&lhs, &rhs, wide, "lhs expanded");
+        // few rows against a partial vector and against a partial pair (with AVX-512 they run
+        // without expanded tables, `expand::direct`), each way round
+        let few = ((1usize << bits) / 4).max(1);
+        assert!(expand::direct(few, bits));
+        for lanes in [9, 20] {
+            let lhs = crate::approx::host::binades(2 * few * 37, 29, 60);
+            let rhs = crate::approx::host::binades(2 * 37 * lanes, 31, 60);
+            both_builds(&lhs, &rhs, [2, few, 37, lanes], "few lhs rows");
+            let (lhs, rhs) = (
+                crate::approx::host::binades(2 * lanes * 37, 37, 60),
+                crate::approx::host::binades(2 * 37 * few, 41, 60),
+            );
+            both_builds(&lhs, &rhs, [2, lanes, 37, few], "few rhs columns");
+        }
         if bits == 7 {
             // packed rows past a task's cached sums (256 KiB: 4096 rows of one vector), split
             // into blocks of rows
@@ -332,10 +346,11 @@ fn operands_outside_the_band_keep_the_per_product_path() {
 #[test]
 fn a_transposed_rhs_gives_the_bits_of_its_row_major_copy() {
     let lut = ApproxMultiply::Lut(mitchell_table(7));
-    let cases: [(&str, [usize; 4], &ApproxMultiply); 7] = [
+    let cases: [(&str, [usize; 4], &ApproxMultiply); 8] = [
         ("lut, lhs packed", [2, 70, 37, 45], &lut),
         ("lut, rhs packed", [1, 16, 37, 150], &lut),
-        ("lut, per product", [2, 5, 37, 7], &lut),
+        ("lut, direct", [2, 5, 37, 7], &lut),
+        ("lut, per product", [2, 3, 37, 3], &lut),
         ("lut, split k", [1, 16, 3000, 20], &lut),
         ("mbm", [2, 5, 37, 59], &ApproxMultiply::Mbm),
         (
@@ -359,6 +374,24 @@ fn a_transposed_rhs_gives_the_bits_of_its_row_major_copy() {
     // the cases reach the paths they name
     assert!(split_k([1, 16, 3000, 20]) < 3000);
     assert!(150 >= min_rows(7, 16) && 70 >= min_rows(7, 45) && 7 < min_rows(7, 5));
+    assert!(expand::direct(5, 7) && !expand::direct(33, 7));
+}
+
+/// The plan packs the side that costs less (`expand::step_cost`, AVX-512 build).
+#[test]
+fn the_plan_packs_the_cheaper_side() {
+    let cost = |rows, lanes| expand::step_cost(rows, lanes, 7, true);
+    // LeNet-5's conv1 weight gradient: its 6 output channels packed (run directly) rather
+    // than its 25 taps against 6 lanes
+    assert!(cost(6, 25).is_some() && cost(6, 25) < cost(25, 6));
+    // ResNet-18-w16's first-stage weight gradient: the 144 taps packed, expanded
+    assert!(cost(144, 16) < cost(16, 144));
+    // under 4 lanes nothing runs directly, and few rows do not pay for the expansion
+    assert_eq!(cost(3, 3), None);
+    assert_eq!(cost(40, 3), None);
+    // the portable build: no direct way, 2^m / 2 rows
+    assert_eq!(expand::step_cost(6, 25, 7, false), None);
+    assert!(expand::step_cost(64, 25, 7, false).is_some());
 }
 
 /// The expansion's row threshold weighs the panel's live lanes (`expand::min_rows`).
