@@ -356,7 +356,7 @@ impl Plan {
     /// made for, or their steps from some `k0` on, [`Operand::steps_from`], or another batch
     /// entry's rows of the same shape): `[batch, m, n]`.
     pub(super) fn run(&self, lhs: Operand<'_>, rhs: Operand<'_>, k: usize) -> Vec<f32> {
-        self.run_in(lhs, rhs, k, self.dims[3])
+        self.run_in(lhs, rhs, k, [self.dims[3], 1])
     }
 
     /// Whether [`Plan::run_in`] can write the output in segments of `segment` columns: the
@@ -371,20 +371,22 @@ impl Plan {
     /// ([`Plan::segments`], else `segment = n`): column `j` of row `i` (of batch entry `bt`)
     /// at `bt·m·n + (j / segment)·m·segment + i·segment + j % segment`, the layout
     /// `[n / segment, m, segment]` (a convolution's `[B, C_out, L]` for its `[C_out, B·L]`).
+    /// `concurrent`: the runs made at once on the thread pool (split-K's chunks), which share
+    /// its threads: a run splits its rows only for threads the others leave idle, since each
+    /// block of rows expands the tables again.
     pub(super) fn run_in(
         &self,
         lhs: Operand<'_>,
         rhs: Operand<'_>,
         k: usize,
-        segment: usize,
+        [segment, concurrent]: [usize; 2],
     ) -> Vec<f32> {
         let [_, m, _, n] = self.dims;
         assert!(
             segment == n || self.segments(segment),
             "expansion output segments"
         );
-        // the packed side and the expanded side (`m ≥ n`: the lhs packed, else the transposed
-        // product)
+        // the packed side and the expanded side (the lhs packed, or the transposed product)
         let (packed, expanded) = if self.transposed {
             (rhs, lhs)
         } else {
@@ -401,7 +403,7 @@ impl Plan {
         // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
         // threads idle (each block expands the table again), never below `min_rows`
         // rows a block
-        let threads = rayon::current_num_threads();
+        let threads = rayon::current_num_threads().div_ceil(concurrent.max(1));
         let splits = threads.div_ceil(batch * panels).min(rows / min_rows).max(1);
         let cached = (SUMS_BLOCK / (4 * LANES.min(lanes.next_multiple_of(16)))).max(min_rows);
         // whole runs of 16 rows a block, so that no run of the transposed write-back crosses

@@ -150,14 +150,16 @@ fn product(
     let segment = if plan.segments(segment) { segment } else { n };
     let chunk = split_k(dims);
     if chunk >= k {
-        return Some((plan.run_in(lhs, rhs, k, segment), segment));
+        return Some((plan.run_in(lhs, rhs, k, [segment, 1]), segment));
     }
     // the parts share one layout, added value by value
-    let parts: Vec<Vec<f32>> = (0..k.div_ceil(chunk))
+    let chunks = k.div_ceil(chunk);
+    let parts: Vec<Vec<f32>> = (0..chunks)
         .into_par_iter()
         .map(|s| {
             let (k0, k1) = (s * chunk, ((s + 1) * chunk).min(k));
-            plan.run_in(lhs.steps_from(k0), rhs.steps_from(k0), k1 - k0, segment)
+            let (lhs, rhs) = (lhs.steps_from(k0), rhs.steps_from(k0));
+            plan.run_in(lhs, rhs, k1 - k0, [segment, chunks])
         })
         .collect();
     let sum = (0..batch * m * n)
