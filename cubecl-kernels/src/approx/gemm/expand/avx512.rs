@@ -131,12 +131,12 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
             }
         }
     };
-    let whole = rows / ROWS * ROWS;
-    for i0 in (0..whole).step_by(ROWS) {
-        group(i0, ROWS, sums);
-    }
-    for i0 in whole..rows {
-        group(i0, 1, sums);
+    // whole groups of four rows, then one at a time (one call site: the group is inlined)
+    let mut i0 = 0;
+    while i0 < rows {
+        let live = if rows - i0 >= ROWS { ROWS } else { 1 };
+        group(i0, live, sums);
+        i0 += live;
     }
 }
 
