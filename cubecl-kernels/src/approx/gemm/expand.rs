@@ -97,8 +97,7 @@ pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, avx512: bool) -> O
     if avx512 && lanes >= DIRECT_LANES && direct(rows, bits) {
         return Some(rows * DIRECT * vectors);
     }
-    (rows >= min_rows(bits, avx512, lanes))
-        .then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
+    (rows >= min_rows(bits, avx512, lanes)).then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
 }
 
 /// Whether the CPU has AVX-512F (the permute build of the expansion).
