@@ -202,20 +202,8 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
             let mut sbs = [[_mm512_setzero_ps(); V]; STEPS];
             let mut bit_masks = [[[0; 3]; V]; STEPS];
             for s in 0..steps {
-                let at = (k0 + s) * n + c0;
-                let (mut keys, mut scales) = ([0u32; LANES], [0f32; LANES]);
-                keys[..lanes].copy_from_slice(&b_keys[at..at + lanes]);
-                scales[..lanes].copy_from_slice(&b_scales[at..at + lanes]);
-                for v in 0..V {
-                    // SAFETY: 16 values from lane 16·v of a LANES-long array.
-                    unsafe {
-                        kbs[s][v] = _mm512_loadu_si512(keys.as_ptr().add(16 * v).cast());
-                        sbs[s][v] = _mm512_loadu_ps(scales.as_ptr().add(16 * v));
-                    }
-                    for (bit, mask) in bit_masks[s][v].iter_mut().enumerate() {
-                        *mask = _mm512_test_epi32_mask(kbs[s][v], _mm512_set1_epi32(32 << bit));
-                    }
-                }
+                (kbs[s], sbs[s], bit_masks[s]) =
+                    lanes_at::<V>((b_keys, b_scales), (k0 + s) * n + c0, lanes);
             }
             for ma in 0..width {
                 let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
