@@ -47,6 +47,25 @@ pub enum EmberError {
         /// What the run directory keeps.
         kept: String,
     },
+    /// `--time-limit` ended training before an epoch that would have ended past it.
+    #[error(
+        "stopped before epoch {next} of {epochs}: it would end past --time-limit {limit} s \
+         ({used:.0} s used, the longest epoch took {epoch_seconds:.0} s); {kept}"
+    )]
+    TimeLimit {
+        /// The epoch that was not started (1-based).
+        next: usize,
+        /// The run's epochs.
+        epochs: usize,
+        /// The limit, in seconds.
+        limit: f64,
+        /// Seconds this invocation had run.
+        used: f64,
+        /// The longest epoch's seconds (what the next one was expected to take).
+        epoch_seconds: f64,
+        /// What the run directory keeps.
+        kept: String,
+    },
     /// A file (dataset or run manifest) is not what it claims to be.
     #[error("malformed file {path}: {reason}", path = .path.display())]
     Malformed {
@@ -153,11 +172,13 @@ impl EmberError {
             source,
         }
     }
-    /// The exit status for this error: 130 for an interruption (as a shell reports SIGINT), 1
-    /// otherwise.
+    /// The exit status for this error: 130 for an interruption (as a shell reports SIGINT), 75
+    /// for a stop at `--time-limit` (sysexits' `EX_TEMPFAIL`: the run is whole and continues
+    /// with `--resume`), 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Interrupted { .. } => 130,
+            Self::TimeLimit { .. } => 75,
             _ => 1,
         }
     }

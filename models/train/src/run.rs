@@ -62,8 +62,12 @@ pub struct Manifest {
     pub epochs: usize,
     /// Batch size.
     pub batch_size: usize,
-    /// Learning rate (Adam).
+    /// Learning rate (the schedule's peak).
     pub lr: f64,
+    /// The optimizer and the rate's schedule (Adam at a constant rate when absent: runs before
+    /// `--optimizer`).
+    #[serde(default)]
+    pub optimizer: crate::train::OptimizerSettings,
     /// Seed of parameter initialisation and shuffling.
     pub seed: u64,
     /// The dataset trained on.

@@ -9,7 +9,7 @@ use ember_models::data::{DataSource, DatasetKind};
 use ember_train::EmberError;
 use ember_train::backend::BackendKind;
 use ember_train::run::{self, OnExisting};
-use ember_train::train::{self, OnNan, TrainOptions};
+use ember_train::train::{self, OnNan, OptimizerKind, OptimizerSettings, Schedule, TrainOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,9 +49,16 @@ pub struct TrainArgs {
     /// Batch size (per replica with --devices or --ddp mpi).
     #[arg(long, default_value_t = defaults().batch_size)]
     batch_size: usize,
-    /// Adam learning rate.
+    /// Learning rate (the schedule's peak).
     #[arg(long, default_value_t = defaults().lr)]
     lr: f64,
+    #[command(flatten)]
+    optimizer: OptimizerArgs,
+    /// Seconds this invocation may run: before an epoch that would end past it (by the longest
+    /// epoch so far) training stops, the last completed epoch kept, and the exit status is 75;
+    /// --resume continues (single-replica runs).
+    #[arg(long, value_name = "SECONDS")]
+    time_limit: Option<f64>,
     /// Seed for parameter initialisation and shuffling.
     #[arg(long, default_value_t = defaults().seed)]
     seed: u64,
@@ -350,6 +357,8 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         epochs: args.epochs,
         batch_size: args.batch_size,
         lr: args.lr,
+        optimizer: args.optimizer.settings(),
+        time_limit: args.time_limit,
         seed: args.seed,
         out: args.out.unwrap_or_else(|| run::default_out(args.model)),
         data: DataSource::new(args.dataset, args.data_dir)?,
@@ -382,6 +391,40 @@ pub fn run(args: TrainArgs) -> Result<(), EmberError> {
         );
     }
     Ok(())
+}
+
+/// The optimizer and its schedule.
+#[derive(clap::Args)]
+pub struct OptimizerArgs {
+    /// Optimizer: adam, or sgd (heavy-ball momentum, no dampening: PyTorch's SGD).
+    #[arg(long, value_parser = choice::<OptimizerKind>(), default_value_t = OptimizerKind::Adam)]
+    optimizer: OptimizerKind,
+    /// SGD's momentum, in [0, 1).
+    #[arg(long, default_value_t = OptimizerSettings::default().momentum)]
+    momentum: f64,
+    /// L2 weight decay: PENALTY × w added to every parameter's gradient (Adam's and SGD's
+    /// coupled form, as PyTorch's `weight_decay`).
+    #[arg(long, default_value_t = 0.0)]
+    weight_decay: f64,
+    /// Learning-rate schedule, per step: constant, or cosine (from --lr to 0 over the epochs
+    /// after the warm-up).
+    #[arg(long, value_parser = choice::<Schedule>(), default_value_t = Schedule::Constant)]
+    schedule: Schedule,
+    /// Epochs over which the rate rises linearly to --lr, step by step, before the schedule.
+    #[arg(long, default_value_t = 0)]
+    warmup_epochs: usize,
+}
+
+impl OptimizerArgs {
+    fn settings(&self) -> OptimizerSettings {
+        OptimizerSettings {
+            kind: self.optimizer,
+            momentum: self.momentum,
+            weight_decay: self.weight_decay,
+            schedule: self.schedule,
+            warmup_epochs: self.warmup_epochs,
+        }
+    }
 }
 
 /// How long an interrupted run may take to end its batch before the process exits: longer than

@@ -27,7 +27,25 @@ fn unknown_model_and_backend_are_rejected() {
         &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
         "--epochs must be at least 1",
     );
-    let bad: [(&[&str], &str); 12] = [
+    let bad: [(&[&str], &str); 18] = [
+        (&["train", "--optimizer", "lion"], "invalid value 'lion'"),
+        (&["train", "--schedule", "step"], "invalid value 'step'"),
+        (
+            &["train", "--momentum", "1"],
+            "--momentum must be in [0, 1)",
+        ),
+        (
+            &["train", "--weight-decay=-0.1"],
+            "--weight-decay must be a number ≥ 0",
+        ),
+        (
+            &["train", "--epochs", "2", "--warmup-epochs", "2"],
+            "--warmup-epochs 2 leaves none of the 2 epochs",
+        ),
+        (
+            &["train", "--time-limit", "0"],
+            "--time-limit must be a positive number of seconds",
+        ),
         (
             &["train", "--conv", "winograd"],
             "unknown convolution route `winograd` (choose gemm, im2col, burn)",
@@ -166,6 +184,49 @@ fn missing_and_malformed_dataset_files_are_reported() {
     );
     assert!(!out.exists());
     std::fs::remove_dir_all(&data).unwrap();
+}
+
+#[test]
+fn a_time_limit_stops_sgd_at_an_epoch_with_status_75_and_resume_finishes_it() {
+    let run = scratch("time-limit");
+    let mut args = vec![
+        "train",
+        "--model",
+        "lenet300",
+        "--epochs",
+        "2",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.05",
+        "--weight-decay",
+        "5e-4",
+        "--schedule",
+        "cosine",
+        "--warmup-epochs",
+        "1",
+        "--plain",
+        "--train-limit",
+        "256",
+        "--test-limit",
+        "64",
+        "--out",
+        s(&run),
+    ];
+    let mut limited = args.clone();
+    limited.extend(["--time-limit", "0.001"]);
+    let out = ember(&limited);
+    fails_with(&out, "stopped before epoch 2 of 2");
+    fails_with(&out, "continue with --resume");
+    assert_eq!(out.status.code(), Some(75));
+    let manifest = read_manifest(&run);
+    assert_eq!(manifest["completed_epochs"], 1);
+    assert_eq!(manifest["optimizer"]["kind"], "sgd");
+    assert_eq!(manifest["optimizer"]["schedule"], "cosine");
+    args.push("--resume");
+    ok(&ember(&args));
+    assert_eq!(read_manifest(&run)["completed_epochs"], 2);
+    std::fs::remove_dir_all(&run).unwrap();
 }
 
 #[test]

@@ -3,7 +3,8 @@
 
 use super::data::{Fallible, epoch_order};
 use super::eval::evaluate_items;
-use super::manifest::{Optim, report_effects};
+use super::manifest::report_effects;
+use super::optim::Optim;
 use super::{Batchers, EvalReport, OnNan, TrainOptions};
 use crate::backend::TrainBackend;
 use crate::effects::{EnergyTable, report as effects_report};
@@ -17,7 +18,6 @@ use crate::scale::{self, Replica};
 use crate::technique::{self, Technique};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::Optimizer;
 use burn::prelude::*;
 use burn::train::ClassificationOutput;
 use cubecl_kernels::decorator::effects;
@@ -33,6 +33,8 @@ pub(crate) struct Fit<'a, B: TrainBackend, M: TrainableClassifier<B>, I, T, V> {
     pub(crate) train: &'a InMemDataset<I>,
     pub(crate) test: &'a InMemDataset<I>,
     pub(crate) batchers: &'a Batchers<T, V>,
+    /// When this invocation started (what `--time-limit` counts from).
+    pub(crate) started: std::time::Instant,
 }
 
 /// The epochs after the manifest's completed ones: after each, the checkpoint, the manifest,
@@ -60,6 +62,7 @@ where
         train,
         test,
         batchers,
+        started,
     } = fit;
     let out = &opts.out;
     let first = manifest.completed_epochs + 1;
@@ -91,6 +94,11 @@ where
     let mut last_test = None;
     let mut recorded = None;
     for epoch in first..=opts.epochs {
+        if let Some(stop) = time_limit(opts, manifest, started, epoch, &kept) {
+            progress.finish();
+            replica.finish::<B::InnerBackend>();
+            return Err(stop);
+        }
         let clock = std::time::Instant::now();
         effects::start();
         let batcher = (batchers.train)(epoch);
@@ -178,10 +186,7 @@ where
                 run::checkpoint_file(out, "model", epoch),
                 record::bytes::<B, _>(model.clone().into_record())?,
             ),
-            (
-                run::checkpoint_file(out, "optim", epoch),
-                record::bytes::<B, _>(optim.to_record())?,
-            ),
+            (run::checkpoint_file(out, "optim", epoch), optim.bytes()?),
         ];
         for t in techniques.iter() {
             if let Some(bytes) = t.state() {
@@ -258,6 +263,29 @@ where
         report_effects(&report, Some(out))?;
     }
     Ok(test)
+}
+
+/// The stop before `epoch` when it would end past `--time-limit`: this invocation's seconds
+/// so far plus the longest epoch the run recorded. The first epoch of a new run always runs
+/// (nothing predicts it).
+fn time_limit(
+    opts: &TrainOptions,
+    manifest: &Manifest,
+    started: std::time::Instant,
+    epoch: usize,
+    kept: &dyn Fn(&Manifest) -> String,
+) -> Option<EmberError> {
+    let limit = opts.time_limit?;
+    let longest = manifest.epoch_seconds.iter().copied().reduce(f64::max)?;
+    let used = started.elapsed().as_secs_f64();
+    (used + longest > limit).then(|| EmberError::TimeLimit {
+        next: epoch,
+        epochs: opts.epochs,
+        limit,
+        used,
+        epoch_seconds: longest,
+        kept: kept(manifest),
+    })
 }
 
 /// One replica's model and optimizer, with its share of the training data.
@@ -373,7 +401,10 @@ where
         for t in techniques.iter() {
             t.grads(&model, &mut grads);
         }
-        model = optim.step(opts.lr, model, grads);
+        let lr = opts
+            .optimizer
+            .lr_at(opts.lr, epoch, b, batches, opts.epochs);
+        model = optim.step(lr, model, grads);
         for t in techniques.iter_mut() {
             model = t
                 .after_step(model, epoch, b + 1, batches)

@@ -3,7 +3,7 @@
 
 use super::TrainOptions;
 use super::fit::{Shard, Stop, end_epoch, train_epoch};
-use super::manifest::Optim;
+use super::optim::{Optim, OptimRecord};
 use crate::backend::TrainBackend;
 use crate::error::Result;
 use crate::run::Manifest;
@@ -11,7 +11,6 @@ use crate::scale::{self, Replica, Scale};
 use crate::technique::Technique;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::InMemDataset;
-use burn::optim::{AdamConfig, Optimizer};
 use ember_models::classifier::TrainableClassifier;
 use ember_models::data::Batch;
 use std::sync::Arc;
@@ -35,6 +34,7 @@ pub(crate) fn shared_settings(
         ("--epochs", opts.epochs.to_string()),
         ("--batch-size", opts.batch_size.to_string()),
         ("--lr", opts.lr.to_string()),
+        ("the optimizer", opts.optimizer.to_string()),
         ("--seed", opts.seed.to_string()),
         ("--dataset", opts.data.kind().to_string()),
         ("training/test sizes", format!("{train}/{test}")),
@@ -76,7 +76,7 @@ pub(crate) struct Follower<B: TrainBackend, M: TrainableClassifier<B>, I, T> {
     pub(crate) settings: Vec<(&'static str, String)>,
     pub(crate) device: B::Device,
     pub(crate) model: M,
-    pub(crate) optim: <Optim<B, M> as Optimizer<M, B>>::Record,
+    pub(crate) optim: OptimRecord<B, M>,
     pub(crate) techniques: Vec<Box<dyn Technique<B, M>>>,
     pub(crate) first: usize,
     pub(crate) train: Arc<InMemDataset<I>>,
@@ -102,7 +102,7 @@ where
             batcher,
         } = self;
         join::<B, M>(&replica, &opts.scale, &settings, &model, &device)?;
-        let mut optim = AdamConfig::new().init::<B, M>().load_record(optim);
+        let mut optim = Optim::from_record(&opts.optimizer, optim);
         for epoch in first..=opts.epochs {
             let batcher = batcher(epoch);
             let shard = Shard {

@@ -2,6 +2,7 @@
 //! per-layer choices, and the model and optimizer restored from the last completed epoch.
 
 use super::TrainOptions;
+use super::optim::Optim;
 use crate::backend::TrainBackend;
 use crate::effects::{EffectsReport, EnergyTable};
 use crate::error::{EmberError, Result};
@@ -9,7 +10,6 @@ use crate::policy::{LayerChoice, LayerPolicy, contraction_layers};
 use crate::record;
 use crate::run::{self, Manifest};
 use crate::technique::{self, Registration, Resumed};
-use burn::optim::{AdamConfig, Optimizer};
 use burn::prelude::*;
 use burn_approx_mul::Multiplier;
 use ember_models::classifier::{ModelKind, TrainableClassifier};
@@ -33,6 +33,7 @@ impl Manifest {
             epochs: opts.epochs,
             batch_size: opts.batch_size,
             lr: opts.lr,
+            optimizer: opts.optimizer,
             seed: opts.seed,
             dataset: opts.data.kind(),
             data: opts.data.to_string(),
@@ -156,6 +157,11 @@ pub(crate) fn start_manifest(
         ),
         differs("--lr", prev.lr.to_string(), opts.lr.to_string()),
         differs(
+            "the optimizer",
+            format!("\"{}\"", prev.optimizer),
+            format!("\"{}\"", opts.optimizer),
+        ),
+        differs(
             "--batch-size",
             prev.batch_size.to_string(),
             opts.batch_size.to_string(),
@@ -207,6 +213,14 @@ pub(crate) fn start_manifest(
     }
     if let Some(refusal) = checks.into_iter().flatten().next() {
         return Err(refusal);
+    }
+    let stretched = prev.optimizer.schedule != crate::train::Schedule::Constant;
+    if stretched && prev.epochs != opts.epochs {
+        return Err(refuse(format!(
+            "it was started with --epochs {} and a {} schedule laid over them, not {} (resume \
+             it with --epochs {}, or start a new run)",
+            prev.epochs, prev.optimizer.schedule, opts.epochs, prev.epochs
+        )));
     }
     if prev.completed_epochs >= opts.epochs {
         let n = prev.completed_epochs;
@@ -279,7 +293,7 @@ pub(crate) fn restore<B: TrainBackend, M: TrainableClassifier<B>>(
     model: M,
     device: &B::Device,
 ) -> Result<(M, Optim<B, M>)> {
-    let optim = AdamConfig::new().init::<B, M>();
+    let optim = Optim::new(&manifest.optimizer);
     let epoch = manifest.completed_epochs;
     if epoch == 0 {
         return Ok((model, optim));
@@ -292,14 +306,13 @@ pub(crate) fn restore<B: TrainBackend, M: TrainableClassifier<B>>(
         device,
     )?;
     let file = run::checkpoint_file(out, "optim", epoch);
-    let record =
-        record::load::<B, _>(&file, manifest.checksum(out, &file), device).map_err(|reason| {
-            EmberError::BadCheckpoint {
-                path: file.clone(),
-                reason,
-            }
+    let optim = optim
+        .load(&file, manifest.checksum(out, &file), device)
+        .map_err(|reason| EmberError::BadCheckpoint {
+            path: file.clone(),
+            reason,
         })?;
-    Ok((model, optim.load_record(record)))
+    Ok((model, optim))
 }
 
 /// Loads `file` into `model`, refusing a record of another shape (naming the first parameter
@@ -315,5 +328,3 @@ pub(crate) fn load_model<B: Backend, M: Module<B>>(
     let checksum = dir.as_deref().and_then(|d| manifest.checksum(d, file));
     record::load_checked(file, checksum, model, kind, device)
 }
-
-pub(crate) type Optim<B, M> = burn::optim::adaptor::OptimizerAdaptor<burn::optim::Adam, M, B>;

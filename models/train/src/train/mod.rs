@@ -17,6 +17,7 @@ mod eval;
 mod fit;
 mod follower;
 mod manifest;
+mod optim;
 mod start;
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
@@ -29,7 +30,6 @@ use crate::scale::{self, Replica, Scale};
 use crate::technique::{self, Technique};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, InMemDataset};
-use burn::optim::Optimizer;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::Policy;
 use data::{Fallible, Splits};
@@ -45,6 +45,7 @@ pub use eval::{EvalOptions, eval};
 use fit::{Fit, Layers, fit};
 use follower::{Follower, join, shared_settings};
 use manifest::{layer_setup, restore, resumed, start_manifest};
+pub use optim::{OptimizerKind, OptimizerSettings, Schedule};
 use start::Start;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,8 +90,15 @@ pub struct TrainOptions {
     pub epochs: usize,
     /// Batch size.
     pub batch_size: usize,
-    /// Adam learning rate.
+    /// Learning rate (the schedule's peak).
     pub lr: f64,
+    /// The optimizer and the learning rate's schedule (`--optimizer`, `--momentum`,
+    /// `--weight-decay`, `--schedule`, `--warmup-epochs`).
+    pub optimizer: OptimizerSettings,
+    /// Seconds this invocation may take (`--time-limit`): before an epoch that would end past
+    /// it, by the longest epoch so far, training stops with [`EmberError::TimeLimit`], its
+    /// last completed epoch kept for `--resume`.
+    pub time_limit: Option<f64>,
     /// Seed for initialisation and shuffling.
     pub seed: u64,
     /// Run directory.
@@ -143,7 +151,7 @@ impl TrainOptions {
     /// The options of `ember train --model MODEL --out OUT` on `data` with every other flag at
     /// its default: ReLU, ndarray, the native multiplier with convolutions as GEMMs
     /// (`--conv gemm`), no SparseAct, no policy, 3 epochs of
-    /// batch 32 at learning rate 2e-3, seed 42, an existing `out` refused, no limits, no
+    /// batch 32 with Adam at a constant learning rate 2e-3, no time limit, seed 42, an existing `out` refused, no limits, no
     /// pruning, one replica, the last [`DEFAULT_KEEP`] epochs' checkpoints kept, sequences of
     /// up to [`DEFAULT_MAX_FRAMES`](ember_models::data::sequence::DEFAULT_MAX_FRAMES) frames. Set the rest with struct update syntax:
     /// `TrainOptions { epochs: 10, ..TrainOptions::new(model, data, out) }`.
@@ -159,6 +167,8 @@ impl TrainOptions {
             epochs: 3,
             batch_size: 32,
             lr: 2e-3,
+            optimizer: OptimizerSettings::default(),
+            time_limit: None,
             seed: 42,
             out: out.into(),
             data,
@@ -241,6 +251,20 @@ impl TrainOptions {
                 f32::MAX
             )));
         }
+        self.optimizer.validate(self.epochs)?;
+        if let Some(limit) = self.time_limit {
+            if !(limit.is_finite() && limit > 0.0) {
+                return Err(EmberError::Invalid(format!(
+                    "--time-limit must be a positive number of seconds, got {limit}"
+                )));
+            }
+            if self.scale.devices > 1 || self.scale.mpi {
+                return Err(EmberError::Invalid(
+                    "--time-limit stops a single-replica run; a data-parallel run (--devices,                      --ddp) stops with SIGINT/SIGTERM and resumes the same way"
+                        .into(),
+                ));
+            }
+        }
         if let Some(b) = &self.bcr {
             if self.hinm.is_some() {
                 return Err(EmberError::Invalid(
@@ -287,6 +311,7 @@ pub struct EvalReport {
 
 /// Trains a model as `opts` says, writing the run directory.
 pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
+    let started = std::time::Instant::now();
     opts.validate()?;
     // Before the data: a missing driver is one line, whatever else is wrong.
     opts.backend.check_available()?;
@@ -310,6 +335,7 @@ pub fn train(mut opts: TrainOptions) -> Result<TrainReport> {
             opts,
             splits,
             start,
+            started,
         },
     )
 }
@@ -318,6 +344,7 @@ struct TrainJob {
     opts: TrainOptions,
     splits: Splits,
     start: Start,
+    started: std::time::Instant,
 }
 
 impl BackendJob for TrainJob {
@@ -373,13 +400,14 @@ fn train_on<B: TrainBackend, M: TrainableClassifier<B>>(
     model: M,
 ) -> Result<TrainReport> {
     let seed = job.opts.seed;
-    let start = job.start;
+    let (start, started) = (job.start, job.started);
     // each dataset's splits with its batchers (training: by epoch, for seeded augmentation)
     macro_rules! fit_on {
         ($train:expr, $test:expr, $train_batcher:expr, $valid:expr) => {
             train_model::<B, M, _, _, _>(
                 job.opts,
                 start,
+                started,
                 devices,
                 model,
                 $train.expect("training split loaded").dataset(),
@@ -452,9 +480,11 @@ fn techniques<B: TrainBackend, M: TrainableClassifier<B>>(
     Ok(all)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn train_model<B, M, I, T, V>(
     opts: TrainOptions,
     start: Start,
+    started: std::time::Instant,
     devices: Vec<B::Device>,
     model: M,
     train_split: InMemDataset<I>,
@@ -605,6 +635,7 @@ where
                     train: &train_split,
                     test: &test_split,
                     batchers: &batchers,
+                    started,
                 },
                 &Layers {
                     choices: &choices,

@@ -6,6 +6,7 @@ mod bcr;
 mod compare;
 mod conv;
 mod memory;
+mod optim;
 mod policy;
 mod report;
 mod run;
