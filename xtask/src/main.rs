@@ -70,13 +70,18 @@ enum Task {
         /// Test on the first N test images only (sparse-act-cifar10).
         #[arg(long)]
         test_limit: Option<usize>,
-        /// Backend of every training and evaluation (hinm-cifar10); a backend other than
-        /// ndarray writes docs/results/<name>-<backend>.md.
+        /// Backend of every training and evaluation (hinm-cifar10, approxtrain-cifar10); a
+        /// backend other than ndarray writes docs/results/<name>-<backend>.md.
         #[arg(long, default_value = "ndarray")]
         backend: String,
-        /// Model (hinm-cifar10).
-        #[arg(long, default_value = "resnet18-cifar-w16")]
-        model: String,
+        /// Model (hinm-cifar10: default resnet18-cifar-w16; approxtrain-cifar10: resnet18-cifar
+        /// on a GPU, resnet18-cifar-w16 on ndarray).
+        #[arg(long)]
+        model: Option<String>,
+        /// Seconds this invocation may take (approxtrain-cifar10): it stops cleanly before a
+        /// stage would pass it, exit status 75, and the same command continues.
+        #[arg(long, value_name = "SECONDS")]
+        time_limit: Option<f64>,
         /// HiNM tile height V (hinm-cifar10): it must divide every pruned layer's outputs.
         #[arg(long, default_value_t = 16)]
         tile: usize,
@@ -367,6 +372,7 @@ fn main() -> Result<()> {
             tune_epochs,
             fsdd_epochs,
             ember,
+            time_limit,
         } => reproduce::run(
             &name,
             reproduce::Options {
@@ -382,6 +388,7 @@ fn main() -> Result<()> {
                 },
                 ember,
                 fsdd_epochs,
+                time_limit,
             },
         ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),

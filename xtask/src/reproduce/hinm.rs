@@ -40,6 +40,7 @@ pub(super) fn hinm_cifar10(
         tile,
         tune_epochs,
     } = setup;
+    let model = model.as_deref().unwrap_or("resnet18-cifar-w16");
     let data = cifar10_folder(datasets)?;
     let bin = ember_binary()?;
     let work = crate::root().join(format!("target/reproduce/hinm-cifar10-{backend}"));
@@ -160,7 +161,7 @@ pub(super) fn hinm_cifar10(
     }
     let mut md = String::new();
     writeln!(md, "# HiNM on CIFAR-10: {model} on {backend}\n")?;
-    let shape = match model.as_str() {
+    let shape = match model {
         "resnet18-cifar-w16" => {
             " (ResNet-18 with the CIFAR stem at widths 16/32/64/128, 701,466 parameters)"
         }

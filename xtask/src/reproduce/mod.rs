@@ -7,11 +7,14 @@ use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod approxtrain_cifar;
 mod grim;
 mod hinm;
 mod mnist;
 mod sparse_act;
 
+use approxtrain_cifar::approxtrain_cifar10;
+pub(crate) use approxtrain_cifar::{Budget, Setup, Stopped};
 use grim::grim_gru;
 #[cfg(test)]
 use grim::{GRIM_UPDATES, grim_epochs, grim_split};
@@ -29,6 +32,12 @@ const EXPERIMENTS: &[(&str, &str)] = &[
         "approxtrain-mnist",
         "ApproxTrain Tables III/IV: LeNet-300-100 and LeNet-5 on full MNIST with FP32, AFM32, bfloat16, \
          AFM16 and Mitchell-16 multipliers, and every model tested under every multiplier",
+    ),
+    (
+        "approxtrain-cifar10",
+        "ApproxTrain Table III on CIFAR-10: ResNet-18 under FP32, AFM32, bfloat16 and AFM16 (SGD, \
+         cosine, crop + flip; the same seed), and every model tested under every format; its \
+         stages resume and --time-limit stops it cleanly (status 75)",
     ),
     (
         "hinm-cifar10",
@@ -76,12 +85,37 @@ impl RunResult {
 }
 
 fn eval(bin: &Path, run: &Path, multiplier: &str, data: &Path) -> Result<f64> {
-    let out = Command::new(bin)
-        .args(["eval", "--checkpoint"])
+    eval_on(bin, run, multiplier, data, "ndarray", None)
+}
+
+/// `ember eval` of `run` under `multiplier` on `backend` (the first `test_limit` test images).
+fn eval_on(
+    bin: &Path,
+    run: &Path,
+    multiplier: &str,
+    data: &Path,
+    backend: &str,
+    test_limit: Option<usize>,
+) -> Result<f64> {
+    println!(
+        "==> ember eval --checkpoint {} --multiplier {multiplier}",
+        run.display()
+    );
+    let mut cmd = Command::new(bin);
+    cmd.args(["eval", "--checkpoint"])
         .arg(run)
-        .args(["--multiplier", multiplier, "--data-dir"])
-        .arg(data)
-        .output()?;
+        .args([
+            "--multiplier",
+            multiplier,
+            "--backend",
+            backend,
+            "--data-dir",
+        ])
+        .arg(data);
+    if let Some(n) = test_limit {
+        cmd.args(["--test-limit", &n.to_string()]);
+    }
+    let out = cmd.output()?;
     if !out.status.success() {
         bail!(
             "ember eval {} --multiplier {multiplier} failed: {}",
@@ -225,12 +259,25 @@ pub struct Options {
     pub hinm: HinmSetup,
     pub ember: Option<PathBuf>,
     pub fsdd_epochs: usize,
+    /// Seconds this invocation may take (approxtrain-cifar10): each stage gets what is left,
+    /// and the experiment stops cleanly (status 75) when it runs out.
+    pub time_limit: Option<f64>,
+}
+
+/// The results file of experiment `name` on `backend`: `name` on ndarray, `name-backend` on any
+/// other.
+fn result_name(name: &str, backend: &str) -> String {
+    match backend {
+        "ndarray" => name.to_string(),
+        other => format!("{name}-{other}"),
+    }
 }
 
 /// The settings of `hinm-cifar10` that other machines change.
 pub struct HinmSetup {
     pub backend: String,
-    pub model: String,
+    /// The model (default: the experiment's own).
+    pub model: Option<String>,
     pub tile: usize,
     pub tune_epochs: usize,
 }
@@ -245,7 +292,13 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         hinm,
         ember,
         fsdd_epochs,
+        time_limit,
     } = options;
+    if let Some(limit) = time_limit
+        && !(limit.is_finite() && limit > 0.0)
+    {
+        bail!("--time-limit must be a positive number of seconds, got {limit}");
+    }
     if let Some(bin) = ember {
         if !bin.is_file() {
             bail!("--ember {}: no such file", bin.display());
@@ -254,7 +307,7 @@ pub fn run(name: &str, options: Options) -> Result<()> {
     }
     let datasets = datasets.unwrap_or_else(|| crate::root().join("../shared/datasets"));
     let file = match name {
-        "hinm-cifar10" if hinm.backend != "ndarray" => format!("{name}-{}", hinm.backend),
+        "hinm-cifar10" | "approxtrain-cifar10" => result_name(name, &hinm.backend),
         _ => name.to_string(),
     };
     let md = match name {
@@ -268,6 +321,25 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         "approxtrain-mnist" => approxtrain_mnist(&datasets, epochs.unwrap_or(3))?,
         "sparse-act-cifar10" => {
             sparse_act_cifar10(&datasets, epochs.unwrap_or(4), train_limit, test_limit)?
+        }
+        "approxtrain-cifar10" => {
+            let setup = Setup::new(
+                &hinm.backend,
+                hinm.model.clone(),
+                epochs,
+                train_limit,
+                test_limit,
+            );
+            match approxtrain_cifar10(&datasets, &setup, &Budget::new(time_limit))? {
+                Ok(md) => md,
+                Err(Stopped::Budget) => {
+                    println!(
+                        "stopped at --time-limit: every finished run is kept under \
+                         target/reproduce/; run the same command again to continue"
+                    );
+                    std::process::exit(75);
+                }
+            }
         }
         "grim-gru" => grim_gru(&datasets, epochs.unwrap_or(20), fsdd_epochs, train_limit)?,
         "hinm-cifar10" => hinm_cifar10(
@@ -361,12 +433,13 @@ mod tests {
             test_limit: None,
             hinm: HinmSetup {
                 backend: "cuda".into(),
-                model: "resnet18-cifar".into(),
+                model: Some("resnet18-cifar".into()),
                 tile: 64,
                 tune_epochs: 1,
             },
             ember: Some(PathBuf::from("/nonexistent/ember")),
             fsdd_epochs: 6,
+            time_limit: None,
         };
         let err = run("hinm-cifar10", options).unwrap_err().to_string();
         assert!(

@@ -1,0 +1,522 @@
+//! `approxtrain-cifar10`: ApproxTrain's Table III on CIFAR-10 (a ResNet-18 under FP32, AFM32,
+//! bfloat16 and AFM16, the same seed and schedule) and the cross-format table, in stages that
+//! resume: each format's run continues from its last epoch, and a finished one is reused.
+
+use super::{cifar10_folder, commit, ember_binary, eval_on, shown};
+use anyhow::{Context, Result, bail};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The four formats of ApproxTrain's Table III, with the paper's ResNet-18 CIFAR-10 accuracy.
+const FORMATS: [(&str, &str, f64); 4] = [
+    ("FP32", "native", 93.22),
+    ("AFM32", "afm32", 93.23),
+    ("bfloat16", "bf16", 93.48),
+    ("AFM16", "afm16", 93.40),
+];
+
+/// The JSON key of a format: the dense baseline is `dense`, the others their `--multiplier`.
+fn key(label: &str, mul: &str) -> String {
+    if label == "FP32" {
+        "dense".into()
+    } else {
+        mul.into()
+    }
+}
+
+/// What one configuration trains: the paper's scale on a GPU, a small one a CPU runs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Setup {
+    pub(crate) backend: String,
+    pub(crate) model: String,
+    pub(crate) epochs: usize,
+    pub(crate) batch: usize,
+    pub(crate) lr: f64,
+    pub(crate) warmup: usize,
+    pub(crate) train_limit: Option<usize>,
+    pub(crate) test_limit: Option<usize>,
+}
+
+impl Setup {
+    /// The configuration of `backend`: on a GPU, ResNet-18 (CIFAR stem) on all of CIFAR-10 at
+    /// batch 128 for 30 epochs; on ndarray, the 16-wide ResNet-18 on 5,000 training and 1,000
+    /// test images at batch 64 for 3 epochs. Each given option replaces its default.
+    pub(crate) fn new(
+        backend: &str,
+        model: Option<String>,
+        epochs: Option<usize>,
+        train_limit: Option<usize>,
+        test_limit: Option<usize>,
+    ) -> Self {
+        let gpu = backend != "ndarray";
+        let epochs = epochs.unwrap_or(if gpu { 30 } else { 3 });
+        Self {
+            backend: backend.to_string(),
+            model: model.unwrap_or_else(|| {
+                if gpu {
+                    "resnet18-cifar"
+                } else {
+                    "resnet18-cifar-w16"
+                }
+                .to_string()
+            }),
+            epochs,
+            batch: if gpu { 128 } else { 64 },
+            lr: if gpu { 0.1 } else { 0.05 },
+            warmup: 1.min(epochs - 1),
+            train_limit: train_limit.or((!gpu).then_some(5_000)),
+            test_limit: test_limit.or((!gpu).then_some(1_000)),
+        }
+    }
+
+    /// The `ember train` arguments of multiplier `mul` (every format's run is the same but
+    /// for it).
+    fn train_args(&self, data: &str, mul: &str) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--model",
+            &self.model,
+            "--backend",
+            &self.backend,
+            "--dataset",
+            "cifar10",
+            "--data-dir",
+            data,
+            "--multiplier",
+            mul,
+            "--epochs",
+            &self.epochs.to_string(),
+            "--batch-size",
+            &self.batch.to_string(),
+            "--optimizer",
+            "sgd",
+            "--momentum",
+            "0.9",
+            "--weight-decay",
+            "5e-4",
+            "--lr",
+            &self.lr.to_string(),
+            "--schedule",
+            "cosine",
+            "--warmup-epochs",
+            &self.warmup.to_string(),
+            "--seed",
+            "42",
+            "--keep-checkpoints",
+            "1",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        for (flag, limit) in [
+            ("--train-limit", self.train_limit),
+            ("--test-limit", self.test_limit),
+        ] {
+            if let Some(n) = limit {
+                a.extend([flag.to_string(), n.to_string()]);
+            }
+        }
+        a
+    }
+}
+
+/// Why the experiment returned without its document.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Stopped {
+    /// The time budget ran out; the runs keep their last epochs.
+    Budget,
+}
+
+/// The time budget of one invocation (`--time-limit`): what is left, and how much a stage may
+/// take.
+pub(crate) struct Budget {
+    started: Instant,
+    limit: Option<f64>,
+}
+
+impl Budget {
+    pub(crate) fn new(limit: Option<f64>) -> Self {
+        Self {
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    /// Seconds left, `None` without a limit.
+    fn left(&self) -> Option<f64> {
+        self.limit.map(|l| l - self.started.elapsed().as_secs_f64())
+    }
+
+    /// Prints what is left; `Err(Stopped::Budget)` when nothing is.
+    fn report(&self, stage: &str) -> std::result::Result<Option<f64>, Stopped> {
+        match self.left() {
+            None => Ok(None),
+            Some(left) if left <= 1.0 => {
+                println!("==> budget spent before {stage}");
+                Err(Stopped::Budget)
+            }
+            Some(left) => {
+                println!(
+                    "==> {stage}: {left:.0} s of the {:.0} s budget left",
+                    self.limit.unwrap_or_default()
+                );
+                Ok(Some(left))
+            }
+        }
+    }
+}
+
+/// A format's run: trained to its last epoch (a finished one with the same arguments reused,
+/// an unfinished one resumed), or stopped at the budget. Returns its test accuracy.
+fn stage(
+    bin: &Path,
+    out: &Path,
+    args: &[String],
+    budget: &Budget,
+) -> Result<std::result::Result<f64, Stopped>> {
+    let signature = out.with_extension("args");
+    let same = std::fs::read_to_string(&signature).is_ok_and(|s| s == args.join(" "));
+    let manifest = out.join("ember-run.json");
+    if same && let Some(acc) = finished(&manifest)? {
+        println!("==> {} is complete: {acc:.2} %", out.display());
+        return Ok(Ok(acc));
+    }
+    let left = match budget.report(&format!("training {}", out.display())) {
+        Ok(left) => left,
+        Err(stop) => return Ok(Err(stop)),
+    };
+    let mut cmd = Command::new(bin);
+    cmd.arg("train")
+        .args(args)
+        .args(["--plain", "--out"])
+        .arg(out);
+    if same && manifest.is_file() {
+        cmd.arg("--resume");
+    } else {
+        if out.exists() {
+            println!(
+                "==> {} was trained with other settings: starting it over",
+                out.display()
+            );
+        }
+        cmd.arg("--overwrite");
+        std::fs::create_dir_all(out.parent().context("a run inside the work folder")?)?;
+        std::fs::write(&signature, args.join(" "))?;
+    }
+    if let Some(left) = left {
+        cmd.args(["--time-limit", &format!("{left:.0}")]);
+    }
+    println!("==> ember train {} --out {}", args.join(" "), out.display());
+    let status = cmd.status().context("run ember train")?;
+    match status.code() {
+        Some(0) => finished(&manifest)?
+            .map(Ok)
+            .with_context(|| format!("{} finished without a test accuracy", manifest.display())),
+        Some(75) => Ok(Err(Stopped::Budget)),
+        _ => bail!("ember train {} failed ({status})", args.join(" ")),
+    }
+}
+
+/// The test accuracy of a run that completed all its epochs, `None` for one that did not (or
+/// none at all).
+fn finished(manifest: &Path) -> Result<Option<f64>> {
+    if !manifest.is_file() {
+        return Ok(None);
+    }
+    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(manifest)?)
+        .with_context(|| format!("{} is not JSON", manifest.display()))?;
+    let done = m["completed_epochs"].as_u64().is_some() && m["tested_epoch"] == m["epochs"];
+    Ok(done.then(|| m["test_accuracy"].as_f64()).flatten())
+}
+
+/// What the document says each side computes in.
+fn precision(backend: &str) -> &'static str {
+    match backend {
+        "cuda" => {
+            "FP32 (`native`) runs Burn's CUDA matmul and convolution, which use TF32 tensor cores; \
+             every approximate multiplier computes its own products and accumulates in f32"
+        }
+        _ => {
+            "f32 throughout (the backend's matmul and convolution; the multipliers' products accumulate in f32)"
+        }
+    }
+}
+
+/// Runs the experiment; `Err(Stopped)` inside when the budget ran out first.
+pub(crate) fn approxtrain_cifar10(
+    datasets: &Path,
+    setup: &Setup,
+    budget: &Budget,
+) -> Result<std::result::Result<String, Stopped>> {
+    let data = cifar10_folder(datasets)?;
+    let bin = ember_binary()?;
+    let root = crate::root();
+    let work = root.join(format!(
+        "target/reproduce/approxtrain-cifar10-{}",
+        setup.backend
+    ));
+    let data_s = data.to_str().context("non-UTF-8 path")?;
+    let mut runs: Vec<(PathBuf, f64)> = Vec::new();
+    for (_, mul, _) in FORMATS {
+        let out = work.join(mul);
+        match stage(&bin, &out, &setup.train_args(data_s, mul), budget)? {
+            Ok(acc) => runs.push((out, acc)),
+            Err(stop) => return Ok(Err(stop)),
+        }
+    }
+    // Every model tested under every format (ApproxTrain's Table IV).
+    let mut cross: Vec<Vec<f64>> = Vec::new();
+    for ((out, acc), (_, mul, _)) in runs.iter().zip(FORMATS) {
+        let mut row = Vec::new();
+        for (_, test_mul, _) in FORMATS {
+            row.push(if test_mul == mul {
+                *acc
+            } else {
+                if let Err(stop) =
+                    budget.report(&format!("testing {} under {test_mul}", out.display()))
+                {
+                    return Ok(Err(stop));
+                }
+                eval_on(&bin, out, test_mul, &data, &setup.backend, setup.test_limit)?
+            });
+        }
+        cross.push(row);
+    }
+    let json = document_json(setup, &runs, &cross);
+    let results = root.join("docs/results");
+    std::fs::create_dir_all(&results)?;
+    let name = super::result_name("approxtrain-cifar10", &setup.backend);
+    std::fs::write(
+        results.join(format!("{name}.json")),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
+    for ((out, _), (_, mul, _)) in runs.iter().zip(FORMATS) {
+        std::fs::copy(
+            out.join("curves.png"),
+            results.join(format!("{name}-{mul}.png")),
+        )?;
+    }
+    Ok(Ok(document(setup, &data, &name, &runs, &cross)?))
+}
+
+/// The JSON beside the document: every accuracy it reports, keyed by the table's rows (the
+/// dense baseline `dense`) and, for the cross-format table, trained-with then tested-with.
+fn document_json(setup: &Setup, runs: &[(PathBuf, f64)], cross: &[Vec<f64>]) -> serde_json::Value {
+    let mut accuracy = serde_json::Map::new();
+    let mut table = serde_json::Map::new();
+    for (((_, acc), row), (label, mul, _)) in runs.iter().zip(cross).zip(FORMATS) {
+        accuracy.insert(key(label, mul), (*acc).into());
+        let tested: serde_json::Map<String, serde_json::Value> = FORMATS
+            .iter()
+            .zip(row)
+            .map(|((l, m, _), v)| (key(l, m), (*v).into()))
+            .collect();
+        table.insert(key(label, mul), tested.into());
+    }
+    let paper: serde_json::Map<String, serde_json::Value> = FORMATS
+        .iter()
+        .map(|(l, m, p)| (key(l, m), (*p).into()))
+        .collect();
+    serde_json::json!({
+        "experiment": "approxtrain-cifar10",
+        "commit": commit(),
+        "backend": setup.backend,
+        "model": setup.model,
+        "precision": precision(&setup.backend),
+        "settings": {
+            "epochs": setup.epochs,
+            "batch_size": setup.batch,
+            "optimizer": "sgd",
+            "momentum": 0.9,
+            "weight_decay": 5e-4,
+            "lr": setup.lr,
+            "schedule": "cosine",
+            "warmup_epochs": setup.warmup,
+            "seed": 42,
+            "augmentation": "random 32x32 crop of the 4-pixel zero-padded image, random horizontal flip",
+            "train_limit": setup.train_limit,
+            "test_limit": setup.test_limit,
+        },
+        "test_accuracy": accuracy,
+        "cross_format": table,
+        "paper": paper,
+    })
+}
+
+fn document(
+    setup: &Setup,
+    data: &Path,
+    name: &str,
+    runs: &[(PathBuf, f64)],
+    cross: &[Vec<f64>],
+) -> Result<String> {
+    let s = setup;
+    let images = s
+        .train_limit
+        .map_or("all 50,000".to_string(), |n| format!("the first {n}"));
+    let tests = s
+        .test_limit
+        .map_or("all 10,000".to_string(), |n| format!("the first {n}"));
+    let mut flags = format!(
+        " --backend {} --model {} --epochs {}",
+        s.backend, s.model, s.epochs
+    );
+    for (flag, limit) in [
+        ("--train-limit", s.train_limit),
+        ("--test-limit", s.test_limit),
+    ] {
+        if let Some(n) = limit {
+            write!(flags, " {flag} {n}")?;
+        }
+    }
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# ApproxTrain on CIFAR-10: {} under four multipliers\n",
+        s.model
+    )?;
+    writeln!(md, "Produced by the `ember` of commit {}.\n", commit())?;
+    writeln!(
+        md,
+        "Written by `cargo xtask reproduce approxtrain-cifar10{flags}`. Each format's run is \
+         `ember train --model {} --backend {} --dataset cifar10 --multiplier M --epochs {} \
+         --batch-size {} --optimizer sgd --momentum 0.9 --weight-decay 5e-4 --lr {} --schedule \
+         cosine --warmup-epochs {} --seed 42`: SGD with momentum, the rate rising linearly over \
+         the first {} epoch{} and then falling along a cosine to 0, step by step; the same seed, \
+         data order and schedule for every format. Trained on {images} training images of \
+         `{}` (`cifar10-jpg.tar.gz`, JPEG re-encoded) with random crop (4-pixel zero padding) \
+         and horizontal flip, tested on {tests} test images.\n",
+        s.model,
+        s.backend,
+        s.epochs,
+        s.batch,
+        s.lr,
+        s.warmup,
+        s.warmup,
+        if s.warmup == 1 { "" } else { "s" },
+        shown(data),
+    )?;
+    writeln!(
+        md,
+        "Every multiply of every convolution and linear layer, forward and both gradients, goes \
+         through the multiplier. AFM32/AFM16 are the minimally biased multiplier at 23/7 mantissa \
+         bits, bfloat16 is truncation to 7 bits (ApproxTrain's `ACC_7`). Precision: {}.\n",
+        precision(&s.backend)
+    )?;
+    writeln!(md, "## Table III: test accuracy\n")?;
+    writeln!(
+        md,
+        "| format | `--multiplier` | Ember | paper (ResNet-18, Table III) | mean epoch (s) |"
+    )?;
+    writeln!(md, "|---|---|---:|---:|---:|")?;
+    for ((out, acc), (label, mul, paper)) in runs.iter().zip(FORMATS) {
+        writeln!(
+            md,
+            "| {label} | `{mul}` | {acc:.2} % | {paper:.2} % | {:.1} |",
+            mean_epoch(out)?
+        )?;
+    }
+    let spread = runs.iter().map(|r| r.1).fold(f64::NEG_INFINITY, f64::max)
+        - runs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    writeln!(
+        md,
+        "\nThe four formats lie within {spread:.2} pp of each other (the paper's: 0.26 pp).\n"
+    )?;
+    writeln!(md, "## Cross-format testing (Table IV style)\n")?;
+    let header: Vec<&str> = FORMATS.iter().map(|f| f.0).collect();
+    writeln!(
+        md,
+        "| trained with \\ tested with | {} |",
+        header.join(" | ")
+    )?;
+    writeln!(md, "|---|{}", "---:|".repeat(header.len()))?;
+    for (row, (label, _, _)) in cross.iter().zip(FORMATS) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(FORMATS)
+            .map(|(v, (l, _, _))| {
+                if l == label {
+                    format!("**{v:.2}**")
+                } else {
+                    format!("{v:.2}")
+                }
+            })
+            .collect();
+        writeln!(md, "| {label} | {} |", cells.join(" | "))?;
+    }
+    writeln!(md, "\nThe accuracies are also in `{name}.json`.\n")?;
+    writeln!(md, "## Training curves\n")?;
+    for (label, mul, _) in FORMATS {
+        writeln!(md, "![{label}]({name}-{mul}.png)\n")?;
+    }
+    Ok(md)
+}
+
+fn mean_epoch(run: &Path) -> Result<f64> {
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json"))?)?;
+    let secs: Vec<f64> = m["epoch_seconds"]
+        .as_array()
+        .context("epoch_seconds")?
+        .iter()
+        .filter_map(|v| v.as_f64())
+        .collect();
+    Ok(secs.iter().sum::<f64>() / secs.len().max(1) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gpu_runs_the_papers_scale_and_the_cpu_a_small_one() {
+        let gpu = Setup::new("cuda", None, None, None, None);
+        assert_eq!(
+            (gpu.model.as_str(), gpu.epochs, gpu.batch, gpu.train_limit),
+            ("resnet18-cifar", 30, 128, None)
+        );
+        let cpu = Setup::new("ndarray", None, Some(1), None, Some(100));
+        assert_eq!(cpu.model, "resnet18-cifar-w16");
+        assert_eq!((cpu.train_limit, cpu.test_limit), (Some(5_000), Some(100)));
+        assert_eq!(cpu.warmup, 0, "one epoch leaves none to warm up in");
+        let args = gpu.train_args("/data", "afm16").join(" ");
+        assert!(
+            args.contains("--multiplier afm16") && args.contains("--optimizer sgd"),
+            "{args}"
+        );
+        assert!(!args.contains("--train-limit"), "{args}");
+    }
+
+    #[test]
+    fn a_run_counts_as_finished_only_with_every_epoch_tested() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("ember-run.json");
+        assert_eq!(finished(&m).unwrap(), None);
+        std::fs::write(
+            &m,
+            r#"{"epochs":3,"completed_epochs":2,"tested_epoch":null,"test_accuracy":null}"#,
+        )
+        .unwrap();
+        assert_eq!(finished(&m).unwrap(), None);
+        std::fs::write(
+            &m,
+            r#"{"epochs":3,"completed_epochs":3,"tested_epoch":3,"test_accuracy":51.5}"#,
+        )
+        .unwrap();
+        assert_eq!(finished(&m).unwrap(), Some(51.5));
+        std::fs::write(&m, "{").unwrap();
+        assert!(finished(&m).unwrap_err().to_string().contains("not JSON"));
+    }
+
+    #[test]
+    fn a_spent_budget_stops_before_the_next_stage() {
+        let budget = Budget::new(Some(0.5));
+        assert_eq!(budget.report("training x"), Err(Stopped::Budget));
+        assert_eq!(Budget::new(None).report("training x"), Ok(None));
+        let left = Budget::new(Some(100.0))
+            .report("training x")
+            .unwrap()
+            .unwrap();
+        assert!(left > 99.0 && left <= 100.0, "{left}");
+    }
+}
