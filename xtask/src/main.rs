@@ -78,16 +78,21 @@ enum Task {
         /// on a GPU, resnet18-cifar-w16 on ndarray).
         #[arg(long)]
         model: Option<String>,
-        /// Seconds this invocation may take (approxtrain-cifar10): it stops cleanly before a
-        /// stage would pass it, exit status 75, and the same command continues.
+        /// Seconds this invocation may take (approxtrain-cifar10, hinm-cifar10): it stops
+        /// cleanly before a stage would pass it, exit status 75, and the same command continues.
         #[arg(long, value_name = "SECONDS")]
         time_limit: Option<f64>,
-        /// HiNM tile height V (hinm-cifar10): it must divide every pruned layer's outputs.
-        #[arg(long, default_value_t = 16)]
-        tile: usize,
-        /// Epochs of each masked fine-tune (hinm-cifar10).
-        #[arg(long, default_value_t = 1)]
-        tune_epochs: usize,
+        /// HiNM tile height V (hinm-cifar10; default 64 on a GPU, 16 on ndarray): it must
+        /// divide every pruned layer's outputs.
+        #[arg(long)]
+        tile: Option<usize>,
+        /// Epochs of each masked fine-tune (hinm-cifar10; default 5 on a GPU, 1 on ndarray).
+        #[arg(long)]
+        tune_epochs: Option<usize>,
+        /// Seeds of each masked fine-tune (hinm-cifar10): 42, 43, …; their spread is the noise
+        /// the permutation choices are compared against.
+        #[arg(long, default_value_t = 3)]
+        seeds: usize,
         /// Epochs of each FSDD run (grim-gru; --epochs sets Japanese Vowels').
         #[arg(long, default_value_t = 6)]
         fsdd_epochs: usize,
@@ -370,6 +375,7 @@ fn main() -> Result<()> {
             model,
             tile,
             tune_epochs,
+            seeds,
             fsdd_epochs,
             ember,
             time_limit,
@@ -385,6 +391,7 @@ fn main() -> Result<()> {
                     model,
                     tile,
                     tune_epochs,
+                    seeds,
                 },
                 ember,
                 fsdd_epochs,

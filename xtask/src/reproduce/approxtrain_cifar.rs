@@ -2,12 +2,11 @@
 //! bfloat16 and AFM16, the same seed and schedule) and the cross-format table, in stages that
 //! resume: each format's run continues from its last epoch, and a finished one is reused.
 
+use super::stage::{Budget, Stopped, mean_epoch, stage};
 use super::{cifar10_folder, commit, ember_binary, eval_on, shown};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
 
 /// The four formats of ApproxTrain's Table III, with the paper's ResNet-18 CIFAR-10 accuracy.
 const FORMATS: [(&str, &str, f64); 4] = [
@@ -73,7 +72,7 @@ impl Setup {
 
     /// The `ember train` arguments of multiplier `mul` (every format's run is the same but
     /// for it).
-    fn train_args(&self, data: &str, mul: &str) -> Vec<String> {
+    pub(crate) fn train_args(&self, data: &str, mul: &str) -> Vec<String> {
         let mut a: Vec<String> = [
             "--model",
             &self.model,
@@ -120,113 +119,18 @@ impl Setup {
     }
 }
 
-/// Why the experiment returned without its document.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Stopped {
-    /// The time budget ran out; the runs keep their last epochs.
-    Budget,
-}
-
-/// The time budget of one invocation (`--time-limit`): what is left, and how much a stage may
-/// take.
-pub(crate) struct Budget {
-    started: Instant,
-    limit: Option<f64>,
-}
-
-impl Budget {
-    pub(crate) fn new(limit: Option<f64>) -> Self {
-        Self {
-            started: Instant::now(),
-            limit,
-        }
-    }
-
-    /// Seconds left, `None` without a limit.
-    fn left(&self) -> Option<f64> {
-        self.limit.map(|l| l - self.started.elapsed().as_secs_f64())
-    }
-
-    /// Prints what is left; `Err(Stopped::Budget)` when nothing is.
-    fn report(&self, stage: &str) -> std::result::Result<Option<f64>, Stopped> {
-        match self.left() {
-            None => Ok(None),
-            Some(left) if left <= 1.0 => {
-                println!("==> budget spent before {stage}");
-                Err(Stopped::Budget)
-            }
-            Some(left) => {
-                println!(
-                    "==> {stage}: {left:.0} s of the {:.0} s budget left",
-                    self.limit.unwrap_or_default()
-                );
-                Ok(Some(left))
-            }
-        }
-    }
-}
-
-/// A format's run: trained to its last epoch (a finished one with the same arguments reused,
-/// an unfinished one resumed), or stopped at the budget. Returns its test accuracy.
-fn stage(
-    bin: &Path,
-    out: &Path,
-    args: &[String],
-    budget: &Budget,
-) -> Result<std::result::Result<f64, Stopped>> {
-    let signature = out.with_extension("args");
-    let same = std::fs::read_to_string(&signature).is_ok_and(|s| s == args.join(" "));
-    let manifest = out.join("ember-run.json");
-    if same && let Some(acc) = finished(&manifest)? {
-        println!("==> {} is complete: {acc:.2} %", out.display());
-        return Ok(Ok(acc));
-    }
-    let left = match budget.report(&format!("training {}", out.display())) {
-        Ok(left) => left,
-        Err(stop) => return Ok(Err(stop)),
-    };
-    let mut cmd = Command::new(bin);
-    cmd.arg("train")
-        .args(args)
-        .args(["--plain", "--out"])
-        .arg(out);
-    if same && manifest.is_file() {
-        cmd.arg("--resume");
-    } else {
-        if out.exists() {
-            println!(
-                "==> {} was trained with other settings: starting it over",
-                out.display()
-            );
-        }
-        cmd.arg("--overwrite");
-        std::fs::create_dir_all(out.parent().context("a run inside the work folder")?)?;
-        std::fs::write(&signature, args.join(" "))?;
-    }
-    if let Some(left) = left {
-        cmd.args(["--time-limit", &format!("{left:.0}")]);
-    }
-    println!("==> ember train {} --out {}", args.join(" "), out.display());
-    let status = cmd.status().context("run ember train")?;
-    match status.code() {
-        Some(0) => finished(&manifest)?
-            .map(Ok)
-            .with_context(|| format!("{} finished without a test accuracy", manifest.display())),
-        Some(75) => Ok(Err(Stopped::Budget)),
-        _ => bail!("ember train {} failed ({status})", args.join(" ")),
-    }
-}
-
-/// The test accuracy of a run that completed all its epochs, `None` for one that did not (or
-/// none at all).
-fn finished(manifest: &Path) -> Result<Option<f64>> {
-    if !manifest.is_file() {
-        return Ok(None);
-    }
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(manifest)?)
-        .with_context(|| format!("{} is not JSON", manifest.display()))?;
-    let done = m["completed_epochs"].as_u64().is_some() && m["tested_epoch"] == m["epochs"];
-    Ok(done.then(|| m["test_accuracy"].as_f64()).flatten())
+/// The directory of a dense (FP32) CIFAR-10 run of `args`, shared by the experiments that
+/// start from it (`approxtrain-cifar10`'s FP32 row, `hinm-cifar10`'s dense model): named by a
+/// hash of its arguments, so a run of other settings never replaces it.
+pub(crate) fn dense_run(root: &Path, args: &[String]) -> PathBuf {
+    // FNV-1a: stable across builds and platforms
+    let hash = args
+        .join(" ")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    root.join(format!("target/reproduce/cifar10-dense/{hash:016x}"))
 }
 
 /// What the document says each side computes in.
@@ -258,8 +162,12 @@ pub(crate) fn approxtrain_cifar10(
     let data_s = data.to_str().context("non-UTF-8 path")?;
     let mut runs: Vec<(PathBuf, f64)> = Vec::new();
     for (_, mul, _) in FORMATS {
-        let out = work.join(mul);
-        match stage(&bin, &out, &setup.train_args(data_s, mul), budget)? {
+        let args = setup.train_args(data_s, mul);
+        let out = match mul {
+            "native" => dense_run(&root, &args),
+            _ => work.join(mul),
+        };
+        match stage(&bin, &out, &args, budget)? {
             Ok(acc) => runs.push((out, acc)),
             Err(stop) => return Ok(Err(stop)),
         }
@@ -452,18 +360,6 @@ fn document(
     Ok(md)
 }
 
-fn mean_epoch(run: &Path) -> Result<f64> {
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("ember-run.json"))?)?;
-    let secs: Vec<f64> = m["epoch_seconds"]
-        .as_array()
-        .context("epoch_seconds")?
-        .iter()
-        .filter_map(|v| v.as_f64())
-        .collect();
-    Ok(secs.iter().sum::<f64>() / secs.len().max(1) as f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,38 +381,9 @@ mod tests {
             "{args}"
         );
         assert!(!args.contains("--train-limit"), "{args}");
-    }
-
-    #[test]
-    fn a_run_counts_as_finished_only_with_every_epoch_tested() {
-        let dir = tempfile::tempdir().unwrap();
-        let m = dir.path().join("ember-run.json");
-        assert_eq!(finished(&m).unwrap(), None);
-        std::fs::write(
-            &m,
-            r#"{"epochs":3,"completed_epochs":2,"tested_epoch":null,"test_accuracy":null}"#,
-        )
-        .unwrap();
-        assert_eq!(finished(&m).unwrap(), None);
-        std::fs::write(
-            &m,
-            r#"{"epochs":3,"completed_epochs":3,"tested_epoch":3,"test_accuracy":51.5}"#,
-        )
-        .unwrap();
-        assert_eq!(finished(&m).unwrap(), Some(51.5));
-        std::fs::write(&m, "{").unwrap();
-        assert!(finished(&m).unwrap_err().to_string().contains("not JSON"));
-    }
-
-    #[test]
-    fn a_spent_budget_stops_before_the_next_stage() {
-        let budget = Budget::new(Some(0.5));
-        assert_eq!(budget.report("training x"), Err(Stopped::Budget));
-        assert_eq!(Budget::new(None).report("training x"), Ok(None));
-        let left = Budget::new(Some(100.0))
-            .report("training x")
-            .unwrap()
-            .unwrap();
-        assert!(left > 99.0 && left <= 100.0, "{left}");
+        let root = Path::new("/r");
+        let dense = dense_run(root, &gpu.train_args("/data", "native"));
+        assert_eq!(dense, dense_run(root, &gpu.train_args("/data", "native")));
+        assert_ne!(dense, dense_run(root, &cpu.train_args("/data", "native")));
     }
 }

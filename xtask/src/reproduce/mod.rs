@@ -12,15 +12,17 @@ mod grim;
 mod hinm;
 mod mnist;
 mod sparse_act;
+mod stage;
 
+use approxtrain_cifar::Setup;
 use approxtrain_cifar::approxtrain_cifar10;
-pub(crate) use approxtrain_cifar::{Budget, Setup, Stopped};
 use grim::grim_gru;
 #[cfg(test)]
 use grim::{GRIM_UPDATES, grim_epochs, grim_split};
 use hinm::hinm_cifar10;
 use mnist::{approxtrain_mnist, lenet_mnist};
 use sparse_act::sparse_act_cifar10;
+use stage::{Budget, Stopped};
 
 /// The experiments: name and what it does.
 const EXPERIMENTS: &[(&str, &str)] = &[
@@ -264,6 +266,21 @@ pub struct Options {
     pub time_limit: Option<f64>,
 }
 
+/// The document of an experiment that finished; one stopped at its `--time-limit` ends the
+/// process with status 75 (its runs kept for the same command to continue).
+fn stopped(outcome: std::result::Result<String, Stopped>) -> String {
+    match outcome {
+        Ok(md) => md,
+        Err(Stopped::Budget) => {
+            println!(
+                "stopped at --time-limit: every run is kept under target/reproduce/; run the \
+                 same command again to continue"
+            );
+            std::process::exit(75);
+        }
+    }
+}
+
 /// The results file of experiment `name` on `backend`: `name` on ndarray, `name-backend` on any
 /// other.
 fn result_name(name: &str, backend: &str) -> String {
@@ -278,8 +295,12 @@ pub struct HinmSetup {
     pub backend: String,
     /// The model (default: the experiment's own).
     pub model: Option<String>,
-    pub tile: usize,
-    pub tune_epochs: usize,
+    /// HiNM's tile height V (default 64 on a GPU, 16 on ndarray).
+    pub tile: Option<usize>,
+    /// Epochs of each masked fine-tune (default 5 on a GPU, 1 on ndarray).
+    pub tune_epochs: Option<usize>,
+    /// Seeds of each fine-tune (42, 43, …).
+    pub seeds: usize,
 }
 
 /// Runs experiment `name`.
@@ -330,25 +351,21 @@ pub fn run(name: &str, options: Options) -> Result<()> {
                 train_limit,
                 test_limit,
             );
-            match approxtrain_cifar10(&datasets, &setup, &Budget::new(time_limit))? {
-                Ok(md) => md,
-                Err(Stopped::Budget) => {
-                    println!(
-                        "stopped at --time-limit: every finished run is kept under \
-                         target/reproduce/; run the same command again to continue"
-                    );
-                    std::process::exit(75);
-                }
-            }
+            stopped(approxtrain_cifar10(
+                &datasets,
+                &setup,
+                &Budget::new(time_limit),
+            )?)
         }
         "grim-gru" => grim_gru(&datasets, epochs.unwrap_or(20), fsdd_epochs, train_limit)?,
-        "hinm-cifar10" => hinm_cifar10(
+        "hinm-cifar10" => stopped(hinm_cifar10(
             &datasets,
-            epochs.unwrap_or(3),
+            epochs,
             train_limit,
             test_limit,
             &hinm,
-        )?,
+            &Budget::new(time_limit),
+        )?),
         other => bail!(
             "unknown experiment `{other}`; known: {}",
             EXPERIMENTS
@@ -434,8 +451,9 @@ mod tests {
             hinm: HinmSetup {
                 backend: "cuda".into(),
                 model: Some("resnet18-cifar".into()),
-                tile: 64,
-                tune_epochs: 1,
+                tile: Some(64),
+                tune_epochs: Some(1),
+                seeds: 3,
             },
             ember: Some(PathBuf::from("/nonexistent/ember")),
             fsdd_epochs: 6,
