@@ -221,7 +221,7 @@ fn is_bundle(dir: &Path) -> bool {
 
 /// Builds the bundle into `out` (default `target/gpu-bundle` in the workspace). An existing
 /// `out` is replaced only when it is a bundle, and only once the new one is complete.
-pub fn run(out: Option<PathBuf>) -> Result<()> {
+pub fn run(out: Option<PathBuf>, ember_only: bool) -> Result<()> {
     let out = out.unwrap_or_else(|| crate::root().join("target/gpu-bundle"));
     if out.exists() && !is_bundle(&out) {
         bail!(
@@ -241,7 +241,12 @@ pub fn run(out: Option<PathBuf>) -> Result<()> {
             bail!("`{tool}` is needed to make the bundle and was not found on PATH");
         }
     }
-    let targets = Targets::of_workspace()?;
+    let mut targets = Targets::of_workspace()?;
+    if ember_only {
+        // what `device-session.sh reproduce` needs: `ember` and this runner
+        targets.tests.clear();
+        targets.benches.clear();
+    }
     let built = build(&targets)?;
 
     let target = crate::target_dir();
@@ -265,8 +270,13 @@ pub fn run(out: Option<PathBuf>) -> Result<()> {
     std::fs::write(
         staging.join("BUNDLE.txt"),
         format!(
-            "commit {commit}\nbuilt with: cargo {}\n",
-            build_args(&targets)[..5].join(" ")
+            "commit {commit}\nbuilt with: cargo {}\n{}",
+            build_args(&targets)[..5].join(" "),
+            if ember_only {
+                "ember only: for `cargo xtask reproduce` (device-session.sh reproduce)\n"
+            } else {
+                ""
+            }
         ),
     )?;
 

@@ -108,6 +108,10 @@ enum Task {
         /// a bundle.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Only `ember` and the runner (for `device-session.sh reproduce`): no test or bench
+        /// binaries, so the bundle leaves room for CIFAR-10 and run state in one carry.
+        #[arg(long)]
+        ember_only: bool,
     },
     /// The bundle's runner (run.sh calls it): kernel tests, bench rows, one-epoch trainings and
     /// the PyTorch column on EMBER_TEST_RUNTIME's runtime; prints one table.
@@ -399,7 +403,7 @@ fn main() -> Result<()> {
             },
         ),
         Task::GenDecorator { check } => gen_decorator::run(&root(), check),
-        Task::GpuBundle { out } => gpu_bundle::run(out),
+        Task::GpuBundle { out, ember_only } => gpu_bundle::run(out, ember_only),
         Task::GpuRows { dir } => {
             let bundle = std::fs::read_to_string(dir.join("BUNDLE.txt")).unwrap_or_default();
             let commit = bundle

@@ -67,14 +67,14 @@ impl Setup {
         test_limit: Option<usize>,
     ) -> Self {
         let gpu = backend != "ndarray";
-        let epochs = epochs.unwrap_or(if gpu { 30 } else { 4 });
+        let epochs = epochs.unwrap_or(if gpu { 30 } else { 3 });
         Self {
             backend: backend.to_string(),
             model: model.unwrap_or_else(|| if gpu { "resmlp-s12" } else { "resmlp-small" }.into()),
             epochs,
             warmup: (if gpu { 2 } else { 1 }).min(epochs - 1),
-            train_limit: train_limit.or((!gpu).then_some(10_000)),
-            test_limit: test_limit.or((!gpu).then_some(2_000)),
+            train_limit: train_limit.or((!gpu).then_some(5_000)),
+            test_limit: test_limit.or((!gpu).then_some(1_000)),
         }
     }
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# One call of a lent GPU machine (docs/gpu-bundle.md), run from the repository root with the
+# carried folder gpu/ beside this script's copy (gpu/device-session.sh):
+#
+#   bash gpu/device-session.sh checks
+#       gpu/bundle/ (cargo xtask gpu-bundle --out gpu/bundle) and gpu/cifar10-sub.tar.gz:
+#       1. the model-step rows beside PyTorch (220 s at most), 2. the kernel tests (150 s),
+#       3. one-epoch CIFAR-10 trainings of ResNet-18 on 5,120 images, native and AFM16 at
+#       batch 128 (90 s each), 4. ResNet-50 at batch 20,000, which must end with an error naming
+#       the batch size (60 s): 610 s at most, within one call.
+#   bash gpu/device-session.sh reproduce NAME [ARGS...]
+#       gpu/bundle/ (cargo xtask gpu-bundle --ember-only --out gpu/bundle) and
+#       gpu/cifar10-jpg.tar.gz: `cargo xtask reproduce NAME --backend cuda ARGS` from the
+#       bundle's binaries (ARGS: --time-limit SECONDS, --epochs N, ...). Its runs live in
+#       target/reproduce/ for the next call while the machine stays warm.
+#
+# Everything it makes goes into $OUT/res.tar.gz, remade after each stage, so a call cut off by
+# its limit still returns what was done.
+set -u
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(pwd)
+out=${OUT:-$root/device-out}
+res=$out/res
+mkdir -p "$res"
+pack() { tar -czf "$out/res.tar.gz.part" -C "$out" res && mv "$out/res.tar.gz.part" "$out/res.tar.gz"; }
+stage() { echo "==> $* ($(date +%T))" | tee -a "$res/stages.txt"; }
+
+bundle=$here/bundle
+work=$bundle/work
+if [ ! -x "$bundle/run.sh" ]; then
+    echo "no bundle in $bundle: cargo xtask gpu-bundle --out gpu/bundle" >&2
+    exit 2
+fi
+# run.sh unpacks the binaries once (its --help runs nothing else)
+"$bundle/run.sh" --help >/dev/null || { echo "cannot unpack $bundle" >&2; exit 2; }
+bin=$work/bin
+cp "$work/BUNDLE.txt" "$res/" 2>/dev/null
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
+
+mode=${1:-checks}
+shift || true
+case $mode in
+checks)
+    stage "model-step rows beside PyTorch"
+    timeout 220 "$bundle/run.sh" --skip tests --skip train --bench-filter 'model_step.*cuda' \
+        --report "$res/model-report.md" >"$res/model.log" 2>&1
+    mkdir -p "$res/model"
+    cp -r "$work/criterion" "$work/torch.json" "$work/BUNDLE.txt" "$res/model/" 2>/dev/null
+    pack
+    stage "kernel tests"
+    timeout 150 "$bundle/run.sh" --skip benches --skip train --skip torch \
+        --report "$res/tests-report.md" >"$res/tests.log" 2>&1
+    cp -r "$work/logs" "$res/test-logs" 2>/dev/null
+    pack
+    stage "one-epoch CIFAR-10 trainings"
+    data=/tmp/ember-cifar-sub
+    mkdir -p "$data" && tar -xzf "$here/cifar10-sub.tar.gz" -C "$data"
+    for mul in native afm16; do
+        timeout 90 "$bin/ember" train --model resnet18-cifar --backend cuda --dataset cifar10 \
+            --data-dir "$data" --multiplier "$mul" --epochs 1 --batch-size 128 --plain \
+            --train-limit 5120 --test-limit 1000 \
+            --out "$res/train-$mul" --overwrite >"$res/train-$mul.log" 2>&1
+        echo "train $mul: exit $?" >>"$res/stages.txt"
+        rm -rf "$res/train-$mul/checkpoint" "$res/train-$mul/model.mpk"
+        pack
+    done
+    stage "ResNet-50 at batch 20,000 (must fail naming the batch)"
+    timeout 60 "$bin/ember" train --model resnet50-cifar --backend cuda --dataset cifar10 \
+        --data-dir "$data" --epochs 1 --batch-size 20000 --plain --out /tmp/ember-oom \
+        >"$res/oom.log" 2>&1
+    echo "oom: exit $?" >>"$res/stages.txt"
+    ;;
+reproduce)
+    name=${1:?reproduce needs an experiment name}
+    shift
+    stage "reproduce $name $*"
+    # xtask finds the workspace from CARGO_MANIFEST_DIR; the commit comes from the bundle
+    CARGO_MANIFEST_DIR=$root/xtask \
+        EMBER_COMMIT=$(sed -n 's/^commit //p' "$work/BUNDLE.txt") \
+        "$bin/xtask" reproduce "$name" --backend cuda --ember "$bin/ember" --datasets "$here" "$@" \
+        2>&1 | tee "$res/reproduce-$name.log"
+    status=${PIPESTATUS[0]}
+    echo "reproduce $name: exit $status" >>"$res/stages.txt"
+    mkdir -p "$res/results"
+    cp docs/results/"$name"-cuda* "$res/results/" 2>/dev/null
+    # every run's manifest and metrics (small), never its checkpoints
+    (cd target/reproduce 2>/dev/null && find . -name ember-run.json -o -name metrics.csv \
+        -o -name curves.png -o -name '*.args' | tar -czf "$res/runs.tar.gz" -T -)
+    ;;
+*)
+    echo "unknown mode $mode: checks or reproduce NAME [ARGS...]" >&2
+    exit 2
+    ;;
+esac
+pack
+echo "done: $out/res.tar.gz"
