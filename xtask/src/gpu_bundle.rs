@@ -451,7 +451,9 @@ mod tests {
     fn a_folder_that_is_not_a_bundle_is_never_replaced() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-        let err = run(Some(dir.path().to_path_buf())).unwrap_err().to_string();
+        let err = run(Some(dir.path().to_path_buf()), false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a GPU bundle"), "{err}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
