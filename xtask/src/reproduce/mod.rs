@@ -322,6 +322,12 @@ pub fn run(name: &str, options: Options) -> Result<()> {
     {
         bail!("--time-limit must be a positive number of seconds, got {limit}");
     }
+    if epochs == Some(0) || hinm.tune_epochs == Some(0) {
+        bail!("--epochs and --tune-epochs must be at least 1");
+    }
+    if hinm.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
     if let Some(bin) = ember {
         if !bin.is_file() {
             bail!("--ember {}: no such file", bin.display());
@@ -480,5 +486,39 @@ mod tests {
             "{err}"
         );
         assert!(PREBUILT.get().is_none(), "nothing set from a bad path");
+    }
+
+    #[test]
+    fn numbers_that_would_train_nothing_are_refused_before_any_work() {
+        let options = |epochs, seeds, time_limit| Options {
+            datasets: Some(PathBuf::from("/nonexistent")),
+            epochs,
+            train_limit: None,
+            test_limit: None,
+            hinm: HinmSetup {
+                backend: "ndarray".into(),
+                model: None,
+                tile: None,
+                tune_epochs: None,
+                seeds,
+            },
+            ember: None,
+            fsdd_epochs: 6,
+            time_limit,
+        };
+        for (name, o, needle) in [
+            ("approxtrain-cifar10", options(Some(0), 3, None), "--epochs"),
+            ("sparse-act-cifar10", options(Some(0), 3, None), "--epochs"),
+            ("hinm-cifar10", options(None, 0, None), "--seeds"),
+            ("hinm-cifar10", options(None, 3, Some(-5.0)), "--time-limit"),
+            (
+                "hinm-cifar10",
+                options(None, 3, Some(f64::NAN)),
+                "--time-limit",
+            ),
+        ] {
+            let err = run(name, o).unwrap_err().to_string();
+            assert!(err.contains(needle), "{name}: {err}");
+        }
     }
 }
