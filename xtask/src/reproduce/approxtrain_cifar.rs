@@ -304,6 +304,15 @@ fn document(
         if s.warmup == 1 { "" } else { "s" },
         shown(data),
     )?;
+    if s.backend == "ndarray" {
+        writeln!(
+            md,
+            "This is the small configuration a 2-core CPU runs in minutes: it checks the pipeline \
+             and compares the formats with each other at a tiny budget, not the paper's figures. \
+             The paper's scale is the same command with `--backend cuda` (ResNet-18, all of \
+             CIFAR-10, batch 128; `docs/gpu-bundle.md`).\n"
+        )?;
+    }
     writeln!(
         md,
         "Every multiply of every convolution and linear layer, forward and both gradients, goes \
