@@ -391,6 +391,14 @@ impl Facts<'_> {
             self.seeds,
             images(d.test_limit, "10,000"),
         )?;
+        if d.backend == "ndarray" {
+            writeln!(
+                md,
+                "This is the small configuration a 2-core CPU runs in minutes: it checks the \
+                 pipeline at a tiny budget. The paper's scale is the same command with \
+                 `--backend cuda` (ResNet-18 at full width, V = 64; `docs/gpu-bundle.md`).\n"
+            )?;
+        }
         writeln!(
             md,
             "Dense test accuracy: **{:.2} %**.\n",

@@ -307,6 +307,14 @@ pub(super) fn sparse_act_cifar10(
             "f32"
         },
     )?;
+    if s.backend == "ndarray" {
+        writeln!(
+            md,
+            "This is the small configuration a 2-core CPU runs in minutes: it checks the \
+             pipeline and compares the cells at a tiny budget. The paper's scale is the same \
+             command with `--backend cuda` (ResMLP-S12, all of CIFAR-10; `docs/gpu-bundle.md`).\n"
+        )?;
+    }
     writeln!(
         md,
         "| run | test accuracy | Δ vs dense (pp) | activations (MiB) | Δ activations | paper | mean epoch (s) |\n\
