@@ -414,7 +414,8 @@ impl Facts<'_> {
         )?;
         let mut means = BTreeMap::new();
         let mut worst_sd: f64 = 0.0;
-        for (k @ (level, perm), runs) in self.tuned {
+        for k @ (level, perm) in &TUNES {
+            let runs = &self.tuned[k];
             let masked: Vec<f64> = runs.iter().map(|r| r.1.masked).collect();
             let packed: Vec<f64> = runs.iter().map(|r| r.1.packed).collect();
             let (mean, sd) = mean_sd(&masked);
