@@ -2,6 +2,7 @@
 //! bfloat16 and AFM16, the same seed and schedule) and the cross-format table, in stages that
 //! resume: each format's run continues from its last epoch, and a finished one is reused.
 
+use super::setup::{Defaults, Setup};
 use super::stage::{Budget, Stopped, mean_epoch, stage};
 use super::{cifar10_folder, commit, ember_binary, eval_on, shown};
 use anyhow::{Context, Result};
@@ -25,98 +26,57 @@ fn key(label: &str, mul: &str) -> String {
     }
 }
 
-/// What one configuration trains: the paper's scale on a GPU, a small one a CPU runs.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Setup {
-    pub(crate) backend: String,
-    pub(crate) model: String,
-    pub(crate) epochs: usize,
-    pub(crate) batch: usize,
-    pub(crate) lr: f64,
-    pub(crate) warmup: usize,
-    pub(crate) train_limit: Option<usize>,
-    pub(crate) test_limit: Option<usize>,
-}
+/// The defaults: on a GPU, ResNet-18 (CIFAR stem) on all of CIFAR-10 at batch 128 for 30
+/// epochs; on ndarray, the 16-wide ResNet-18 on 5,000 training and 1,000 test images at batch 64
+/// for 3 epochs. SGD either way, its rate on a cosine after one warm-up epoch.
+pub(crate) const DEFAULTS: Defaults = Defaults {
+    model: ["resnet18-cifar", "resnet18-cifar-w16"],
+    epochs: [30, 3],
+    batch: [128, 64],
+    lr: [0.1, 0.05],
+    warmup: [1, 1],
+    cpu_limits: [5_000, 1_000],
+};
 
-impl Setup {
-    /// The configuration of `backend`: on a GPU, ResNet-18 (CIFAR stem) on all of CIFAR-10 at
-    /// batch 128 for 30 epochs; on ndarray, the 16-wide ResNet-18 on 5,000 training and 1,000
-    /// test images at batch 64 for 3 epochs. Each given option replaces its default.
-    pub(crate) fn new(
-        backend: &str,
-        model: Option<String>,
-        epochs: Option<usize>,
-        train_limit: Option<usize>,
-        test_limit: Option<usize>,
-    ) -> Self {
-        let gpu = backend != "ndarray";
-        let epochs = epochs.unwrap_or(if gpu { 30 } else { 3 });
-        Self {
-            backend: backend.to_string(),
-            model: model.unwrap_or_else(|| {
-                if gpu {
-                    "resnet18-cifar"
-                } else {
-                    "resnet18-cifar-w16"
-                }
-                .to_string()
-            }),
-            epochs,
-            batch: if gpu { 128 } else { 64 },
-            lr: if gpu { 0.1 } else { 0.05 },
-            warmup: 1.min(epochs - 1),
-            train_limit: train_limit.or((!gpu).then_some(5_000)),
-            test_limit: test_limit.or((!gpu).then_some(1_000)),
-        }
-    }
-
-    /// The `ember train` arguments of multiplier `mul` (every format's run is the same but
-    /// for it).
-    pub(crate) fn train_args(&self, data: &str, mul: &str) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--model",
-            &self.model,
-            "--backend",
-            &self.backend,
-            "--dataset",
-            "cifar10",
-            "--data-dir",
-            data,
-            "--multiplier",
-            mul,
-            "--epochs",
-            &self.epochs.to_string(),
-            "--batch-size",
-            &self.batch.to_string(),
-            "--optimizer",
-            "sgd",
-            "--momentum",
-            "0.9",
-            "--weight-decay",
-            "5e-4",
-            "--lr",
-            &self.lr.to_string(),
-            "--schedule",
-            "cosine",
-            "--warmup-epochs",
-            &self.warmup.to_string(),
-            "--seed",
-            "42",
-            "--keep-checkpoints",
-            "1",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        for (flag, limit) in [
-            ("--train-limit", self.train_limit),
-            ("--test-limit", self.test_limit),
-        ] {
-            if let Some(n) = limit {
-                a.extend([flag.to_string(), n.to_string()]);
-            }
-        }
-        a
-    }
+/// The `ember train` arguments of the run of multiplier `mul` (every format's run is the same
+/// but for it).
+pub(crate) fn train_args(s: &Setup, data: &str, mul: &str) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--model",
+        &s.model,
+        "--backend",
+        &s.backend,
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        data,
+        "--multiplier",
+        mul,
+        "--epochs",
+        &s.epochs.to_string(),
+        "--batch-size",
+        &s.batch.to_string(),
+        "--optimizer",
+        "sgd",
+        "--momentum",
+        "0.9",
+        "--weight-decay",
+        "5e-4",
+        "--lr",
+        &s.lr.to_string(),
+        "--schedule",
+        "cosine",
+        "--warmup-epochs",
+        &s.warmup.to_string(),
+        "--seed",
+        "42",
+        "--keep-checkpoints",
+        "1",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    a.extend(s.limit_args());
+    a
 }
 
 /// The directory of a dense (FP32) CIFAR-10 run of `args`, shared by the experiments that
@@ -162,7 +122,7 @@ pub(crate) fn approxtrain_cifar10(
     let data_s = data.to_str().context("non-UTF-8 path")?;
     let mut runs: Vec<(PathBuf, f64)> = Vec::new();
     for (_, mul, _) in FORMATS {
-        let args = setup.train_args(data_s, mul);
+        let args = train_args(setup, data_s, mul);
         let out = match mul {
             "native" => dense_run(&root, &args),
             _ => work.join(mul),
@@ -259,24 +219,8 @@ fn document(
     cross: &[Vec<f64>],
 ) -> Result<String> {
     let s = setup;
-    let images = s
-        .train_limit
-        .map_or("all 50,000".to_string(), |n| format!("the first {n}"));
-    let tests = s
-        .test_limit
-        .map_or("all 10,000".to_string(), |n| format!("the first {n}"));
-    let mut flags = format!(
-        " --backend {} --model {} --epochs {}",
-        s.backend, s.model, s.epochs
-    );
-    for (flag, limit) in [
-        ("--train-limit", s.train_limit),
-        ("--test-limit", s.test_limit),
-    ] {
-        if let Some(n) = limit {
-            write!(flags, " {flag} {n}")?;
-        }
-    }
+    let [images, tests] = s.images();
+    let flags = s.flags();
     let mut md = String::new();
     writeln!(
         md,
@@ -375,24 +319,24 @@ mod tests {
 
     #[test]
     fn the_gpu_runs_the_papers_scale_and_the_cpu_a_small_one() {
-        let gpu = Setup::new("cuda", None, None, None, None);
+        let gpu = Setup::new(&DEFAULTS, "cuda", None, None, None, None);
         assert_eq!(
             (gpu.model.as_str(), gpu.epochs, gpu.batch, gpu.train_limit),
             ("resnet18-cifar", 30, 128, None)
         );
-        let cpu = Setup::new("ndarray", None, Some(1), None, Some(100));
+        let cpu = Setup::new(&DEFAULTS, "ndarray", None, Some(1), None, Some(100));
         assert_eq!(cpu.model, "resnet18-cifar-w16");
         assert_eq!((cpu.train_limit, cpu.test_limit), (Some(5_000), Some(100)));
         assert_eq!(cpu.warmup, 0, "one epoch leaves none to warm up in");
-        let args = gpu.train_args("/data", "afm16").join(" ");
+        let args = train_args(&gpu, "/data", "afm16").join(" ");
         assert!(
             args.contains("--multiplier afm16") && args.contains("--optimizer sgd"),
             "{args}"
         );
         assert!(!args.contains("--train-limit"), "{args}");
         let root = Path::new("/r");
-        let dense = dense_run(root, &gpu.train_args("/data", "native"));
-        assert_eq!(dense, dense_run(root, &gpu.train_args("/data", "native")));
-        assert_ne!(dense, dense_run(root, &cpu.train_args("/data", "native")));
+        let dense = dense_run(root, &train_args(&gpu, "/data", "native"));
+        assert_eq!(dense, dense_run(root, &train_args(&gpu, "/data", "native")));
+        assert_ne!(dense, dense_run(root, &train_args(&cpu, "/data", "native")));
     }
 }

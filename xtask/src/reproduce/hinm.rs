@@ -2,7 +2,8 @@
 //! `approxtrain-cifar10`'s FP32 run), one-shot pruning, and masked fine-tunes of every choice
 //! from several seeds, in stages that resume.
 
-use super::approxtrain_cifar::{Setup, dense_run};
+use super::approxtrain_cifar::{DEFAULTS, dense_run, train_args};
+use super::setup::Setup;
 use super::stage::{Budget, Stopped, stage};
 use super::{HinmSetup, cifar10_folder, commit, ember_binary, ember_out, eval_on};
 use anyhow::{Context, Result};
@@ -138,7 +139,14 @@ pub(super) fn hinm_cifar10(
         tune_epochs,
         seeds,
     } = setup;
-    let dense_setup = Setup::new(backend, model.clone(), epochs, train_limit, test_limit);
+    let dense_setup = Setup::new(
+        &DEFAULTS,
+        backend,
+        model.clone(),
+        epochs,
+        train_limit,
+        test_limit,
+    );
     let gpu = backend != "ndarray";
     let tile = tile.unwrap_or(if gpu { 64 } else { 16 });
     let tune_epochs = tune_epochs.unwrap_or(if gpu { 5 } else { 1 });
@@ -151,7 +159,7 @@ pub(super) fn hinm_cifar10(
     let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
     let test = |run: &Path| eval_on(&bin, run, "native", &data, backend, dense_setup.test_limit);
 
-    let dense_args = dense_setup.train_args(data_s, "native");
+    let dense_args = train_args(&dense_setup, data_s, "native");
     let dense = dense_run(&root, &dense_args);
     let dense_accuracy = match stage(&bin, &dense, &dense_args, budget)? {
         Ok(acc) => acc,
@@ -337,24 +345,11 @@ impl Facts<'_> {
             "resnet18-cifar" => " (ResNet-18 with the CIFAR stem, 11,173,962 parameters)",
             _ => "",
         };
-        let images = |limit: Option<usize>, all: &str| {
-            limit.map_or(format!("all {all}"), |n| format!("the first {n}"))
-        };
         let tune_images = d.train_limit.map_or("all 50,000".to_string(), |n| {
             format!("the first {}", (n / 4).max(64))
         });
-        let mut flags = format!(
-            " --backend {} --model {} --epochs {}",
-            d.backend, d.model, d.epochs
-        );
-        for (flag, limit) in [
-            ("--train-limit", d.train_limit),
-            ("--test-limit", d.test_limit),
-        ] {
-            if let Some(n) = limit {
-                write!(flags, " {flag} {n}")?;
-            }
-        }
+        let [images, tests] = d.images();
+        let mut flags = d.flags();
         write!(
             flags,
             " --tile {} --tune-epochs {} --seeds {}",
@@ -381,7 +376,7 @@ impl Facts<'_> {
             d.lr,
             d.warmup,
             d.batch,
-            images(d.train_limit, "50,000"),
+            images,
             self.dense_epoch,
             self.tile,
             self.tile,
@@ -389,7 +384,7 @@ impl Facts<'_> {
             d.lr / 10.0,
             tune_images,
             self.seeds,
-            images(d.test_limit, "10,000"),
+            tests,
         )?;
         if d.backend == "ndarray" {
             writeln!(
@@ -472,7 +467,7 @@ mod tests {
 
     #[test]
     fn a_fine_tune_takes_a_tenth_of_the_dense_rate_and_a_quarter_of_a_cpus_images() {
-        let dense = Setup::new("ndarray", None, None, Some(4000), None);
+        let dense = Setup::new(&DEFAULTS, "ndarray", None, None, Some(4000), None);
         let args = tune_args(
             &dense,
             "/d",

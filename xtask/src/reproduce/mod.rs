@@ -11,16 +11,17 @@ mod approxtrain_cifar;
 mod grim;
 mod hinm;
 mod mnist;
+mod setup;
 mod sparse_act;
 mod stage;
 
-use approxtrain_cifar::Setup;
 use approxtrain_cifar::approxtrain_cifar10;
 use grim::grim_gru;
 #[cfg(test)]
 use grim::{GRIM_UPDATES, grim_epochs, grim_split};
 use hinm::hinm_cifar10;
 use mnist::{approxtrain_mnist, lenet_mnist};
+use setup::Setup;
 use sparse_act::sparse_act_cifar10;
 use stage::{Budget, Stopped};
 
@@ -351,7 +352,8 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         "lenet-mnist" => lenet_mnist(&datasets, epochs.unwrap_or(3))?,
         "approxtrain-mnist" => approxtrain_mnist(&datasets, epochs.unwrap_or(3))?,
         "sparse-act-cifar10" => {
-            let setup = sparse_act::Setup::new(
+            let setup = Setup::new(
+                &sparse_act::DEFAULTS,
                 &hinm.backend,
                 hinm.model.clone(),
                 epochs,
@@ -366,6 +368,7 @@ pub fn run(name: &str, options: Options) -> Result<()> {
         }
         "approxtrain-cifar10" => {
             let setup = Setup::new(
+                &approxtrain_cifar::DEFAULTS,
                 &hinm.backend,
                 hinm.model.clone(),
                 epochs,
@@ -416,7 +419,8 @@ fn shown(path: &std::path::Path) -> String {
     }
 }
 
-/// The short hash of the checked-out commit (with `+changes` when the tree differs from it), or
+/// The short hash of the checked-out commit (with `+changes` when the tree outside
+/// `docs/results/` differs from it), or
 /// `EMBER_COMMIT` where the workspace is a copy without its git metadata (a GPU machine running
 /// a prebuilt `--ember`).
 fn commit() -> String {
@@ -433,8 +437,16 @@ fn commit() -> String {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let hash = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty =
-        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // the experiments' own outputs (docs/results/) do not make the code a changed one
+    let dirty = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":!docs/results",
+    ])
+    .is_some_and(|s| !s.is_empty());
     if dirty {
         format!("{hash}+changes")
     } else {

@@ -2,6 +2,7 @@
 //! ResMLP on a CPU): accuracy and the measured activation memory of every cell, in stages that
 //! resume.
 
+use super::setup::{Defaults, Setup};
 use super::stage::{Budget, Stopped, mean_epoch, stage};
 use super::{cifar10_folder, commit, ember_binary, ember_out, shown};
 use anyhow::{Context, Result, bail};
@@ -46,85 +47,59 @@ fn paper(cell: &str) -> Option<f64> {
     }
 }
 
-/// What one configuration trains: ResMLP-S12 on all of CIFAR-10 on a GPU, the small ResMLP on
-/// a subset on a CPU; Adam with weight decay on a cosine either way.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Setup {
-    backend: String,
-    model: String,
-    epochs: usize,
-    warmup: usize,
-    train_limit: Option<usize>,
-    test_limit: Option<usize>,
-}
+/// The defaults: ResMLP-S12 on all of CIFAR-10 for 30 epochs on a GPU, the small ResMLP on
+/// 5,000 training and 1,000 test images for 3 epochs on a CPU; batch 64, Adam with weight decay,
+/// its rate on a cosine after a warm-up, either way.
+pub(crate) const DEFAULTS: Defaults = Defaults {
+    model: ["resmlp-s12", "resmlp-small"],
+    epochs: [30, 3],
+    batch: [64, 64],
+    lr: [1e-3, 1e-3],
+    warmup: [2, 1],
+    cpu_limits: [5_000, 1_000],
+};
 
-impl Setup {
-    pub(crate) fn new(
-        backend: &str,
-        model: Option<String>,
-        epochs: Option<usize>,
-        train_limit: Option<usize>,
-        test_limit: Option<usize>,
-    ) -> Self {
-        let gpu = backend != "ndarray";
-        let epochs = epochs.unwrap_or(if gpu { 30 } else { 3 });
-        Self {
-            backend: backend.to_string(),
-            model: model.unwrap_or_else(|| if gpu { "resmlp-s12" } else { "resmlp-small" }.into()),
-            epochs,
-            warmup: (if gpu { 2 } else { 1 }).min(epochs - 1),
-            train_limit: train_limit.or((!gpu).then_some(5_000)),
-            test_limit: test_limit.or((!gpu).then_some(1_000)),
-        }
+/// The `ember train` arguments of the cell `policy` (`off`: dense), `fused` for the variant
+/// that prunes the scales' inputs too.
+fn train_args(s: &Setup, data: &str, policy: &str, fused: bool) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--model",
+        &s.model,
+        "--backend",
+        &s.backend,
+        "--dataset",
+        "cifar10",
+        "--data-dir",
+        data,
+        "--epochs",
+        &s.epochs.to_string(),
+        "--batch-size",
+        &s.batch.to_string(),
+        "--optimizer",
+        "adam",
+        "--lr",
+        &format!("{:e}", s.lr),
+        "--weight-decay",
+        "5e-5",
+        "--schedule",
+        "cosine",
+        "--warmup-epochs",
+        &s.warmup.to_string(),
+        "--seed",
+        "42",
+        "--keep-checkpoints",
+        "1",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    if policy != "off" {
+        a.extend(["--sparse-act".into(), policy.into()]);
     }
-
-    fn train_args(&self, data: &str, policy: &str, fused: bool) -> Vec<String> {
-        let mut a: Vec<String> = [
-            "--model",
-            &self.model,
-            "--backend",
-            &self.backend,
-            "--dataset",
-            "cifar10",
-            "--data-dir",
-            data,
-            "--epochs",
-            &self.epochs.to_string(),
-            "--batch-size",
-            "64",
-            "--optimizer",
-            "adam",
-            "--lr",
-            "1e-3",
-            "--weight-decay",
-            "5e-5",
-            "--schedule",
-            "cosine",
-            "--warmup-epochs",
-            &self.warmup.to_string(),
-            "--seed",
-            "42",
-            "--keep-checkpoints",
-            "1",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        if policy != "off" {
-            a.extend(["--sparse-act".into(), policy.into()]);
-        }
-        if fused {
-            a.push("--sparse-act-scales".into());
-        }
-        for (flag, limit) in [
-            ("--train-limit", self.train_limit),
-            ("--test-limit", self.test_limit),
-        ] {
-            if let Some(n) = limit {
-                a.extend([flag.to_string(), n.to_string()]);
-            }
-        }
-        a
+    if fused {
+        a.push("--sparse-act-scales".into());
     }
+    a.extend(s.limit_args());
+    a
 }
 
 /// The activation memory (MiB) of every policy row of an `ember memory` table, by its
@@ -170,7 +145,12 @@ pub(super) fn sparse_act_cifar10(
     for (policy, fused) in GRID {
         let name = cell(policy, fused);
         let out = work.join(&name);
-        match stage(&bin, &out, &setup.train_args(data_s, policy, fused), budget)? {
+        match stage(
+            &bin,
+            &out,
+            &train_args(setup, data_s, policy, fused),
+            budget,
+        )? {
             Ok(acc) => runs.push((name, out, acc)),
             Err(stop) => return Ok(Err(stop)),
         }
@@ -245,7 +225,7 @@ pub(super) fn sparse_act_cifar10(
         "activation_mib": memory_json,
         "paper": paper_json,
         "settings": {
-            "epochs": setup.epochs, "batch_size": 64, "optimizer": "adam", "lr": 1e-3,
+            "epochs": setup.epochs, "batch_size": setup.batch, "optimizer": "adam", "lr": setup.lr,
             "weight_decay": 5e-5, "schedule": "cosine", "warmup_epochs": setup.warmup,
             "seed": 42, "patches": "4x4 (64 patches of a 32x32 image)",
             "train_limit": setup.train_limit, "test_limit": setup.test_limit,
@@ -256,20 +236,8 @@ pub(super) fn sparse_act_cifar10(
         serde_json::to_string_pretty(&json)? + "\n",
     )?;
     let s = setup;
-    let images =
-        |l: Option<usize>, all: &str| l.map_or(format!("all {all}"), |n| format!("the first {n}"));
-    let mut flags = format!(
-        " --backend {} --model {} --epochs {}",
-        s.backend, s.model, s.epochs
-    );
-    for (flag, limit) in [
-        ("--train-limit", s.train_limit),
-        ("--test-limit", s.test_limit),
-    ] {
-        if let Some(n) = limit {
-            write!(flags, " {flag} {n}")?;
-        }
-    }
+    let flags = s.flags();
+    let [images, tests] = s.images();
     let what = match s.model.as_str() {
         "resmlp-s12" => "ResMLP-S12 (d = 384, 12 blocks)",
         "resmlp-small" => "the small ResMLP (ResMLP-S12's structure at d = 128 with 4 blocks)",
@@ -298,9 +266,9 @@ pub(super) fn sparse_act_cifar10(
         s.backend,
         s.epochs,
         s.warmup,
-        images(s.train_limit, "50,000"),
+        images,
         shown(&data),
-        images(s.test_limit, "10,000"),
+        tests,
         if s.backend == "cuda" {
             "TF32 (Burn's CUDA matmul)"
         } else {
@@ -376,16 +344,16 @@ mod tests {
 
     #[test]
     fn the_gpu_trains_resmlp_s12_on_everything_and_cells_are_named_by_their_policy() {
-        let gpu = Setup::new("cuda", None, None, None, None);
+        let gpu = Setup::new(&DEFAULTS, "cuda", None, None, None, None);
         assert_eq!(
             (gpu.model.as_str(), gpu.epochs, gpu.train_limit),
             ("resmlp-s12", 30, None)
         );
-        let cpu = Setup::new("ndarray", None, Some(1), None, None);
+        let cpu = Setup::new(&DEFAULTS, "ndarray", None, Some(1), None, None);
         assert_eq!((cpu.model.as_str(), cpu.warmup), ("resmlp-small", 0));
         assert_eq!(cell("off", false), "dense");
         assert_eq!(cell("0.9:64", true), "0.9-b64+scales");
-        let args = gpu.train_args("/d", "0.5:64", true).join(" ");
+        let args = train_args(&gpu, "/d", "0.5:64", true).join(" ");
         assert!(
             args.contains("--sparse-act 0.5:64 --sparse-act-scales"),
             "{args}"
