@@ -4,8 +4,8 @@
 
 use super::setup::{Defaults, Setup};
 use super::stage::{Budget, Stopped, mean_epoch, stage};
-use super::{cifar10_folder, commit, ember_binary, eval_on, shown};
-use anyhow::{Context, Result};
+use super::{Cifar, commit, eval_on, shown};
+use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -38,43 +38,33 @@ pub(crate) const DEFAULTS: Defaults = Defaults {
     cpu_limits: [5_000, 1_000],
 };
 
+/// The optimizer of the ResNets' runs (dense, approximate and fine-tuned): SGD with momentum
+/// and weight decay, its rate on a cosine.
+pub(crate) const SGD: [&str; 8] = [
+    "--optimizer",
+    "sgd",
+    "--momentum",
+    "0.9",
+    "--weight-decay",
+    "5e-4",
+    "--schedule",
+    "cosine",
+];
+
 /// The `ember train` arguments of the run of multiplier `mul` (every format's run is the same
 /// but for it).
 pub(crate) fn train_args(s: &Setup, data: &str, mul: &str) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--model",
-        &s.model,
-        "--backend",
-        &s.backend,
-        "--dataset",
-        "cifar10",
-        "--data-dir",
-        data,
-        "--multiplier",
-        mul,
-        "--epochs",
-        &s.epochs.to_string(),
-        "--batch-size",
-        &s.batch.to_string(),
-        "--optimizer",
-        "sgd",
-        "--momentum",
-        "0.9",
-        "--weight-decay",
-        "5e-4",
-        "--lr",
-        &s.lr.to_string(),
-        "--schedule",
-        "cosine",
-        "--warmup-epochs",
-        &s.warmup.to_string(),
-        "--seed",
-        "42",
-        "--keep-checkpoints",
-        "1",
-    ]
-    .map(str::to_string)
-    .to_vec();
+    let mut a = s.base_args(data);
+    a.extend(SGD.map(str::to_string));
+    for (flag, value) in [
+        ("--multiplier", mul.to_string()),
+        ("--epochs", s.epochs.to_string()),
+        ("--lr", s.lr.to_string()),
+        ("--warmup-epochs", s.warmup.to_string()),
+        ("--seed", "42".to_string()),
+    ] {
+        a.extend([flag.to_string(), value]);
+    }
     a.extend(s.limit_args());
     a
 }
@@ -112,14 +102,15 @@ pub(crate) fn approxtrain_cifar10(
     setup: &Setup,
     budget: &Budget,
 ) -> Result<std::result::Result<String, Stopped>> {
-    let data = cifar10_folder(datasets)?;
-    let bin = ember_binary()?;
-    let root = crate::root();
-    let work = root.join(format!(
-        "target/reproduce/approxtrain-cifar10-{}",
-        setup.backend
-    ));
-    let data_s = data.to_str().context("non-UTF-8 path")?;
+    let Cifar {
+        data,
+        data_arg,
+        bin,
+        root,
+        work,
+        results,
+    } = Cifar::new(datasets, "approxtrain-cifar10", &setup.backend)?;
+    let data_s = data_arg.as_str();
     let mut runs: Vec<(PathBuf, f64)> = Vec::new();
     for (_, mul, _) in FORMATS {
         let args = train_args(setup, data_s, mul);
@@ -151,8 +142,6 @@ pub(crate) fn approxtrain_cifar10(
         cross.push(row);
     }
     let json = document_json(setup, &runs, &cross);
-    let results = root.join("docs/results");
-    std::fs::create_dir_all(&results)?;
     let name = super::result_name("approxtrain-cifar10", &setup.backend);
     std::fs::write(
         results.join(format!("{name}.json")),

@@ -2,10 +2,10 @@
 //! `approxtrain-cifar10`'s FP32 run), one-shot pruning, and masked fine-tunes of every choice
 //! from several seeds, in stages that resume.
 
-use super::approxtrain_cifar::{DEFAULTS, dense_run, train_args};
+use super::approxtrain_cifar::{DEFAULTS, SGD, dense_run, train_args};
 use super::setup::Setup;
 use super::stage::{Budget, Stopped, stage};
-use super::{HinmSetup, cifar10_folder, commit, ember_binary, ember_out, eval_on};
+use super::{Cifar, HinmSetup, commit, ember_out, eval_on};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -75,44 +75,19 @@ fn tune_args(
     seed: u64,
     tile: usize,
 ) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--model",
-        &dense.model,
-        "--backend",
-        &dense.backend,
-        "--dataset",
-        "cifar10",
-        "--data-dir",
-        data,
-        "--batch-size",
-        &dense.batch.to_string(),
-        "--optimizer",
-        "sgd",
-        "--momentum",
-        "0.9",
-        "--weight-decay",
-        "5e-4",
-        "--lr",
-        &(dense.lr / 10.0).to_string(),
-        "--schedule",
-        "cosine",
-        "--seed",
-        &seed.to_string(),
-        "--epochs",
-        &epochs.to_string(),
-        "--keep-checkpoints",
-        "1",
-        "--hinm",
-        &format!("{level}:v{tile}"),
-        "--perm",
-        perm,
-        "--from",
-        from,
-        "--policy",
-        policy,
-    ]
-    .map(str::to_string)
-    .to_vec();
+    let mut a = dense.base_args(data);
+    a.extend(SGD.map(str::to_string));
+    for (flag, value) in [
+        ("--lr", (dense.lr / 10.0).to_string()),
+        ("--seed", seed.to_string()),
+        ("--epochs", epochs.to_string()),
+        ("--hinm", format!("{level}:v{tile}")),
+        ("--perm", perm.to_string()),
+        ("--from", from.to_string()),
+        ("--policy", policy.to_string()),
+    ] {
+        a.extend([flag.to_string(), value]);
+    }
     if let Some(n) = dense.train_limit {
         a.extend(["--train-limit".into(), (n / 4).max(64).to_string()]);
     }
@@ -151,11 +126,15 @@ pub(super) fn hinm_cifar10(
     let tile = tile.unwrap_or(if gpu { 64 } else { 16 });
     let tune_epochs = tune_epochs.unwrap_or(if gpu { 5 } else { 1 });
     let seeds: Vec<u64> = (0..(*seeds).max(1) as u64).map(|i| 42 + i).collect();
-    let data = cifar10_folder(datasets)?;
-    let bin = ember_binary()?;
-    let root = crate::root();
-    let work = root.join(format!("target/reproduce/hinm-cifar10-{backend}"));
-    let data_s = data.to_str().context("non-UTF-8 path")?;
+    let Cifar {
+        data,
+        data_arg,
+        bin,
+        root,
+        work,
+        results,
+    } = Cifar::new(datasets, "hinm-cifar10", backend)?;
+    let data_s = data_arg.as_str();
     let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
     let test = |run: &Path| eval_on(&bin, run, "native", &data, backend, dense_setup.test_limit);
 
@@ -240,8 +219,6 @@ pub(super) fn hinm_cifar10(
                 .push((seed, Tuned { masked, packed }));
         }
     }
-    let results = root.join("docs/results");
-    std::fs::create_dir_all(&results)?;
     let name = super::result_name("hinm-cifar10", backend);
     let facts = Facts {
         dense: &dense_setup,

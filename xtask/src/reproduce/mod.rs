@@ -226,6 +226,40 @@ fn cifar10_folder(datasets: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// What a CIFAR-10 experiment works with.
+struct Cifar {
+    /// The extracted dataset ([`cifar10_folder`]).
+    data: PathBuf,
+    /// It as an argument.
+    data_arg: String,
+    /// The `ember` it runs.
+    bin: PathBuf,
+    /// The workspace.
+    root: PathBuf,
+    /// Its own folder of runs: `target/reproduce/NAME-BACKEND`.
+    work: PathBuf,
+    /// Where its documents go (`docs/results`, made).
+    results: PathBuf,
+}
+
+impl Cifar {
+    fn new(datasets: &Path, name: &str, backend: &str) -> Result<Self> {
+        let data = cifar10_folder(datasets)?;
+        let data_arg = data.to_str().context("non-UTF-8 path")?.to_string();
+        let root = crate::root();
+        let results = root.join("docs/results");
+        std::fs::create_dir_all(&results)?;
+        Ok(Self {
+            bin: ember_binary()?,
+            work: root.join(format!("target/reproduce/{name}-{backend}")),
+            data,
+            data_arg,
+            root,
+            results,
+        })
+    }
+}
+
 /// `v` as the `&str` arguments a command takes.
 fn refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()

@@ -53,6 +53,29 @@ impl Setup {
         }
     }
 
+    /// The arguments every run of the configuration shares: `--model M --backend B --dataset
+    /// cifar10 --data-dir DATA --batch-size N --keep-checkpoints 1` (one epoch's checkpoint is
+    /// all a resume needs).
+    pub(crate) fn base_args(&self, data: &str) -> Vec<String> {
+        let batch = self.batch.to_string();
+        [
+            "--model",
+            &self.model,
+            "--backend",
+            &self.backend,
+            "--dataset",
+            "cifar10",
+            "--data-dir",
+            data,
+            "--batch-size",
+            &batch,
+            "--keep-checkpoints",
+            "1",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    }
+
     /// `--train-limit N --test-limit N`, those that are set.
     pub(crate) fn limit_args(&self) -> Vec<String> {
         let mut a = Vec::new();

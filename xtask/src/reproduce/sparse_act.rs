@@ -4,8 +4,8 @@
 
 use super::setup::{Defaults, Setup};
 use super::stage::{Budget, Stopped, mean_epoch, stage};
-use super::{cifar10_folder, commit, ember_binary, ember_out, shown};
-use anyhow::{Context, Result, bail};
+use super::{Cifar, commit, ember_out, shown};
+use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -62,36 +62,18 @@ pub(crate) const DEFAULTS: Defaults = Defaults {
 /// The `ember train` arguments of the cell `policy` (`off`: dense), `fused` for the variant
 /// that prunes the scales' inputs too.
 fn train_args(s: &Setup, data: &str, policy: &str, fused: bool) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--model",
-        &s.model,
-        "--backend",
-        &s.backend,
-        "--dataset",
-        "cifar10",
-        "--data-dir",
-        data,
-        "--epochs",
-        &s.epochs.to_string(),
-        "--batch-size",
-        &s.batch.to_string(),
-        "--optimizer",
-        "adam",
-        "--lr",
-        &format!("{:e}", s.lr),
-        "--weight-decay",
-        "5e-5",
-        "--schedule",
-        "cosine",
-        "--warmup-epochs",
-        &s.warmup.to_string(),
-        "--seed",
-        "42",
-        "--keep-checkpoints",
-        "1",
-    ]
-    .map(str::to_string)
-    .to_vec();
+    let mut a = s.base_args(data);
+    for (flag, value) in [
+        ("--epochs", s.epochs.to_string()),
+        ("--optimizer", "adam".to_string()),
+        ("--lr", format!("{:e}", s.lr)),
+        ("--weight-decay", "5e-5".to_string()),
+        ("--schedule", "cosine".to_string()),
+        ("--warmup-epochs", s.warmup.to_string()),
+        ("--seed", "42".to_string()),
+    ] {
+        a.extend([flag.to_string(), value]);
+    }
     if policy != "off" {
         a.extend(["--sparse-act".into(), policy.into()]);
     }
@@ -131,16 +113,15 @@ pub(super) fn sparse_act_cifar10(
     setup: &Setup,
     budget: &Budget,
 ) -> Result<std::result::Result<String, Stopped>> {
-    let data = cifar10_folder(datasets)?;
-    let bin = ember_binary()?;
-    let root = crate::root();
-    let work = root.join(format!(
-        "target/reproduce/sparse-act-cifar10-{}",
-        setup.backend
-    ));
-    let results = root.join("docs/results");
-    std::fs::create_dir_all(&results)?;
-    let data_s = data.to_str().context("non-UTF-8 path")?;
+    let Cifar {
+        data,
+        data_arg,
+        bin,
+        work,
+        results,
+        ..
+    } = Cifar::new(datasets, "sparse-act-cifar10", &setup.backend)?;
+    let data_s = data_arg.as_str();
     let mut runs: Vec<(String, PathBuf, f64)> = Vec::new();
     for (policy, fused) in GRID {
         let name = cell(policy, fused);
