@@ -178,7 +178,6 @@ pub(super) fn sparse_act_cifar10(
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    let compared = String::from_utf8_lossy(&output.stdout).into_owned();
     let name = super::result_name("sparse-act-cifar10", &setup.backend);
     for f in ["loss.png", "accuracy-heatmap.png"] {
         std::fs::copy(figures.join(f), results.join(format!("{name}-{f}")))?;
@@ -221,8 +220,8 @@ pub(super) fn sparse_act_cifar10(
     let [images, tests] = s.images();
     let what = match s.model.as_str() {
         "resmlp-s12" => "ResMLP-S12 (d = 384, 12 blocks)",
-        "resmlp-small" => "the small ResMLP (ResMLP-S12's structure at d = 128 with 4 blocks)",
-        _ => "the ResMLP",
+        "resmlp-small" => "The small ResMLP (ResMLP-S12's structure at d = 128 with 4 blocks)",
+        _ => "The ResMLP",
     };
     let mut md = String::new();
     writeln!(
@@ -295,8 +294,11 @@ pub(super) fn sparse_act_cifar10(
         "\nThe 50 % cells lie at most {worst_50:.2} pp below dense (the paper: within 1.5 pp over \
          most of its grid). Every accuracy and memory figure is also in `{name}.json`.\n"
     )?;
-    writeln!(md, "## `ember compare`\n")?;
-    md.push_str(&compared);
+    writeln!(
+        md,
+        "## Figures (`ember compare`)\n\nThe heat map places the uniform s × b policies; the \
+         fused runs are in the table above."
+    )?;
     writeln!(
         md,
         "\n![training and test loss per epoch]({name}-loss.png)\n\n\
