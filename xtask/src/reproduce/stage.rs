@@ -61,7 +61,7 @@ pub(crate) fn stage(
     args: &[String],
     budget: &Budget,
 ) -> Result<std::result::Result<f64, Stopped>> {
-    let signature = out.with_extension("args");
+    let signature = signature_file(out);
     let same = std::fs::read_to_string(&signature).is_ok_and(|s| s == args.join(" "));
     let manifest = out.join("ember-run.json");
     if same && let Some(acc) = finished(&manifest)? {
@@ -102,6 +102,14 @@ pub(crate) fn stage(
         Some(75) => Ok(Err(Stopped::Budget)),
         _ => bail!("ember train {} failed ({status})", args.join(" ")),
     }
+}
+
+/// Where the arguments of run `out` are kept: `NAME.args` beside it (the whole name: a run named
+/// `0.5-b16` is not `0.args`).
+fn signature_file(out: &Path) -> std::path::PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".args");
+    out.with_file_name(name)
 }
 
 /// The test accuracy of a run that completed all its epochs, `None` for one that did not (or
@@ -152,6 +160,24 @@ mod tests {
         assert_eq!(finished(&m).unwrap(), Some(51.5));
         std::fs::write(&m, "{").unwrap();
         assert!(finished(&m).unwrap_err().to_string().contains("not JSON"));
+    }
+
+    #[test]
+    fn every_run_keeps_its_arguments_in_a_file_of_its_own() {
+        let work = Path::new("/w");
+        let files: Vec<_> = [
+            "0.5-b16",
+            "0.5-b64",
+            "0.5-b64+scales",
+            "87.5-gyro-seed42",
+            "native",
+        ]
+        .map(|n| signature_file(&work.join(n)))
+        .to_vec();
+        assert_eq!(files[0], Path::new("/w/0.5-b16.args"));
+        for (i, a) in files.iter().enumerate() {
+            assert!(!files[i + 1..].contains(a), "{a:?} is shared");
+        }
     }
 
     #[test]

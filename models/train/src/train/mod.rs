@@ -1,6 +1,6 @@
-//! Training (Ember's own loop: Adam, a checkpoint and manifest update after every epoch, a
-//! non-finite loss and SIGINT/SIGTERM stopping cleanly between batches, resume) and
-//! evaluation of saved models.
+//! Training (Ember's own loop: Adam or SGD on a per-step schedule, a checkpoint and manifest
+//! update after every epoch, a non-finite loss, SIGINT/SIGTERM and `--time-limit` stopping
+//! cleanly, resume) and evaluation of saved models.
 //!
 //! Laid out as burn-train is: this file holds the options ([`TrainOptions`]) and the entry
 //! ([`train`]: checks, data, the run directory, the replicas); `data` the loaded splits and the
