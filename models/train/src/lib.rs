@@ -68,6 +68,7 @@ pub mod error;
 pub mod hinm;
 pub mod lut;
 pub mod memory;
+pub mod optimizer;
 pub mod policy;
 pub mod progress;
 pub mod record;

@@ -67,7 +67,7 @@ pub struct Manifest {
     /// The optimizer and the rate's schedule (Adam at a constant rate when absent: runs before
     /// `--optimizer`).
     #[serde(default)]
-    pub optimizer: crate::train::OptimizerSettings,
+    pub optimizer: crate::optimizer::OptimizerSettings,
     /// Seed of parameter initialisation and shuffling.
     pub seed: u64,
     /// The dataset trained on.

@@ -214,7 +214,7 @@ pub(crate) fn start_manifest(
     if let Some(refusal) = checks.into_iter().flatten().next() {
         return Err(refusal);
     }
-    let stretched = prev.optimizer.schedule != crate::train::Schedule::Constant;
+    let stretched = prev.optimizer.schedule != crate::optimizer::Schedule::Constant;
     if stretched && prev.epochs != opts.epochs {
         return Err(refuse(format!(
             "it was started with --epochs {} and a {} schedule laid over them, not {} (resume \

@@ -22,6 +22,7 @@ mod start;
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
+pub use crate::optimizer::{OptimizerKind, OptimizerSettings, Schedule};
 use crate::policy::{LayerPolicy, contraction_layers, tag_layers};
 use crate::record;
 use crate::report;
@@ -45,7 +46,6 @@ pub use eval::{EvalOptions, eval};
 use fit::{Fit, Layers, fit};
 use follower::{Follower, join, shared_settings};
 use manifest::{layer_setup, restore, resumed, start_manifest};
-pub use optim::{OptimizerKind, OptimizerSettings, Schedule};
 use start::Start;
 use std::path::PathBuf;
 use std::sync::Arc;
