@@ -53,8 +53,8 @@ impl Budget {
     }
 }
 
-/// A format's run: trained to its last epoch (a finished one with the same arguments reused,
-/// an unfinished one resumed), or stopped at the budget. Returns its test accuracy.
+/// One run of an experiment: trained to its last epoch (a finished one with the same arguments
+/// reused, an unfinished one resumed), or stopped at the budget. Returns its test accuracy.
 pub(crate) fn stage(
     bin: &Path,
     out: &Path,
