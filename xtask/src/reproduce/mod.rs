@@ -562,6 +562,17 @@ mod tests {
                 options(None, 3, Some(f64::NAN)),
                 "--time-limit",
             ),
+            (
+                "hinm-cifar10",
+                Options {
+                    hinm: HinmSetup {
+                        tune_epochs: Some(0),
+                        ..options(None, 3, None).hinm
+                    },
+                    ..options(None, 3, None)
+                },
+                "--tune-epochs",
+            ),
         ] {
             let err = run(name, o).unwrap_err().to_string();
             assert!(err.contains(needle), "{name}: {err}");
