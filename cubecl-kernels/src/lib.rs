@@ -10,6 +10,8 @@
 //!   ([`decorator::packed`]).
 //! - [`runtime`]: finding a wgpu adapter before CubeCL does, so that a machine without a Vulkan
 //!   driver gets a sentence saying what to install instead of a panic on a device thread.
+//! - [`profiler`]: CubeCL's per-kernel profiler switched on for a process, and its log read back
+//!   as timed launches (`ember profile`).
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
 //!   and the multi-threaded host reference beside it, im2col / col2im.
@@ -79,6 +81,7 @@ pub mod fs;
 mod grid;
 pub mod hinm;
 mod panel;
+pub mod profiler;
 pub mod runtime;
 mod scratch;
 #[cfg(any(test, feature = "testing"))]

@@ -45,6 +45,9 @@ enum Command {
     /// Training memory by component (inputs, model, optimizer, activations), dense and under
     /// SparseAct policies, measured from the runtime (the paper's Tables I and III).
     Memory(commands::memory::MemoryArgs),
+    /// Where a training step's time goes on wgpu or CUDA: every kernel's launches and device
+    /// time per step (CubeCL's profiler), beside the step's wall time.
+    Profile(commands::profile::ProfileArgs),
     /// Compare finished runs: loss curves on one figure, test accuracy relative to the dense
     /// run over sparsity × block size as a heat map, and a Markdown table.
     Compare(commands::compare::CompareArgs),
@@ -73,6 +76,7 @@ fn run(cli: Cli) -> Result<(), EmberError> {
         Command::Export(args) => commands::export::run(args),
         Command::Prune(args) => commands::prune::run(args),
         Command::Memory(args) => commands::memory::run(args),
+        Command::Profile(args) => commands::profile::run(args),
         Command::TuneBcr(args) => commands::tune_bcr::run(args),
         Command::Compare(args) => commands::compare::run(args),
         Command::Lut { command } => commands::lut::run(command),

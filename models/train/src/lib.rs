@@ -19,6 +19,8 @@
 //! - [`scale`]: data-parallel training on several devices of one process (`--devices`, Burn's
 //!   collective all-reduce) and across the processes of an MPI job (`--ddp mpi`).
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
+//! - [`profile`]: where a training step's time goes on wgpu or CUDA, kernel by kernel, beside
+//!   its wall time (`ember profile`).
 //! - [`compare`]: loss curves, accuracy heat map and table of several runs (`ember compare`).
 //! - [`lut`]: generate, inspect and convert mantissa-product tables (`ember lut`).
 //! - [`policy`]: a model's module paths and parameter shapes, what a per-layer policy names
@@ -70,6 +72,7 @@ pub mod lut;
 pub mod memory;
 pub mod optimizer;
 pub mod policy;
+pub mod profile;
 pub mod progress;
 pub mod record;
 pub mod report;

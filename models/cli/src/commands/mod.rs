@@ -6,6 +6,7 @@ pub mod export;
 pub mod lut;
 pub mod memory;
 pub mod policy;
+pub mod profile;
 pub mod prune;
 pub mod train;
 pub mod tune_bcr;

@@ -14,5 +14,6 @@ mod lut_cli;
 mod mpi_cli;
 mod policy_cli;
 mod pretrained_cli;
+mod profile_cli;
 mod scale_cli;
 mod sparse_act_cli;

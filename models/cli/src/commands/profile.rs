@@ -1,0 +1,169 @@
+//! `ember profile`.
+
+use crate::choice;
+use burn_approx_mul::Multiplier;
+use burn_sparse_act::{Policy, Pruning};
+use ember_models::classifier::ModelKind;
+use ember_models::data::DatasetKind;
+use ember_train::EmberError;
+use ember_train::backend::BackendKind;
+use ember_train::profile::{self, ProfileOptions, ProfileReport, Stage, StageResult};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Arguments of `ember profile`.
+#[derive(clap::Args)]
+pub struct ProfileArgs {
+    /// Model.
+    #[arg(long, value_parser = choice::<ModelKind>(), default_value_t = ModelKind::Lenet5)]
+    model: ModelKind,
+    /// The dataset whose item shape the random inputs take (its files are not read).
+    #[arg(long, value_parser = choice::<DatasetKind>(), default_value_t = DatasetKind::Mnist)]
+    dataset: DatasetKind,
+    /// Frames per sequence (fsdd, japanese-vowels).
+    #[arg(long, default_value_t = 48)]
+    frames: usize,
+    /// Batch size.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Backend: wgpu or cuda.
+    #[arg(long, value_parser = choice::<BackendKind>(), default_value_t = BackendKind::Wgpu)]
+    backend: BackendKind,
+    /// Multiplier of every contraction.
+    #[arg(long, default_value = "native")]
+    multiplier: Multiplier,
+    #[command(flatten)]
+    conv: super::ConvArgs,
+    /// SparseAct S:B on every linear layer's saved input (default: off).
+    #[arg(long)]
+    sparse_act: Option<Pruning>,
+    /// Unmeasured steps first (kernel compilation, memory pools).
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Measured steps (each measurement).
+    #[arg(long, default_value_t = 3)]
+    steps: usize,
+    /// Kernels listed by name (the rest are summed in one row).
+    #[arg(long, default_value_t = 25)]
+    top: usize,
+    /// Also write the report to this Markdown file (never overwritten).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Internal: run one measurement (`wall`, or `kernels:LOG`) in this process and print its
+    /// result as JSON. The command runs each in a child process of its own this way.
+    #[arg(long, hide = true)]
+    stage: Option<String>,
+}
+
+impl ProfileArgs {
+    fn options(&self) -> ProfileOptions {
+        ProfileOptions {
+            model: self.model,
+            spec: self.dataset.spec(),
+            frames: self.frames,
+            batch: self.batch_size,
+            backend: self.backend,
+            multiplier: self.conv.apply(self.multiplier.clone()),
+            policy: self.sparse_act.map(Policy::uniform).unwrap_or_default(),
+            warmup: self.warmup,
+            steps: self.steps,
+        }
+    }
+
+    fn title(&self) -> String {
+        let opts = self.options();
+        let mut t = format!(
+            "{}, batch {}, {} backend, multiplier {} (--conv {})",
+            self.model,
+            self.batch_size,
+            self.backend,
+            opts.multiplier,
+            opts.multiplier.conv()
+        );
+        if let Some(p) = self.sparse_act {
+            t.push_str(&format!(", SparseAct {p}"));
+        }
+        t
+    }
+}
+
+/// Runs `ember profile`: the wall time and the kernels, each measured in a child process of its
+/// own (CubeCL's profiler is on or off for a whole process), then the report.
+pub fn run(args: ProfileArgs) -> Result<(), EmberError> {
+    let opts = args.options();
+    if let Some(stage) = &args.stage {
+        let stage = match stage.split_once(':') {
+            None if stage == "wall" => Stage::Wall,
+            Some(("kernels", log)) => Stage::Kernels(PathBuf::from(log)),
+            _ => return Err(EmberError::Invalid(format!("unknown stage {stage}"))),
+        };
+        let result = profile::measure(&opts, stage)?;
+        let json = serde_json::to_string(&result)
+            .map_err(|e| EmberError::Invalid(format!("cannot encode the result: {e}")))?;
+        println!("{json}");
+        return Ok(());
+    }
+    if let Some(path) = &args.out {
+        ember_train::memory::check_new(path)?;
+    }
+    // checked here too, so that a bad option or a missing backend is one error, not one a child
+    opts.validate()?;
+    opts.backend.check_available()?;
+    let log = tempfile::Builder::new()
+        .prefix("ember-profile-")
+        .suffix(".log")
+        .tempfile()
+        .map_err(|e| EmberError::Invalid(format!("cannot make a temporary file: {e}")))?;
+    eprintln!(
+        "timing {} steps after {} warm-up steps (in a process of its own) ...",
+        args.steps, args.warmup
+    );
+    let StageResult::Wall(wall_ms) = in_child("wall")? else {
+        return Err(EmberError::Invalid("the wall stage printed kernels".into()));
+    };
+    eprintln!("profiling the same steps kernel by kernel (in a process of its own) ...");
+    let StageResult::Kernels(kernels) = in_child(&format!("kernels:{}", log.path().display()))?
+    else {
+        return Err(EmberError::Invalid(
+            "the kernel stage printed a time".into(),
+        ));
+    };
+    let report = ProfileReport {
+        title: args.title(),
+        wall_ms,
+        steps: args.steps,
+        warmup: args.warmup,
+        kernels,
+    };
+    let table = report.markdown(args.top);
+    print!("{table}");
+    if let Some(path) = args.out {
+        ember_train::memory::write_new(&path, &table)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs this same command line with `--stage stage` and reads the result it prints.
+fn in_child(stage: &str) -> Result<StageResult, EmberError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| EmberError::Invalid(format!("cannot find the ember executable: {e}")))?;
+    let output = Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .arg("--stage")
+        .arg(stage)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
+    if !output.status.success() {
+        return Err(EmberError::Invalid(format!(
+            "the {} measurement failed ({}); its error is above",
+            stage.split(':').next().unwrap_or(stage),
+            output.status
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .map_err(|e| EmberError::Invalid(format!("the {stage} stage printed no result ({e})")))
+}
