@@ -26,6 +26,7 @@ use cubecl_kernels::decorator::{
     MultiplyStrategy, Wrapped,
 };
 use cubecl_kernels::elementwise::Binary;
+use cubecl_kernels::reduce::Reduction;
 
 /// The decoration: its configuration is the device's [`Multiplier`].
 #[derive(Clone, Copy, Default, Debug)]
@@ -325,6 +326,21 @@ macro_rules! elementwise_ops {
     )*};
 }
 
+/// `t` summed or averaged along `dim`: [`cubecl_kernels::reduce::reduce_dim_routed`] on the GEMM
+/// routes, the inner backend's op where that declines and on `--conv burn`.
+fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<B> {
+    let cfg = t.config;
+    let routed = match cfg.conv() {
+        ConvRoute::Burn => Err(t.inner),
+        _ => cubecl_kernels::reduce::reduce_dim_routed::<B>(t.inner, dim, reduction),
+    };
+    let out = routed.unwrap_or_else(|t| match reduction {
+        Reduction::Sum => B::float_sum_dim(t, dim),
+        Reduction::Mean => B::float_mean_dim(t, dim),
+    });
+    Wrapped::new(out, cfg)
+}
+
 impl cubecl_kernels::decorator::PlainFloat for Approx {}
 
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
@@ -418,6 +434,18 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         float_div => Div,
         relu_backward => ReluBackward,
     );
+
+    /// On the GEMM routes over a GPU, cubek's cube routine where few outputs each reduce a long
+    /// axis (batch norm's statistics), burn-cubecl's unit routine otherwise
+    /// ([`cubecl_kernels::reduce`]).
+    fn float_sum_dim(tensor: T<B>, dim: usize) -> T<B> {
+        reduce_dim::<B>(tensor, dim, Reduction::Sum)
+    }
+
+    /// As [`Self::float_sum_dim`].
+    fn float_mean_dim(tensor: T<B>, dim: usize) -> T<B> {
+        reduce_dim::<B>(tensor, dim, Reduction::Mean)
+    }
 
     /// A strided view (batch norm's `swap_dims(0, 1)`) is copied on the host on the GEMM
     /// routes; burn-ndarray walks it value by value.

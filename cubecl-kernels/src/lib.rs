@@ -12,6 +12,8 @@
 //!   driver gets a sentence saying what to install instead of a panic on a device thread.
 //! - [`profiler`]: CubeCL's per-kernel profiler switched on for a process, and its log read back
 //!   as timed launches (`ember profile`).
+//! - [`reduce`]: sums and means along one axis on the cube routine where few outputs each reduce
+//!   a long axis on a GPU (batch norm's statistics), burn-cubecl's unit routine otherwise.
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
 //!   and the multi-threaded host reference beside it, im2col / col2im.
@@ -82,6 +84,7 @@ mod grid;
 pub mod hinm;
 mod panel;
 pub mod profiler;
+pub mod reduce;
 pub mod runtime;
 mod scratch;
 #[cfg(any(test, feature = "testing"))]

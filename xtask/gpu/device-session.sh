@@ -8,6 +8,11 @@
 #       3. one-epoch CIFAR-10 trainings of ResNet-18 on 5,120 images, native and AFM16 at
 #       batch 128 (90 s each), 4. ResNet-50 at batch 20,000, which must end with an error naming
 #       the batch size (60 s): 610 s at most, within one call.
+#   bash gpu/device-session.sh profile
+#       gpu/bundle/ (either kind; no dataset: the steps run on random inputs): `ember profile`
+#       of the model-step table's GPU rows, each kernel's launches and device time per step
+#       beside the step's wall time (80 s each, 7 of them: 560 s at most), into
+#       res/profile-NAME.md.
 #   bash gpu/device-session.sh reproduce NAME [ARGS...]
 #       gpu/bundle/ (cargo xtask gpu-bundle --ember-only --out gpu/bundle) and
 #       gpu/cifar10-jpg.tar.gz: `cargo xtask reproduce NAME --backend cuda ARGS` from the
@@ -71,6 +76,25 @@ checks)
         >"$res/oom.log" 2>&1
     echo "oom: exit $?" >>"$res/stages.txt"
     ;;
+profile)
+    # name, then `ember profile` arguments (CUDA; random inputs of the dataset's shape)
+    while read -r name args; do
+        stage "profile $name"
+        # shellcheck disable=SC2086
+        timeout 80 "$bin/ember" profile --backend cuda $args --out "$res/profile-$name.md" \
+            >"$res/profile-$name.log" 2>&1
+        echo "profile $name: exit $?" >>"$res/stages.txt"
+        pack
+    done <<'ROWS'
+resnet18-cifar-b128-native --model resnet18-cifar --dataset cifar10 --batch-size 128
+resnet18-cifar-b128-afm16 --model resnet18-cifar --dataset cifar10 --batch-size 128 --multiplier afm16
+resnet18-cifar-b128-burn --model resnet18-cifar --dataset cifar10 --batch-size 128 --conv burn
+gru-b64-native --model gru --dataset fsdd --batch-size 64 --frames 48
+resmlp-s12-b64-native --model resmlp-s12 --dataset cifar10 --batch-size 64
+deit-ti-b64-native --model deit-ti --dataset cifar10 --batch-size 64
+lenet5-b64-native --model lenet5 --dataset mnist --batch-size 64
+ROWS
+    ;;
 reproduce)
     name=${1:?reproduce needs an experiment name}
     shift
@@ -89,7 +113,7 @@ reproduce)
         -o -name curves.png -o -name '*.args' | tar -czf "$res/runs.tar.gz" -T -)
     ;;
 *)
-    echo "unknown mode $mode: checks or reproduce NAME [ARGS...]" >&2
+    echo "unknown mode $mode: checks, profile or reproduce NAME [ARGS...]" >&2
     exit 2
     ;;
 esac

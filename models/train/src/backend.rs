@@ -103,16 +103,21 @@ pub trait BackendJob {
 
 impl BackendKind {
     /// Checks that this backend can start here, before anything calls into its runtime:
-    /// cubecl-wgpu panics on its device thread when no adapter exists, and CUDA needs the
-    /// `cuda` feature.
+    /// cubecl-wgpu and cubecl-cuda panic on their device threads when no adapter or driver
+    /// exists; CUDA also needs the `cuda` feature.
     pub fn check_available(self) -> Result<()> {
         match self {
             Self::Ndarray => Ok(()),
             Self::Wgpu => cubecl_kernels::runtime::wgpu_adapter()
                 .map(|_| ())
                 .map_err(|e| EmberError::Backend(e.to_string())),
+            // CubeCL's CUDA runtime panics on its device thread where the driver library
+            // cannot be loaded: ask the driver first, here
             #[cfg(feature = "cuda")]
-            Self::Cuda => Ok(()),
+            Self::Cuda => match cuda_devices()?.len() {
+                0 => Err(EmberError::Backend("CUDA reports no GPU here".into())),
+                _ => Ok(()),
+            },
             #[cfg(not(feature = "cuda"))]
             Self::Cuda => Err(EmberError::Backend(
                 "this ember was built without CUDA support: rebuild with \
@@ -219,7 +224,7 @@ fn wgpu_devices() -> Result<Vec<burn::backend::wgpu::WgpuDevice>> {
 #[cfg(feature = "cuda")]
 fn cuda_devices() -> Result<Vec<burn::backend::cuda::CudaDevice>> {
     use burn::tensor::backend::Backend;
-    let count = std::panic::catch_unwind(|| <burn::backend::Cuda as Backend>::device_count(0))
+    let count = crate::record::catch(|| <burn::backend::Cuda as Backend>::device_count(0))
         .map_err(|_| {
             EmberError::Backend(
                 "CUDA cannot start: no NVIDIA driver or GPU (set LD_LIBRARY_PATH to CUDA's \
@@ -230,4 +235,22 @@ fn cuda_devices() -> Result<Vec<burn::backend::cuda::CudaDevice>> {
     Ok((0..count)
         .map(burn::backend::cuda::CudaDevice::new)
         .collect())
+}
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    use super::BackendKind;
+
+    #[test]
+    fn cuda_starts_where_the_nvidia_driver_is_loaded_and_is_refused_elsewhere() {
+        // the kernel module's file: present where the driver is loaded
+        let driver = std::path::Path::new("/proc/driver/nvidia/version").exists();
+        match BackendKind::Cuda.check_available() {
+            Ok(()) => assert!(driver, "CUDA started without an NVIDIA driver"),
+            Err(e) => {
+                assert!(!driver, "CUDA refused beside a loaded driver: {e}");
+                assert!(e.to_string().contains("CUDA cannot start"), "{e}");
+            }
+        }
+    }
 }
