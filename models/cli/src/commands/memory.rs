@@ -7,7 +7,6 @@ use ember_train::EmberError;
 use ember_train::backend::BackendKind;
 use ember_train::memory::{self, MemoryModel, MemoryOptions, MemoryRow};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 /// Arguments of `ember memory`.
 #[derive(clap::Args)]
@@ -107,30 +106,13 @@ pub fn run(args: MemoryArgs) -> Result<(), EmberError> {
 
 /// Runs this same command line with `--configuration index` and reads the row it prints.
 fn measure_in_child(index: usize) -> Result<MemoryRow, EmberError> {
-    let exe = std::env::current_exe()
-        .map_err(|e| EmberError::Invalid(format!("cannot find the ember executable: {e}")))?;
-    let output = Command::new(&exe)
-        .args(std::env::args_os().skip(1))
-        .arg("--configuration")
-        .arg(index.to_string())
-        // One worker: a product's per-thread workspace is then made once, in the throw-away
-        // step, whatever the machine's load; with several, a worker that first multiplies in
-        // the measured step counts its workspace (1-2 MiB on ndarray) as activations.
-        .env("RAYON_NUM_THREADS", "1")
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
-    if !output.status.success() {
-        return Err(EmberError::Invalid(format!(
-            "measuring configuration {index} failed ({}); its error is above",
-            output.status
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).map_err(|e| {
-        EmberError::Invalid(format!(
-            "configuration {index} printed no row ({e}): {stdout}"
-        ))
-    })
+    // One worker: a product's per-thread workspace is then made once, in the throw-away step,
+    // whatever the machine's load; with several, a worker that first multiplies in the
+    // measured step counts its workspace (1-2 MiB on ndarray) as activations.
+    super::in_child(
+        "--configuration",
+        &index.to_string(),
+        &[("RAYON_NUM_THREADS", "1")],
+        &format!("measuring configuration {index}"),
+    )
 }

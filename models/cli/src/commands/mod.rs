@@ -12,6 +12,39 @@ pub mod train;
 pub mod tune_bcr;
 
 use burn_approx_mul::{BUILT_IN_HELP, ConvRoute, Multiplier};
+use ember_train::EmberError;
+
+/// Runs this same command line with `flag value` added, in a child process of its own with the
+/// environment variables `env`, and reads the JSON value it prints last: how the commands that
+/// measure one configuration per process (`memory`, `profile`) run each. `what` names the
+/// measurement in the errors.
+pub(crate) fn in_child<T: serde::de::DeserializeOwned>(
+    flag: &str,
+    value: &str,
+    env: &[(&str, &str)],
+    what: &str,
+) -> Result<T, EmberError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| EmberError::Invalid(format!("cannot find the ember executable: {e}")))?;
+    let output = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .arg(flag)
+        .arg(value)
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
+    if !output.status.success() {
+        return Err(EmberError::Invalid(format!(
+            "{what} failed ({}); its error is above",
+            output.status
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .map_err(|e| EmberError::Invalid(format!("{what} printed no result ({e}): {stdout}")))
+}
 
 /// The help of a `--multiplier` option: `what` it sets, then the names it accepts — the list
 /// `Multiplier`'s parser's "unknown multiplier" error prints.

@@ -9,7 +9,6 @@ use ember_train::EmberError;
 use ember_train::backend::BackendKind;
 use ember_train::profile::{self, ProfileOptions, ProfileReport, Stage, StageResult};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 /// Arguments of `ember profile`.
 #[derive(clap::Args)]
@@ -146,24 +145,6 @@ pub fn run(args: ProfileArgs) -> Result<(), EmberError> {
 
 /// Runs this same command line with `--stage stage` and reads the result it prints.
 fn in_child(stage: &str) -> Result<StageResult, EmberError> {
-    let exe = std::env::current_exe()
-        .map_err(|e| EmberError::Invalid(format!("cannot find the ember executable: {e}")))?;
-    let output = Command::new(&exe)
-        .args(std::env::args_os().skip(1))
-        .arg("--stage")
-        .arg(stage)
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| EmberError::Invalid(format!("cannot run {}: {e}", exe.display())))?;
-    if !output.status.success() {
-        return Err(EmberError::Invalid(format!(
-            "the {} measurement failed ({}); its error is above",
-            stage.split(':').next().unwrap_or(stage),
-            output.status
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line)
-        .map_err(|e| EmberError::Invalid(format!("the {stage} stage printed no result ({e})")))
+    let name = stage.split(':').next().unwrap_or(stage);
+    super::in_child("--stage", stage, &[], &format!("the {name} measurement"))
 }
