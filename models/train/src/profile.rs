@@ -114,10 +114,11 @@ pub enum StageResult {
 /// the whole process, so it must come before anything touches a CubeCL device here.
 pub fn measure(opts: &ProfileOptions, stage: Stage) -> Result<StageResult> {
     opts.validate()?;
-    opts.backend.check_available()?;
+    // before anything that may read CubeCL's configuration (the backend's check included)
     if let Stage::Kernels(log) = &stage {
         profiler::enable(log).map_err(|e| EmberError::Backend(e.to_string()))?;
     }
+    opts.backend.check_available()?;
     let job = StepJob {
         opts: opts.clone(),
         stage,
@@ -235,36 +236,31 @@ impl<B: AutodiffBackend> ModelVisitor<B> for Steps<B> {
 /// The profiler log's length once everything launched before the last sync is in it. The log
 /// is written by a logger task of CubeCL's after the launches it times, and a sync appends a
 /// summary table after them; this waits until the log is empty or ends in one, and has not
-/// grown for 100 ms (at most a minute).
+/// grown for 100 ms (at most a minute). Only the log's length and its last bytes are read.
 fn settled_len(log: &Path) -> Result<u64> {
+    let io = |source| EmberError::Io {
+        path: log.to_path_buf(),
+        source,
+    };
     let start = Instant::now();
-    let mut last: Option<(usize, Instant)> = None;
+    let mut last: Option<(u64, Instant)> = None;
     loop {
         std::thread::sleep(Duration::from_millis(10));
-        let bytes = match std::fs::read(log) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                return Err(EmberError::Io {
-                    path: log.to_path_buf(),
-                    source,
-                });
-            }
+        let len = match std::fs::metadata(log) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io(e)),
         };
-        let tail = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(512)..]);
-        let complete = bytes.is_empty()
-            || tail
-                .trim_end()
-                .lines()
-                .last()
-                .is_some_and(|l| l.contains('⎯'));
         match last {
-            Some((len, since)) if len == bytes.len() => {
-                if complete && since.elapsed() >= Duration::from_millis(100) {
-                    return Ok(len as u64);
+            Some((seen, since)) if seen == len => {
+                if since.elapsed() >= Duration::from_millis(100)
+                    && (len == 0
+                        || ends_in_summary(&read_range(log, len.saturating_sub(512), len)?))
+                {
+                    return Ok(len);
                 }
             }
-            _ => last = Some((bytes.len(), Instant::now())),
+            _ => last = Some((len, Instant::now())),
         }
         if start.elapsed() > Duration::from_secs(60) {
             return Err(EmberError::Backend(format!(
@@ -275,16 +271,33 @@ fn settled_len(log: &Path) -> Result<u64> {
     }
 }
 
-/// The launches logged between byte offsets `from` and `to` of `log`.
-fn read_launches(log: &Path, from: u64, to: u64) -> Result<Vec<Launch>> {
-    let bytes = std::fs::read(log).map_err(|source| EmberError::Io {
+/// Whether `tail` (the end of a log) ends with a summary table's closing rule.
+fn ends_in_summary(tail: &str) -> bool {
+    tail.trim_end()
+        .lines()
+        .last()
+        .is_some_and(|l| l.contains('⎯'))
+}
+
+/// Bytes `from..to` of `log`, as text (a character cut at either end is replaced).
+fn read_range(log: &Path, from: u64, to: u64) -> Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| EmberError::Io {
         path: log.to_path_buf(),
         source,
-    })?;
-    let piece = bytes
-        .get(from as usize..to as usize)
-        .ok_or_else(|| EmberError::Backend("CubeCL's profiler log shrank".into()))?;
-    Ok(profiler::launches(&String::from_utf8_lossy(piece)))
+    };
+    let mut file = std::fs::File::open(log).map_err(io)?;
+    file.seek(SeekFrom::Start(from)).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(to.saturating_sub(from))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The launches logged between byte offsets `from` and `to` of `log`.
+fn read_launches(log: &Path, from: u64, to: u64) -> Result<Vec<Launch>> {
+    Ok(profiler::launches(&read_range(log, from, to)?))
 }
 
 /// `name` without module paths: `a::b::c<d::E, f>` → `c<E, f>`.
@@ -489,6 +502,20 @@ mod tests {
             cubes: cubes.map(str::to_string),
             time: Duration::from_micros(us),
         }
+    }
+
+    #[test]
+    fn a_log_is_complete_when_it_ends_in_a_summary_table() {
+        // a sync's summary ends with its rule, then an empty line
+        assert!(ends_in_summary("| 1ms | k\n|⎯⎯⎯⎯| \n\n"));
+        assert!(!ends_in_summary("|⎯⎯⎯⎯| \n| 1ms | k: Info {\n"));
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        std::fs::write(&log, "| 1ms | a\n|⎯⎯| \n\n").unwrap();
+        let len = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(settled_len(&log).unwrap(), len);
+        assert_eq!(read_launches(&log, 0, len).unwrap().len(), 1);
+        assert_eq!(read_range(&log, 2, 5).unwrap(), "1ms");
     }
 
     #[test]
