@@ -10,7 +10,8 @@
 //! process is timed (a profiled step is slower in wall time than an unprofiled one; the device
 //! times are what it is for).
 //!
-//! [`launches`] reads the launches back (the summary tables are skipped).
+//! [`launches`] reads the launches back (the summary tables are skipped); [`ends_in_summary`]
+//! tells a log that holds everything launched before its last sync.
 
 use cubecl::config::profiling::ProfilingLogLevel;
 use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
@@ -82,6 +83,15 @@ pub fn launches(log: &str) -> Vec<Launch> {
         }
     }
     out
+}
+
+/// Whether `tail` (the end of a log) ends with a sync's summary table: everything launched
+/// before that sync is then in the log.
+pub fn ends_in_summary(tail: &str) -> bool {
+    tail.trim_end()
+        .lines()
+        .last()
+        .is_some_and(|l| l.contains('⎯'))
 }
 
 /// The grid at the end of a launch's settings (`... CubeCount (x, y, z)`), if `line` has it.
@@ -159,6 +169,15 @@ mod tests {
         assert_eq!(got[2].kernel, "matmul_entry");
         assert_eq!(got[2].cubes, None);
         assert_eq!(got[2].time, Duration::from_nanos(2500));
+    }
+
+    #[test]
+    fn a_log_is_complete_when_it_ends_in_a_summary_table() {
+        // a sync's summary ends with its rule, then an empty line
+        assert!(ends_in_summary(LOG.split("\n| 2.5µs").next().unwrap()));
+        assert!(ends_in_summary("| 1ms | k\n|⎯⎯⎯⎯| \n\n"));
+        assert!(!ends_in_summary(LOG));
+        assert!(!ends_in_summary("|⎯⎯⎯⎯| \n| 1ms | k: Info {\n"));
     }
 
     #[test]

@@ -255,7 +255,11 @@ fn settled_len(log: &Path) -> Result<u64> {
             Some((seen, since)) if seen == len => {
                 if since.elapsed() >= Duration::from_millis(100)
                     && (len == 0
-                        || ends_in_summary(&read_range(log, len.saturating_sub(512), len)?))
+                        || profiler::ends_in_summary(&read_range(
+                            log,
+                            len.saturating_sub(512),
+                            len,
+                        )?))
                 {
                     return Ok(len);
                 }
@@ -269,14 +273,6 @@ fn settled_len(log: &Path) -> Result<u64> {
             )));
         }
     }
-}
-
-/// Whether `tail` (the end of a log) ends with a summary table's closing rule.
-fn ends_in_summary(tail: &str) -> bool {
-    tail.trim_end()
-        .lines()
-        .last()
-        .is_some_and(|l| l.contains('⎯'))
 }
 
 /// Bytes `from..to` of `log`, as text (a character cut at either end is replaced).
@@ -505,10 +501,7 @@ mod tests {
     }
 
     #[test]
-    fn a_log_is_complete_when_it_ends_in_a_summary_table() {
-        // a sync's summary ends with its rule, then an empty line
-        assert!(ends_in_summary("| 1ms | k\n|⎯⎯⎯⎯| \n\n"));
-        assert!(!ends_in_summary("|⎯⎯⎯⎯| \n| 1ms | k: Info {\n"));
+    fn a_settled_log_is_read_by_byte_range() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         std::fs::write(&log, "| 1ms | a\n|⎯⎯| \n\n").unwrap();
