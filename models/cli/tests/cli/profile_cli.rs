@@ -94,10 +94,11 @@ fn number_after(text: &str, marker: &str) -> f64 {
 #[test]
 fn what_cannot_be_profiled_is_refused_before_measuring() {
     let tmp = scratch("profile-bad");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--backend", "ndarray"], "runs no kernels"),
         (&["--steps", "0"], "--steps must be at least 1"),
         (&["--batch-size", "0"], "--batch-size must be at least 1"),
+        (&["--frames", "0"], "--frames must be at least 1"),
         (&["--model", "gru"], "gru"),
         (&["--multiplier", "nosuch"], "nosuch"),
         (&["--stage", "nosuch"], "unknown stage nosuch"),
