@@ -8,11 +8,11 @@
 #       3. one-epoch CIFAR-10 trainings of ResNet-18 on 5,120 images, native and AFM16 at
 #       batch 128 (90 s each), 4. ResNet-50 at batch 20,000, which must end with an error naming
 #       the batch size (60 s): 610 s at most, within one call.
-#   bash gpu/device-session.sh profile
+#   bash gpu/device-session.sh profile [ROW...]
 #       gpu/bundle/ (either kind; no dataset: the steps run on random inputs): `ember profile`
 #       of the model-step table's GPU rows, each kernel's launches and device time per step
 #       beside the step's wall time (80 s each, 7 of them: 560 s at most), into
-#       res/profile-NAME.md.
+#       res/profile-NAME.md. ROW names pick some of the rows (the names in the list below).
 #   bash gpu/device-session.sh reproduce NAME [ARGS...]
 #       gpu/bundle/ (cargo xtask gpu-bundle --ember-only --out gpu/bundle) and
 #       gpu/cifar10-jpg.tar.gz: `cargo xtask reproduce NAME --backend cuda ARGS` from the
@@ -78,7 +78,10 @@ checks)
     ;;
 profile)
     # name, then `ember profile` arguments (CUDA; random inputs of the dataset's shape)
+    # optional arguments: the names of the rows to run (all seven without)
+    only=" $* "
     while read -r name args; do
+        if [ "$only" != "  " ] && [[ $only != *" $name "* ]]; then continue; fi
         stage "profile $name"
         # shellcheck disable=SC2086
         timeout 80 "$bin/ember" profile --backend cuda $args --out "$res/profile-$name.md" \
