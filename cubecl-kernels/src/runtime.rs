@@ -94,6 +94,19 @@ pub fn is_gpu<R: burn_cubecl::CubeRuntime>(client: &cubecl::client::ComputeClien
         || props.features.plane.contains(cubecl::features::Plane::Ops)
 }
 
+/// Multiprocessors assumed for a GPU that does not report its count (wgpu reports none).
+pub const UNKNOWN_GPU_UNITS: usize = 32;
+
+/// The multiprocessors of the device behind `client`: the count CUDA reports,
+/// [`UNKNOWN_GPU_UNITS`] for another GPU ([`is_gpu`]), 0 for a CPU running the kernels.
+pub fn gpu_units<R: burn_cubecl::CubeRuntime>(client: &cubecl::client::ComputeClient<R>) -> usize {
+    match client.properties().hardware.num_streaming_multiprocessors {
+        Some(n) => n as usize,
+        None if is_gpu(client) => UNKNOWN_GPU_UNITS,
+        None => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 //! gradient = [`weight_grad`] with the roles of input and output swapped.
 
 use super::matmul::{gemm, gemm_nt, reshape};
+use super::split_k::{self, Layout, Split};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData, TensorMetadata};
@@ -53,7 +54,7 @@ impl Product<'_> {
         rhs_t: FloatTensor<B>,
     ) -> FloatTensor<B> {
         match self {
-            Self::Native => B::float_matmul(lhs, B::float_swap_dims(rhs_t, 1, 2)),
+            Self::Native => split_k::weight_product::<B>(Layout::Inner, lhs, rhs_t, Split::Auto),
             Self::Approx(mul) => gemm_nt::<B>(lhs, rhs_t, mul),
         }
     }

@@ -14,3 +14,4 @@ pub mod conv;
 pub(crate) mod elementwise;
 pub mod matmul;
 pub mod native;
+pub mod split_k;

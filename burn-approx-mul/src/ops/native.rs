@@ -25,6 +25,7 @@
 //! the batch.
 
 use super::conv::{self as lowered, Geometry, Product};
+use super::split_k::{self, Layout, Split};
 use burn_backend::ops::ConvOptions;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, TensorData, TensorMetadata};
@@ -364,7 +365,7 @@ pub(crate) fn flattens<B: Backend>(route: ConvRoute, acts: &FloatTensor<B>) -> b
 /// A linear layer's product with every leading dimension of the activations flattened into
 /// rows: one 2-d matmul of the inner backend, reshapes around it (views where the activations
 /// are contiguous); operands as [`Linear`] lists them. The result and its route.
-pub(crate) fn linear<B: Backend>(
+pub(crate) fn linear<B: KernelBackend>(
     op: Linear,
     a: FloatTensor<B>,
     b: FloatTensor<B>,
@@ -404,7 +405,7 @@ pub(crate) fn linear<B: Backend>(
         Linear::WeightGrad => {
             let (x, _) = rows::<B>(a);
             let (dy, _) = rows::<B>(b);
-            B::float_matmul(B::float_swap_dims(x, 0, 1), dy)
+            split_k::weight_product::<B>(Layout::Outer, x, dy, Split::Auto)
         }
     };
     (out, Some(ROWS.to_string()))

@@ -6,4 +6,5 @@ mod decorator;
 mod elementwise;
 mod exhaustive;
 mod modules;
+mod split_k;
 mod transpose;

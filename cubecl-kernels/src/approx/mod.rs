@@ -41,20 +41,36 @@ pub const SHARED_LUT_ENTRIES: usize = 4096;
 /// Widest table kept in shared memory as packed bytes (`m = 7`: 16 KiB).
 pub const PACKED_LUT_BITS: u32 = 7;
 
+/// The tile-chunks [`split_k`] aims at: enough for a CPU running the kernels (lavapipe) and
+/// for the host reference. A GPU aims at [`gpu_tiles`] instead.
+pub const CPU_TILES: usize = 32;
+
+/// The tile-chunks split-K aims at on a GPU of `units` multiprocessors: two a multiprocessor,
+/// never fewer than [`CPU_TILES`] (0 units, a CPU, gives [`CPU_TILES`]).
+pub fn gpu_tiles(units: usize) -> usize {
+    CPU_TILES.max(2 * units)
+}
+
 /// The length of the `k` chunks a contraction of `[batch, m, k] · [batch, k, n]` is split into
-/// (`k` itself when it is not split).
+/// (`k` itself when it is not split), aiming at [`CPU_TILES`] tile-chunks
+/// ([`split_k_for`]).
+pub fn split_k(dims: [usize; 4]) -> usize {
+    split_k_for(dims, CPU_TILES)
+}
+
+/// The length of the `k` chunks of [`split_k`], aiming at `target` tile-chunks.
 ///
 /// A product with few output tiles and a long `k` (the weight gradients of convolutions: `m`,
 /// `n` ≤ a few hundred, `k` = batch · pixels) would otherwise run on a handful of cubes (one
 /// CPU thread on lavapipe, a few SMs on a GPU). It is cut into chunks of at least 512 so that
-/// there are about 32 tile-chunks; each chunk is accumulated from zero in `k` order and the
-/// partial sums are then added in chunk order. Kernel and host reference use this same rule, so
-/// they stay bit-identical.
-pub fn split_k([batch, m, k, n]: [usize; 4]) -> usize {
-    const TILES: usize = 32;
+/// there are about `target` tile-chunks; each chunk is accumulated from zero in `k` order and
+/// the partial sums are then added in chunk order. The host reference uses [`CPU_TILES`], as
+/// the kernel does on a CPU, so the two stay bit-identical there; on a GPU the kernel aims at
+/// [`gpu_tiles`] and its sums differ from the reference's in the last bits.
+pub fn split_k_for([batch, m, k, n]: [usize; 4], target: usize) -> usize {
     const MIN_CHUNK: usize = 512;
     let tiles = batch * m.div_ceil(64) * n.div_ceil(64);
-    let splits = (TILES / tiles.max(1)).min(k / MIN_CHUNK);
+    let splits = (target / tiles.max(1)).min(k / MIN_CHUNK);
     if splits < 2 {
         return k.max(1);
     }
@@ -285,5 +301,18 @@ mod tests {
         // three tiles: about ten chunks
         let chunk = split_k([1, 16, 6400, 150]);
         assert_eq!((chunk, 6400usize.div_ceil(chunk)), (640, 10));
+    }
+
+    #[test]
+    fn a_gpu_splits_to_two_chunks_a_multiprocessor() {
+        assert_eq!(gpu_tiles(0), CPU_TILES);
+        assert_eq!(gpu_tiles(132), 264);
+        // ResNet-18-CIFAR's first-stage weight gradient at b128: 9 tiles, k = 131,072;
+        // 32 / 9 = 3 chunks on a CPU, 264 / 9 = 29 on an H200
+        let dims = [1, 64, 131_072, 576];
+        assert_eq!(131_072usize.div_ceil(split_k(dims)), 3);
+        assert_eq!(131_072usize.div_ceil(split_k_for(dims, gpu_tiles(132))), 29);
+        // outputs that fill the GPU stay whole
+        assert_eq!(split_k_for([1, 512, 4096, 4608], gpu_tiles(132)), 4096);
     }
 }

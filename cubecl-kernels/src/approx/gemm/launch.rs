@@ -2,7 +2,7 @@
 
 use super::Tile;
 use super::kernel::{approx_gemm_direct_kernel, approx_gemm_kernel, sum_chunks_kernel};
-use crate::approx::{ApproxMultiply, split_k};
+use crate::approx::{ApproxMultiply, gpu_tiles, split_k_for};
 use crate::grid::Grid;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -54,7 +54,8 @@ pub fn launch_tiled<R: CubeRuntime>(
     );
     let client = lhs.client.clone();
     let device = lhs.device.clone();
-    let chunk = split_k([batch, m, k, n]);
+    let target = gpu_tiles(crate::runtime::gpu_units(&client));
+    let chunk = split_k_for([batch, m, k, n], target);
     let splits = k.div_ceil(chunk).max(1);
     let new = |rows: usize| {
         empty_device_contiguous_dtype(

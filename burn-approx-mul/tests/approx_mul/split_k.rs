@@ -1,0 +1,129 @@
+//! The native weight-gradient products split along their sum (`ops::split_k`): every split
+//! equals an f64 sum within 1e-5 of the largest value, in both layouts, on the CubeCL runtime
+//! `EMBER_TEST_RUNTIME` selects (kernel path; wgpu by default) and on ndarray, where
+//! `Split::Auto` is the one product bit for bit. (Which runtimes `Split::Auto` splits on is
+//! `split_k::chunks`'s unit test.)
+
+use burn::backend::NdArray;
+use burn::tensor::{Tensor, TensorPrimitive};
+use burn_approx_mul::ops::split_k::{Layout, Split, weight_product};
+use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::testing::{TestBackend, lcg_data};
+
+fn tensor<B: KernelBackend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
+    Tensor::from_data(lcg_data(&shape, seed), device)
+}
+
+fn product<B: KernelBackend>(
+    layout: Layout,
+    a: &Tensor<B, 3>,
+    b: &Tensor<B, 3>,
+    split: Split,
+) -> Vec<f32> {
+    let prim = |t: &Tensor<B, 3>| match layout {
+        Layout::Inner => t.clone().into_primitive().tensor(),
+        // [1, k, m] as the 2-d rows a linear layer's weight gradient takes
+        Layout::Outer => {
+            let [_, k, m] = t.dims();
+            t.clone().reshape([k, m]).into_primitive().tensor()
+        }
+    };
+    let out = weight_product::<B>(layout, prim(a), prim(b), split);
+    Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(out))
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap()
+}
+
+/// `Σ_k` in f64: `a: [G, m, k]`, `b: [G, n, k]` (inner) or `a: [1, k, m]`, `b: [1, k, n]`
+/// (outer), as `[G, m, n]`.
+fn reference(layout: Layout, a: &[f32], b: &[f32], [g, m, n, k]: [usize; 4]) -> Vec<f32> {
+    let mut out = vec![0f32; g * m * n];
+    for gi in 0..g {
+        for i in 0..m {
+            for j in 0..n {
+                let sum: f64 = (0..k)
+                    .map(|t| {
+                        let (x, y) = match layout {
+                            Layout::Inner => (a[(gi * m + i) * k + t], b[(gi * n + j) * k + t]),
+                            Layout::Outer => (a[t * m + i], b[t * n + j]),
+                        };
+                        x as f64 * y as f64
+                    })
+                    .sum();
+                out[(gi * m + i) * n + j] = sum as f32;
+            }
+        }
+    }
+    out
+}
+
+fn close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(f32::MIN_POSITIVE, |s, v| s.max(v.abs()));
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * scale,
+            "{what}: value {i} is {g}, want {w}"
+        );
+    }
+}
+
+fn check<B: KernelBackend>(device: &B::Device, name: &str, host: bool) {
+    // [groups, m, n, k] with k = 2^4 · 3 · 5 · 7: 2, 3, 8 and 16 chunks divide it
+    for (dims, layout) in [
+        ([1, 7, 9, 1680], Layout::Inner),
+        ([3, 5, 4, 1680], Layout::Inner),
+        ([1, 6, 11, 1680], Layout::Outer),
+    ] {
+        let [g, m, n, k] = dims;
+        let (a, b) = match layout {
+            Layout::Inner => (
+                tensor::<B>([g, m, k], 1, device),
+                tensor::<B>([g, n, k], 2, device),
+            ),
+            Layout::Outer => (
+                tensor::<B>([1, k, m], 1, device),
+                tensor::<B>([1, k, n], 2, device),
+            ),
+        };
+        let values = |t: &Tensor<B, 3>| t.clone().into_data().to_vec::<f32>().unwrap();
+        let want = reference(layout, &values(&a), &values(&b), dims);
+        let one = product::<B>(layout, &a, &b, Split::Chunks(1));
+        close(&one, &want, &format!("{name} {layout:?} {dims:?} unsplit"));
+        let auto = product::<B>(layout, &a, &b, Split::Auto);
+        close(&auto, &want, &format!("{name} {layout:?} {dims:?} auto"));
+        if host {
+            assert_eq!(
+                auto, one,
+                "{name} {layout:?} {dims:?}: the host splits nothing"
+            );
+        }
+        for s in [2, 3, 8, 16] {
+            let got = product::<B>(layout, &a, &b, Split::Chunks(s));
+            close(
+                &got,
+                &want,
+                &format!("{name} {layout:?} {dims:?} in {s} chunks"),
+            );
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn split_products_equal_the_one_product_in_both_layouts<R>() {
+        check::<NdArray>(&Default::default(), "ndarray", true);
+        check::<TestBackend<R>>(&Default::default(), R::NAME, false);
+    }
+}
+
+#[test]
+#[should_panic(expected = "11 chunks of a 1680-term sum")]
+fn a_split_that_does_not_divide_the_sum_is_refused() {
+    let device = Default::default();
+    let (a, b) = (
+        tensor::<NdArray>([1, 2, 1680], 1, &device),
+        tensor::<NdArray>([1, 3, 1680], 2, &device),
+    );
+    product::<NdArray>(Layout::Inner, &a, &b, Split::Chunks(11));
+}
