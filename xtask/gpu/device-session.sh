@@ -13,6 +13,14 @@
 #       of the model-step table's GPU rows, each kernel's launches and device time per step
 #       beside the step's wall time (80 s each, 7 of them: 560 s at most), into
 #       res/profile-NAME.md. ROW names pick some of the rows (the names in the list below).
+#   bash gpu/device-session.sh speed
+#       gpu/bundle/ (either kind) and gpu/cifar10-sub.tar.gz: the whole-model speed check of
+#       docs/architecture.md. 1. PyTorch's training step of the five image models, f32 and TF32
+#       (torch_rows.py, 120 s at most); 2. the profile rows of ResNet-18-CIFAR b128 native and
+#       AFM16, DeiT-Ti, ResMLP-S12 and LeNet-5 b64 (80 s each); 3. one-epoch CIFAR-10 trainings
+#       of ResNet-18 at batch 128 on the GEMM route, on Burn's kernels (`--conv burn`) and under
+#       AFM16, whose losses must agree (90 s each): 620 s at most, under a call's 600 s only
+#       when the rows run at their usual pace (about 25 s each).
 #   bash gpu/device-session.sh reproduce NAME [ARGS...]
 #       gpu/bundle/ (cargo xtask gpu-bundle --ember-only --out gpu/bundle) and
 #       gpu/cifar10-jpg.tar.gz: `cargo xtask reproduce NAME --backend cuda ARGS` from the
@@ -98,6 +106,38 @@ deit-ti-b64-native --model deit-ti --dataset cifar10 --batch-size 64
 lenet5-b64-native --model lenet5 --dataset mnist --batch-size 64
 ROWS
     ;;
+speed)
+    stage "PyTorch's model steps"
+    python3 - "$res/torch-request.json" <<'PY'
+import json, sys
+rows = [("resnet18-cifar", 128), ("resnet18-cifar-w16", 64), ("deit-ti", 64),
+        ("resmlp-s12", 64), ("lenet5", 64)]
+json.dump([{"row": f"{m}/b{b}", "op": "model_step", "dims": [b], "model": m}
+           for m, b in rows], open(sys.argv[1], "w"))
+PY
+    timeout 120 python3 "$root/xtask/gpu/torch_rows.py" "$res/torch-request.json" \
+        "$res/torch.json" >"$res/torch.log" 2>&1
+    echo "torch: exit $?" >>"$res/stages.txt"
+    pack
+    bash "$0" profile resnet18-cifar-b128-native resnet18-cifar-b128-afm16 deit-ti-b64-native \
+        resmlp-s12-b64-native lenet5-b64-native
+    stage "one-epoch CIFAR-10 trainings (5,120 images)"
+    data=/tmp/ember-cifar-sub
+    mkdir -p "$data" && tar -xzf "$here/cifar10-sub.tar.gz" -C "$data"
+    for run in "gemm --conv gemm" "burn --conv burn" "afm16 --multiplier afm16"; do
+        set -- $run
+        name=$1
+        shift
+        # shellcheck disable=SC2068
+        timeout 90 "$bin/ember" train --model resnet18-cifar --backend cuda --dataset cifar10 \
+            --data-dir "$data" $@ --epochs 1 --batch-size 128 --plain \
+            --train-limit 5120 --test-limit 1000 --seed 1 \
+            --out "$res/train-$name" --overwrite >"$res/train-$name.log" 2>&1
+        echo "train $name: exit $?" >>"$res/stages.txt"
+        rm -rf "$res/train-$name/checkpoint" "$res/train-$name/model.mpk"
+        pack
+    done
+    ;;
 reproduce)
     name=${1:?reproduce needs an experiment name}
     shift
@@ -116,7 +156,7 @@ reproduce)
         -o -name curves.png -o -name '*.args' | tar -czf "$res/runs.tar.gz" -T -)
     ;;
 *)
-    echo "unknown mode $mode: checks, profile or reproduce NAME [ARGS...]" >&2
+    echo "unknown mode $mode: checks, profile, speed or reproduce NAME [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -388,11 +388,116 @@ pub fn weight_grad<B: KernelBackend>(
     if let Some(dw) = implicit::<B>(Implicit::WeightGrad, &x, &dy5, &w, product) {
         return reshape::<B>(dw, weight_shape.as_slice());
     }
-    let output_grad = dy5;
-    let (cols, _) = im2col::<B>(x, g, kernel);
-    let dy = fold_output_grad::<B>(output_grad, g.groups);
+    if let Product::Native = product {
+        return native_weight_grad::<B>(x, dy5, g, weight_shape, Split::Auto);
+    }
+    columns_weight_grad::<B>(x, dy5, g, weight_shape, product)
+}
+
+/// The exact (native) weight gradient of the convolution of `x: [B, C_in, s...]` with output
+/// gradient `output_grad: [B, C_out, o...]`, its sum over the batch split as `split` says: by
+/// the device ([`Split::Auto`], what [`weight_grad`] runs), or into exactly `n` runs of whole
+/// samples ([`Split::Chunks`]`(n)`, on a CubeCL runtime; the host ignores it).
+///
+/// # Panics
+/// If [`Split::Chunks`] asks a CubeCL runtime for runs that do not divide the batch, or for more
+/// than one run of a grouped convolution.
+pub fn native_weight_grad<B: KernelBackend>(
+    x: FloatTensor<B>,
+    output_grad: FloatTensor<B>,
+    g: &Geometry,
+    weight_shape: &Shape,
+    split: Split,
+) -> FloatTensor<B> {
+    let visitor = SampleSplit {
+        g: *g,
+        weight: weight_shape.clone(),
+        split,
+    };
+    B::visit(visitor, vec![to_5d::<B>(x), to_5d::<B>(output_grad)])
+}
+
+/// The weight gradient through the columns `[G, K, B·L]` of `x: [B, C, d, h, w]` and the output
+/// gradient `dy5: [B, C_out, od, oh, ow]` folded to `[G, C_out/G, B·L]`.
+fn columns_weight_grad<B: KernelBackend>(
+    x: FloatTensor<B>,
+    dy5: FloatTensor<B>,
+    g: &Geometry,
+    weight_shape: &Shape,
+    product: Product<'_>,
+) -> FloatTensor<B> {
+    let (cols, _) = im2col::<B>(x, g, kernel_size(weight_shape));
+    let dy = fold_output_grad::<B>(dy5, g.groups);
     let dw = product.gemm_nt::<B>(dy, cols); // [G, C_out/G, K]
     reshape::<B>(dw, weight_shape.as_slice())
+}
+
+/// The native weight gradient of an ungrouped convolution on a GPU, split into runs of whole
+/// samples ([`split_k::sample_chunks`]): im2col stores each run's columns together
+/// ([`kernel::launch_im2col_chunked`]), the output gradient is permuted once into the same runs
+/// (the copy the unsplit product makes to fold it), and one batched matmul multiplies every run
+/// with no further copy (the columns are read transposed in place); the runs' products are then
+/// summed. Where no split applies (a CPU, grouped convolutions, outputs that fill the device, a
+/// batch without a fitting divisor), the columns route of [`columns_weight_grad`].
+struct SampleSplit {
+    g: Geometry,
+    weight: Shape,
+    split: Split,
+}
+
+impl<B: KernelBackend> CubeVisitor<B> for SampleSplit {
+    type Output = FloatTensor<B>;
+
+    fn cube<R: CubeRuntime>(
+        self,
+        inputs: Vec<CubeTensor<R>>,
+        rewrap: &dyn Fn(CubeTensor<R>) -> FloatTensor<B>,
+    ) -> FloatTensor<B> {
+        let units = cubecl_kernels::runtime::gpu_units(&inputs[0].client);
+        let mut it = inputs.into_iter();
+        let (x, dy) = (it.next().expect("x"), it.next().expect("dy"));
+        let xs = x.meta.shape().dims::<5>();
+        let w = self
+            .g
+            .window(xs[1], [xs[2], xs[3], xs[4]], kernel_size(&self.weight));
+        let (batch, c_out, l) = (xs[0], self.weight[0], w.positions());
+        let k = w.channels / w.groups * w.kvol();
+        let s = match (self.split, self.g.groups) {
+            (Split::Auto, 1) => split_k::sample_chunks(1, c_out, k, batch, l, units),
+            (Split::Auto, _) => 1,
+            (Split::Chunks(s), groups) => {
+                assert!(
+                    s == 1 || groups == 1,
+                    "a grouped convolution's weight gradient in {s} runs of samples"
+                );
+                s
+            }
+        };
+        if s == 1 {
+            return columns_weight_grad::<B>(
+                rewrap(x),
+                rewrap(dy),
+                &self.g,
+                &self.weight,
+                Product::Native,
+            );
+        }
+        let run = batch / s * l;
+        // [S, 1, K, run] → [S, run, K], a transposed view
+        let cols = rewrap(kernel::launch_im2col_chunked(x, &w, s));
+        let cols = B::float_swap_dims(reshape::<B>(cols, &[s, k, run]), 1, 2);
+        // [B, C_out, L] → [S, C_out, run]: one copy
+        let dy = reshape::<B>(rewrap(dy), &[s, batch / s, c_out, l]);
+        let dy = reshape::<B>(B::float_permute(dy, &[0, 2, 1, 3]), &[s, c_out, run]);
+        let dw = B::float_sum_dim(B::float_matmul(dy, cols), 0); // [1, C_out, K]
+        reshape::<B>(dw, self.weight.as_slice())
+    }
+
+    fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+        let mut it = inputs.into_iter();
+        let (x, dy) = (it.next().expect("x"), it.next().expect("dy"));
+        columns_weight_grad::<B>(x, dy, &self.g, &self.weight, Product::Native)
+    }
 }
 
 /// Spatial output size of a transposed convolution.

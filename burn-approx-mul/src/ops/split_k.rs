@@ -36,13 +36,31 @@ pub const TILE: usize = 64;
 /// the device twice; else the largest divisor of `k` up to what covers it twice, with chunks of
 /// at least [`MIN_CHUNK`] terms.
 pub fn chunks(groups: usize, m: usize, n: usize, k: usize, units: usize) -> usize {
+    split(groups, m, n, k, k, units)
+}
+
+/// [`chunks`] for a convolution's weight gradient split into runs of whole samples: the sum
+/// has `batch · positions` terms and the count divides `batch`.
+pub fn sample_chunks(
+    groups: usize,
+    m: usize,
+    n: usize,
+    batch: usize,
+    positions: usize,
+    units: usize,
+) -> usize {
+    split(groups, m, n, batch * positions, batch, units)
+}
+
+/// The chunks of a `k`-term sum, a divisor of `parts` (see [`chunks`]).
+fn split(groups: usize, m: usize, n: usize, k: usize, parts: usize, units: usize) -> usize {
     if units == 0 {
         return 1;
     }
     let tiles = (groups * m.div_ceil(TILE) * n.div_ceil(TILE)).max(1);
     let want = (2 * units).div_ceil(tiles);
     let most = want.min(k / MIN_CHUNK);
-    (1..=most).rev().find(|s| k % s == 0).unwrap_or(1)
+    (1..=most).rev().find(|s| parts % s == 0).unwrap_or(1)
 }
 
 /// How the two operands hold the sum's axis.
@@ -178,6 +196,19 @@ mod tests {
         assert_eq!(chunks(1, 192, 192, 4160, 132), 16);
         // 3 · 1031 terms: at most 12 chunks, of which only 3 divides the sum
         assert_eq!(chunks(1, 192, 192, 3093, 132), 3);
+    }
+
+    #[test]
+    fn sample_chunks_divide_the_batch() {
+        // ResNet-18-CIFAR's first stage at b128 (L = 1024): 16 runs of 8 samples
+        assert_eq!(sample_chunks(1, 64, 576, 128, 1024, 132), 16);
+        // its last stage (512 × 4608 outputs: 576 tiles) is not split
+        assert_eq!(sample_chunks(1, 512, 4608, 128, 16, 132), 1);
+        // a batch of 24 at 64 positions: 9 tiles want 30 chunks, 6 keep 256 terms; 6 divides 24
+        assert_eq!(sample_chunks(1, 64, 576, 24, 64, 132), 6);
+        // a prime batch is not split into samples
+        assert_eq!(sample_chunks(1, 64, 576, 127, 1024, 132), 1);
+        assert_eq!(sample_chunks(1, 64, 576, 128, 1024, 0), 1);
     }
 
     #[test]

@@ -2,10 +2,13 @@
 //! equals an f64 sum within 1e-5 of the largest value, in both layouts, on the CubeCL runtime
 //! `EMBER_TEST_RUNTIME` selects (kernel path; wgpu by default) and on ndarray, where
 //! `Split::Auto` is the one product bit for bit. (Which runtimes `Split::Auto` splits on is
-//! `split_k::chunks`'s unit test.)
+//! `split_k::chunks`'s unit test.) A convolution's native weight gradient in runs of whole
+//! samples (`ops::conv::native_weight_grad`, chunked im2col columns) equals its unsplit one.
 
 use burn::backend::NdArray;
+use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Tensor, TensorPrimitive};
+use burn_approx_mul::ops::conv::{Geometry, native_weight_grad};
 use burn_approx_mul::ops::split_k::{Layout, Split, weight_product};
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::testing::{TestBackend, lcg_data};
@@ -105,6 +108,44 @@ fn check<B: KernelBackend>(device: &B::Device, name: &str, host: bool) {
                 &got,
                 &want,
                 &format!("{name} {layout:?} {dims:?} in {s} chunks"),
+            );
+        }
+    }
+}
+
+/// The weight gradient of `x: [6, 3, 7, 5]` convolved with a `[4, 3, 3, 3]` kernel at `stride`
+/// (padding 1), in `split` runs of samples.
+fn conv_weight_grad<B: KernelBackend>(stride: usize, split: Split) -> Vec<f32> {
+    let device = Default::default();
+    let options = ConvOptions::new([stride, stride], [1, 1], [1, 1], 1);
+    let (oh, ow) = ((7 + 2 - 3) / stride + 1, (5 + 2 - 3) / stride + 1);
+    let x = Tensor::<B, 4>::from_data(lcg_data(&[6, 3, 7, 5], 3), &device);
+    let dy = Tensor::<B, 4>::from_data(lcg_data(&[6, 4, oh, ow], 4), &device);
+    let dw = native_weight_grad::<B>(
+        x.into_primitive().tensor(),
+        dy.into_primitive().tensor(),
+        &Geometry::conv(&options),
+        &burn::tensor::Shape::new([4, 3, 3, 3]),
+        split,
+    );
+    Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(dw))
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap()
+}
+
+cubecl_kernels::runtime_test! {
+    fn conv_weight_gradients_in_runs_of_samples_equal_the_unsplit_one<R>() {
+        for stride in [1, 2] {
+            let want = conv_weight_grad::<NdArray>(stride, Split::Auto);
+            for runs in [1, 2, 3, 6] {
+                let got = conv_weight_grad::<TestBackend<R>>(stride, Split::Chunks(runs));
+                close(&got, &want, &format!("{} stride {stride} in {runs} runs", R::NAME));
+            }
+            close(
+                &conv_weight_grad::<TestBackend<R>>(stride, Split::Auto),
+                &want,
+                &format!("{} stride {stride} auto", R::NAME),
             );
         }
     }

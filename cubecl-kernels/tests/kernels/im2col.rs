@@ -1,6 +1,7 @@
 //! The im2col / col2im kernels against their host references on the runtime
 //! `EMBER_TEST_RUNTIME` selects (wgpu by default, lavapipe where there is no GPU): strides,
-//! padding, dilation, groups, 1- to 3-d windows and a strided input, bit for bit.
+//! padding, dilation, groups, 1- to 3-d windows and a strided input, bit for bit; the chunked
+//! layout is the same columns, each run of samples stored together.
 
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use cubecl_kernels::approx::im2col::{self, Window};
@@ -134,5 +135,41 @@ cubecl_kernels::runtime_test! {
         assert!(!t.clone().into_primitive().tensor().is_contiguous());
         let back = im2col::launch_col2im(t.into_primitive().tensor(), batch, &w);
         assert_eq!(read::<R, 5>(back), im2col::col2im(&y, batch, &w));
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn chunked_columns_are_the_columns_of_each_run_of_samples<R>() {
+        for (batch, w) in windows().into_iter().chain([(6, windows()[1].1)]) {
+            let channels = w.channels;
+            let [d, h, wd] = w.input;
+            let x = values(batch * channels * d * h * wd);
+            let plain = im2col::im2col(&x, batch, &w);
+            let [groups, rows, len] = w.cols_shape(batch);
+            for chunks in (1..=batch).filter(|c| batch % c == 0) {
+                let t = tensor::<R, 5>(&x, [batch, channels, d, h, wd]);
+                let cols = im2col::launch_im2col_chunked(t.into_primitive().tensor(), &w, chunks);
+                let chunk = len / chunks;
+                assert_eq!(cols.meta.shape().dims::<4>(), [chunks, groups, rows, chunk]);
+                // plain [G·rows, S, chunk] → [S, G·rows, chunk]
+                let want: Vec<f32> = (0..chunks * groups * rows * chunk)
+                    .map(|i| {
+                        let (s, r, at) = (i / (groups * rows * chunk), i / chunk % (groups * rows), i % chunk);
+                        plain[r * len + s * chunk + at]
+                    })
+                    .collect();
+                assert_eq!(read::<R, 4>(cols), want, "{chunks} chunks of {w:?}");
+            }
+        }
+        // chunks that do not divide the batch are refused
+        let (_, w) = windows()[1];
+        let [d, h, wd] = w.input;
+        let t = tensor::<R, 5>(&values(6 * w.channels * d * h * wd), [6, w.channels, d, h, wd]);
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            im2col::launch_im2col_chunked(t.into_primitive().tensor(), &w, 4)
+        }))
+        .expect_err("4 chunks of 6 samples");
+        let why = refused.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(why.contains("4 chunks of a batch of 6"), "{why}");
     }
 }

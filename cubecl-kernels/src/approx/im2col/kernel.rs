@@ -6,11 +6,13 @@ use cubecl::prelude::*;
 
 /// `cols[row, col]` over `[G·Cg·kvol, B·L]`: one row of cubes per column row (`y` of the
 /// virtual grid, `grid_*`: [`crate::grid::Grid`]), the geometry comptime (every division is by
-/// a constant).
+/// a constant). The columns are stored in chunks of `chunk` positions, chunk-major:
+/// `[B·L / chunk, G·Cg·kvol, chunk]` (one chunk of `B·L` is the plain layout).
 #[cube(launch)]
 pub(super) fn im2col_kernel(
     x: &Tensor<f32>,
     cols: &mut Array<f32>,
+    chunk: u32,
     grid_x: u32,
     grid_y: u32,
     grid_total: u32,
@@ -50,7 +52,9 @@ pub(super) fn im2col_kernel(
                 + (q1 - p1) * x.stride(3)
                 + (q2 - p2) * x.stride(4)];
         }
-        cols[row * bl + col] = v;
+        let chunk = chunk as usize;
+        let (part, at) = (col / chunk, col % chunk);
+        cols[(part * comptime!(w.channels * w.kvol()) + row) * chunk + at] = v;
     }
 }
 

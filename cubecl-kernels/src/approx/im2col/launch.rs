@@ -19,15 +19,39 @@ fn cubes<R: CubeRuntime>(client: &ComputeClient<R>, len: usize, rows: usize) -> 
 /// # Panics
 /// If `x` is not f32 or its channels or spatial size are not the window's.
 pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor<R> {
+    let batch = x.meta.shape()[0];
+    let [groups, rows, len] = w.cols_shape(batch);
+    let cols = launch_im2col_chunked(x, w, 1);
+    burn_cubecl::ops::reshape(cols, Shape::new([groups, rows, len]))
+}
+
+/// [`launch_im2col`] with the columns of every `B / chunks` samples stored together:
+/// `x: [B, C, d, h, w]` → `[chunks, G, Cg·kvol, (B / chunks)·L]`, chunk `s` holding the
+/// columns of samples `s·B/chunks ..` (a split-K weight gradient reads each chunk as one
+/// contiguous matrix).
+///
+/// # Panics
+/// As [`launch_im2col`], and if `chunks` does not divide the batch.
+pub fn launch_im2col_chunked<R: CubeRuntime>(
+    x: CubeTensor<R>,
+    w: &Window,
+    chunks: usize,
+) -> CubeTensor<R> {
     let dims = x.meta.shape().dims::<5>();
     assert_eq!(dims, w.input_shape(dims[0]), "im2col input");
     assert_eq!(x.dtype, DType::F32, "im2col works on f32 tensors");
+    assert!(
+        chunks >= 1 && dims[0] % chunks == 0,
+        "im2col: {chunks} chunks of a batch of {}",
+        dims[0]
+    );
     let client = x.client.clone();
     let [groups, rows, len] = w.cols_shape(dims[0]);
+    let chunk = len / chunks;
     let cols = empty_device_contiguous_dtype(
         client.clone(),
         x.device.clone(),
-        Shape::new([groups, rows, len]),
+        Shape::new([chunks, groups, rows, chunk]),
         DType::F32,
     );
     if len * rows * groups > 0 {
@@ -39,6 +63,7 @@ pub fn launch_im2col<R: CubeRuntime>(x: CubeTensor<R>, w: &Window) -> CubeTensor
             CubeDim::new_1d(256),
             x.into_tensor_arg(),
             cols.clone().into_array_arg(),
+            chunk as u32,
             gx,
             gy,
             gt,

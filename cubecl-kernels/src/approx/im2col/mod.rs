@@ -5,11 +5,13 @@
 //! positions, the columns are `[G, Cg·kvol, B·L]` (row `c·kvol + kernel offset`, offsets in
 //! d-h-w order; column `b·L + output position`), zero where a window reaches into the padding.
 //! col2im is its adjoint: each input element sums, in kernel-offset order from `+0`, the column
-//! entries that read it. One unit per written element, one launch each.
+//! entries that read it. One unit per written element, one launch each. im2col can also store
+//! the columns of each run of `B / S` samples together (`[S, G, Cg·kvol, (B/S)·L]`,
+//! [`launch_im2col_chunked`]), which a split-K weight gradient multiplies chunk by chunk.
 
 //!
 //! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: their launches ([`launch_im2col`],
-//!   [`launch_col2im`]); `reference.rs`: the host references ([`im2col`], [`col2im`]), the test
+//!   [`launch_im2col_chunked`], [`launch_col2im`]); `reference.rs`: the host references ([`im2col`], [`col2im`]), the test
 //!   oracle and the path on backends without CubeCL; `runs.rs`: one channel's im2col and
 //!   col2im by runs of contiguous copies (the host convolution's and the implicit GEMM's).
 
@@ -18,7 +20,7 @@ mod launch;
 mod reference;
 pub(crate) mod runs;
 
-pub use launch::{launch_col2im, launch_im2col};
+pub use launch::{launch_col2im, launch_im2col, launch_im2col_chunked};
 pub use reference::{col2im, im2col};
 
 /// The geometry of a convolution, 3-d. Kernels take it as a comptime value: one compiled
