@@ -14,7 +14,9 @@
 //!
 //! Implicit GEMM does not apply to grouped convolutions, nor to the input gradient of a strided
 //! one (burn-cubecl would fall back to a direct transposed convolution); where it refuses a
-//! shape, the im2col route runs, and the effects report says why. [`ConvRoute::Im2col`] skips
+//! shape, the im2col route runs, and the effects report says why. On a GPU the weight
+//! gradients (convolutions and linear layers over tokens), whose outputs are small and whose
+//! sums are long, split their sum across the device ([`super::split_k`]). [`ConvRoute::Im2col`] skips
 //! implicit GEMM, [`ConvRoute::Burn`] keeps Burn's own kernels (the inner backend bit for bit).
 //! Transposed convolutions always run Burn's kernels on the native route.
 //!
