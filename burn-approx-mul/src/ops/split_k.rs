@@ -9,10 +9,14 @@
 //!
 //! Here the sum is cut into `S` equal chunks ([`chunks`]), the chunks run as one batched matmul
 //! of `S` times as many cubes, and the `S` partial products are added (`sum_dim`). `S` is
-//! chosen so that the cubes cover the device twice, each chunk keeps at least
-//! [`MIN_CHUNK`] terms, and `S` divides the sum. A CPU running the kernels (lavapipe) and the
-//! host backends keep the one product: more cubes do not help
-//! two cores, and the copies do cost (measured in `docs/architecture.md`).
+//! chosen so that the cubes cover the device twice, each chunk keeps at least [`MIN_CHUNK`]
+//! terms, and `S` divides the sum. [`weight_product`] splits operands as they lie (a linear
+//! layer's rows are cut with no copy; chunks along a contiguous axis are copied by cubek's
+//! matmul); a convolution's weight gradient splits into runs of whole samples whose im2col
+//! columns are stored together instead (`ops::conv::native_weight_grad`,
+//! [`sample_chunks`]). A CPU running the kernels (lavapipe) and the host backends keep the one
+//! product: more cubes do not help two cores, and the copies do cost (measured in
+//! `docs/architecture.md`, "Weight gradients on a GPU").
 //!
 //! The partial sums change the order of the additions, so a split product differs from the
 //! unsplit one in the last bits.
