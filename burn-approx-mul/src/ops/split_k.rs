@@ -64,7 +64,10 @@ fn split(groups: usize, m: usize, n: usize, k: usize, parts: usize, units: usize
     let tiles = (groups * m.div_ceil(TILE) * n.div_ceil(TILE)).max(1);
     let want = (2 * units).div_ceil(tiles);
     let most = want.min(k / MIN_CHUNK);
-    (1..=most).rev().find(|s| parts % s == 0).unwrap_or(1)
+    (1..=most)
+        .rev()
+        .find(|s| parts.is_multiple_of(*s))
+        .unwrap_or(1)
 }
 
 /// How the two operands hold the sum's axis.
