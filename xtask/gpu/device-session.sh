@@ -19,8 +19,8 @@
 #       (torch_rows.py, 120 s at most); 2. the profile rows of ResNet-18-CIFAR b128 native and
 #       AFM16, DeiT-Ti, ResMLP-S12 and LeNet-5 b64 (80 s each); 3. one-epoch CIFAR-10 trainings
 #       of ResNet-18 at batch 128 on the GEMM route, on Burn's kernels (`--conv burn`) and under
-#       AFM16, whose losses must agree (90 s each): 620 s at most, under a call's 600 s only
-#       when the rows run at their usual pace (about 25 s each).
+#       AFM16, whose losses must agree (90 s each): 620 s at most by the timeouts; 192 s on
+#       an H200.
 #   bash gpu/device-session.sh reproduce NAME [ARGS...]
 #       gpu/bundle/ (cargo xtask gpu-bundle --ember-only --out gpu/bundle) and
 #       gpu/cifar10-jpg.tar.gz: `cargo xtask reproduce NAME --backend cuda ARGS` from the

@@ -11,9 +11,10 @@
 
 //!
 //! - `kernel.rs`: the `#[cube]` kernels; `launch.rs`: their launches ([`launch_im2col`],
-//!   [`launch_im2col_chunked`], [`launch_col2im`]); `reference.rs`: the host references ([`im2col`], [`col2im`]), the test
-//!   oracle and the path on backends without CubeCL; `runs.rs`: one channel's im2col and
-//!   col2im by runs of contiguous copies (the host convolution's and the implicit GEMM's).
+//!   [`launch_im2col_chunked`], [`launch_col2im`]); `reference.rs`: the host references
+//!   ([`im2col`], [`col2im`]), the test oracle and the path on backends without CubeCL;
+//!   `runs.rs`: one channel's im2col and col2im by runs of contiguous copies (the host
+//!   convolution's and the implicit GEMM's).
 
 mod kernel;
 mod launch;
