@@ -38,6 +38,21 @@ res=$out/res
 mkdir -p "$res"
 pack() { tar -czf "$out/res.tar.gz.part" -C "$out" res && mv "$out/res.tar.gz.part" "$out/res.tar.gz"; }
 stage() { echo "==> $* ($(date +%T))" | tee -a "$res/stages.txt"; }
+# One epoch of ResNet-18-CIFAR at batch 128 on gpu/cifar10-sub.tar.gz's 5,120 training images
+# (tested on 1,000): NAME, then more `ember train` arguments; into res/train-NAME.
+train_subset() {
+    local name=$1
+    shift
+    local data=/tmp/ember-cifar-sub
+    [ -d "$data/train" ] || { mkdir -p "$data" && tar -xzf "$here/cifar10-sub.tar.gz" -C "$data"; }
+    timeout 90 "$bin/ember" train --model resnet18-cifar --backend cuda --dataset cifar10 \
+        --data-dir "$data" "$@" --epochs 1 --batch-size 128 --plain \
+        --train-limit 5120 --test-limit 1000 \
+        --out "$res/train-$name" --overwrite >"$res/train-$name.log" 2>&1
+    echo "train $name: exit $?" >>"$res/stages.txt"
+    rm -rf "$res/train-$name/checkpoint" "$res/train-$name/model.mpk"
+    pack
+}
 
 bundle=$here/bundle
 work=$bundle/work
@@ -67,17 +82,10 @@ checks)
     cp -r "$work/logs" "$res/test-logs" 2>/dev/null
     pack
     stage "one-epoch CIFAR-10 trainings"
-    data=/tmp/ember-cifar-sub
-    mkdir -p "$data" && tar -xzf "$here/cifar10-sub.tar.gz" -C "$data"
     for mul in native afm16; do
-        timeout 90 "$bin/ember" train --model resnet18-cifar --backend cuda --dataset cifar10 \
-            --data-dir "$data" --multiplier "$mul" --epochs 1 --batch-size 128 --plain \
-            --train-limit 5120 --test-limit 1000 \
-            --out "$res/train-$mul" --overwrite >"$res/train-$mul.log" 2>&1
-        echo "train $mul: exit $?" >>"$res/stages.txt"
-        rm -rf "$res/train-$mul/checkpoint" "$res/train-$mul/model.mpk"
-        pack
+        train_subset "$mul" --multiplier "$mul"
     done
+    data=/tmp/ember-cifar-sub
     stage "ResNet-50 at batch 20,000 (must fail naming the batch)"
     timeout 60 "$bin/ember" train --model resnet50-cifar --backend cuda --dataset cifar10 \
         --data-dir "$data" --epochs 1 --batch-size 20000 --plain --out /tmp/ember-oom \
@@ -122,21 +130,9 @@ PY
     bash "$0" profile resnet18-cifar-b128-native resnet18-cifar-b128-afm16 deit-ti-b64-native \
         resmlp-s12-b64-native lenet5-b64-native
     stage "one-epoch CIFAR-10 trainings (5,120 images)"
-    data=/tmp/ember-cifar-sub
-    mkdir -p "$data" && tar -xzf "$here/cifar10-sub.tar.gz" -C "$data"
-    for run in "gemm --conv gemm" "burn --conv burn" "afm16 --multiplier afm16"; do
-        set -- $run
-        name=$1
-        shift
-        # shellcheck disable=SC2068
-        timeout 90 "$bin/ember" train --model resnet18-cifar --backend cuda --dataset cifar10 \
-            --data-dir "$data" $@ --epochs 1 --batch-size 128 --plain \
-            --train-limit 5120 --test-limit 1000 --seed 1 \
-            --out "$res/train-$name" --overwrite >"$res/train-$name.log" 2>&1
-        echo "train $name: exit $?" >>"$res/stages.txt"
-        rm -rf "$res/train-$name/checkpoint" "$res/train-$name/model.mpk"
-        pack
-    done
+    train_subset gemm --conv gemm --seed 1
+    train_subset burn --conv burn --seed 1
+    train_subset afm16 --multiplier afm16 --seed 1
     ;;
 reproduce)
     name=${1:?reproduce needs an experiment name}
