@@ -51,7 +51,7 @@ fn signed(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// `values` of `shape` (any rank) on `R`'s default device.
-fn upload<R: TestRuntime>(values: &[f32], shape: &[usize]) -> Cube<R> {
+pub(crate) fn upload<R: TestRuntime>(values: &[f32], shape: &[usize]) -> Cube<R> {
     <TestBackend<R> as FloatTensorOps<TestBackend<R>>>::float_from_data(
         TensorData::new(values.to_vec(), shape.to_vec()),
         &Default::default(),
@@ -59,7 +59,7 @@ fn upload<R: TestRuntime>(values: &[f32], shape: &[usize]) -> Cube<R> {
 }
 
 /// A contiguous tensor's values.
-fn read<R: TestRuntime>(t: Cube<R>) -> Vec<f32> {
+pub(crate) fn read<R: TestRuntime>(t: Cube<R>) -> Vec<f32> {
     let n = t.meta.num_elements();
     floats::<R, 1>(
         <TestBackend<R> as FloatTensorOps<TestBackend<R>>>::float_reshape(t, Shape::new([n])),
@@ -68,7 +68,7 @@ fn read<R: TestRuntime>(t: Cube<R>) -> Vec<f32> {
 
 /// Frees NaN-filled device buffers of `sizes` values, which the outputs the next launch
 /// allocates reuse (checked by [`the_poisoned_pool_hands_nan_to_the_next_output`]).
-fn poison<R: TestRuntime>(sizes: &[usize]) {
+pub(crate) fn poison<R: TestRuntime>(sizes: &[usize]) {
     let held: Vec<Cube<R>> = sizes
         .iter()
         .map(|&n| upload(&vec![f32::NAN; n.max(1)], &[n.max(1)]))

@@ -120,3 +120,21 @@ cubecl_kernels::runtime_test! {
         assert_matches_host::<R>(&floats::<R, 2>(y), &want, "prelu");
     }
 }
+
+cubecl_kernels::runtime_test! {
+    fn optimizer_steps_past_the_limits<R>() {
+        // 65,536 · 256 + 1 values, one a unit: past 65,535 cubes of 256 units along x
+        let n = PAST * 256 + 1;
+        let (p, g) = (uniform(n, 11), uniform(n, 12));
+        let s = cubecl_kernels::optim::AdamStep::new(0.9, 0.999, 1e-5, None, 1, 1e-3);
+        let (gp, _, gv) = cubecl_kernels::optim::launch_adam(
+            &cube::<R, 1>(&p, [n]),
+            &cube::<R, 1>(&g, [n]),
+            None,
+            &s,
+        );
+        let (want_p, _, want_v) = cubecl_kernels::optim::reference::adam(&p, &g, None, &s);
+        assert_matches_host::<R>(&floats::<R, 1>(gp), &want_p, "Adam: the parameter");
+        assert_matches_host::<R>(&floats::<R, 1>(gv), &want_v, "Adam: the second moment");
+    }
+}

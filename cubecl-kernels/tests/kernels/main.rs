@@ -16,6 +16,7 @@ mod hinm;
 mod identity;
 mod identity_lenet;
 mod im2col;
+mod optim;
 mod reduce;
 
 /// A CubeCL tensor of the test runtime `R`.

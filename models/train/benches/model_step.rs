@@ -16,7 +16,7 @@
 //! installed). `EMBER_BENCH_MODELS` limits the models (comma-separated names); ResNet-18 at
 //! full width (batch 128) runs on the CPU only when named there (seconds a step).
 
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
@@ -30,6 +30,7 @@ use ember_models::classifier::Classifier;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{Batch, DataSpec, ImageSpec, Inputs};
 use ember_train::backend::{Stack, TrainBackend, stack_device};
+use ember_train::fused_optim::FusedAdam;
 use ember_train::hinm;
 use ember_train::policy::contraction_layers;
 
@@ -169,11 +170,11 @@ struct Step<'a, B: AutodiffBackend> {
     device: B::Device,
 }
 
-impl<B: AutodiffBackend> ModelVisitor<B> for Step<'_, B> {
+impl<B: TrainBackend> ModelVisitor<B> for Step<'_, B> {
     type Output = ();
 
     fn visit<M: TrainableClassifier<B>>(self, model: M) {
-        let mut optim = AdamConfig::new().init::<B, M>();
+        let mut optim = FusedAdam::default().init::<B, M>();
         let mut model = Some(model);
         let (batch, device) = (self.batch, self.device);
         let mut step = || {

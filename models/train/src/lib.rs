@@ -16,6 +16,8 @@
 //!   routes it adds, one [`technique::REGISTRY`]) and the [`technique::Technique`] trait the fit
 //!   loop calls (gradients, after the optimizer step, end of epoch, checkpoint state, packed
 //!   export); [`hinm`] and [`bcr`] hold the pruning techniques' implementations.
+//! - [`fused_optim`]: Adam and SGD with one fused kernel per parameter, the optimizers every run
+//!   steps with (Burn's arithmetic and records).
 //! - [`scale`]: data-parallel training on several devices of one process (`--devices`, Burn's
 //!   collective all-reduce) and across the processes of an MPI job (`--ddp mpi`).
 //! - [`memory`]: training memory by component measured from the runtime (`ember memory`).
@@ -67,6 +69,7 @@ pub mod bcr;
 pub mod compare;
 pub mod effects;
 pub mod error;
+pub mod fused_optim;
 pub mod hinm;
 pub mod lut;
 pub mod memory;

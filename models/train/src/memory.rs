@@ -14,9 +14,10 @@
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
+use crate::fused_optim::FusedAdam;
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn_approx_mul::Multiplier;
 use burn_sparse_act::{Policy, Pruning};
@@ -586,7 +587,7 @@ impl BackendJob for MemoryJob {
         sync()?;
         let after_forward = probe();
         let optimizer = if self.optimizer {
-            let mut optim = AdamConfig::new().init::<B, ResMlp<B>>();
+            let mut optim = FusedAdam::default().init::<B, ResMlp<B>>();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             let model = optim.step(1e-3, model, grads);
             sync()?;

@@ -18,7 +18,8 @@
 
 use crate::backend::{BackendJob, BackendKind, TrainBackend};
 use crate::error::{EmberError, Result};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use crate::fused_optim::FusedAdam;
+use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
@@ -187,11 +188,11 @@ struct Steps<B: AutodiffBackend> {
     stage: Stage,
 }
 
-impl<B: AutodiffBackend> ModelVisitor<B> for Steps<B> {
+impl<B: TrainBackend> ModelVisitor<B> for Steps<B> {
     type Output = Result<StageResult>;
 
     fn visit<M: TrainableClassifier<B>>(self, model: M) -> Result<StageResult> {
-        let mut optim = AdamConfig::new().init::<B, M>();
+        let mut optim = FusedAdam::default().init::<B, M>();
         let mut model = Some(model);
         let device = self.device.clone();
         let mut step = || -> Result<()> {

@@ -3,43 +3,40 @@
 
 use crate::backend::TrainBackend;
 use crate::error::Result;
+use crate::fused_optim::{FusedAdam, FusedSgd};
 use crate::optimizer::{OptimizerKind, OptimizerSettings};
 use crate::record;
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{Adam, AdamConfig, GradientsParams, Optimizer, Sgd, SgdConfig};
+use burn::optim::{GradientsParams, Optimizer};
 use std::path::Path;
 
-/// A run's optimizer, with its state (Adam's moments, SGD's velocities).
+/// A run's optimizer, with its state (Adam's moments, SGD's velocities): Burn's Adam and SGD,
+/// one fused kernel per parameter ([`crate::fused_optim`]).
 pub(crate) enum Optim<B: TrainBackend, M: AutodiffModule<B>> {
-    Adam(OptimizerAdaptor<Adam, M, B>),
-    Sgd(OptimizerAdaptor<Sgd<B::InnerBackend>, M, B>),
+    Adam(OptimizerAdaptor<FusedAdam, M, B>),
+    Sgd(OptimizerAdaptor<FusedSgd, M, B>),
 }
 
 /// An [`Optim`]'s state, which another replica's optimizer starts from.
 pub(crate) enum OptimRecord<B: TrainBackend, M: AutodiffModule<B>> {
-    Adam(<OptimizerAdaptor<Adam, M, B> as Optimizer<M, B>>::Record),
-    Sgd(<OptimizerAdaptor<Sgd<B::InnerBackend>, M, B> as Optimizer<M, B>>::Record),
+    Adam(<OptimizerAdaptor<FusedAdam, M, B> as Optimizer<M, B>>::Record),
+    Sgd(<OptimizerAdaptor<FusedSgd, M, B> as Optimizer<M, B>>::Record),
 }
 
-fn adam(s: &OptimizerSettings) -> AdamConfig {
-    AdamConfig::new().with_weight_decay(
-        (s.weight_decay > 0.0).then(|| WeightDecayConfig::new(s.weight_decay as f32)),
-    )
+/// The L2 penalty of `s`, `None` for none.
+fn decay(s: &OptimizerSettings) -> Option<f32> {
+    (s.weight_decay > 0.0).then_some(s.weight_decay as f32)
 }
 
-fn sgd(s: &OptimizerSettings) -> SgdConfig {
-    SgdConfig::new()
-        .with_weight_decay(
-            (s.weight_decay > 0.0).then(|| WeightDecayConfig::new(s.weight_decay as f32)),
-        )
-        .with_momentum((s.momentum > 0.0).then(|| {
-            MomentumConfig::new()
-                .with_momentum(s.momentum)
-                .with_dampening(0.0)
-        }))
+/// Adam at Burn's defaults (β = 0.9, 0.999; ε = 1e-5).
+fn adam(s: &OptimizerSettings) -> FusedAdam {
+    FusedAdam::new(0.9, 0.999, 1e-5, decay(s))
+}
+
+/// SGD with heavy-ball momentum, no dampening (PyTorch's form).
+fn sgd(s: &OptimizerSettings) -> FusedSgd {
+    FusedSgd::new((s.momentum > 0.0).then_some((s.momentum, 0.0)), decay(s))
 }
 
 impl<B: TrainBackend, M: AutodiffModule<B>> Optim<B, M> {

@@ -5,6 +5,7 @@
 mod bcr;
 mod compare;
 mod conv;
+mod fused_optim;
 mod memory;
 mod optim;
 mod policy;

@@ -5,12 +5,14 @@
 use burn::backend::{NdArray, Wgpu};
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
+use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::{Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_sparse_act::Policy;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::effects::{self, Pass};
 use ember_train::backend::{Stack, stack_device};
+use ember_train::fused_optim::{FusedAdam, FusedSgd};
 use ember_train::policy::{LayerPolicy, contraction_layers, tag_layers};
 
 #[derive(Module, Debug)]
@@ -29,8 +31,10 @@ fn values<B: burn::tensor::backend::Backend, const D: usize>(t: Tensor<B, D>) ->
     t.into_data().to_vec::<f32>().unwrap()
 }
 
-/// Output, dx, dW1, dW2 of `sum(fc2(fc1(x)))` under the policy's model on the stack over `I`.
-fn under_policy<I: KernelBackend>(policy: &str) -> ([Vec<f32>; 4], effects::Effects) {
+/// Output, dx, dW1, dW2 of `sum(fc2(fc1(x)))` under the policy's model on the stack over `I`;
+/// with `steps`, after a step of each fused optimizer at rate 0 (the values stay, and the
+/// layers' tags must too).
+fn under_policy<I: KernelBackend>(policy: &str, steps: bool) -> ([Vec<f32>; 4], effects::Effects) {
     type S<I> = Stack<I>;
     let device = stack_device::<I>(Multiplier::native(), Policy::default());
     let model = TwoLayers::<S<I>> {
@@ -53,9 +57,35 @@ fn under_policy<I: KernelBackend>(policy: &str) -> ([Vec<f32>; 4], effects::Effe
         .unwrap()
         .resolve(&layers)
         .unwrap();
-    let model = tag_layers::<S<I>, _>(model, &choices);
+    let mut model = tag_layers::<S<I>, _>(model, &choices);
     let x =
         Tensor::<S<I>, 2>::from_data(TensorData::new(data(24, 3), [4, 6]), &device).require_grad();
+    if steps {
+        let mut adam = FusedAdam::default().init::<S<I>, TwoLayers<S<I>>>();
+        let mut sgd = FusedSgd::new(Some((0.9, 0.0)), Some(5e-4)).init::<S<I>, TwoLayers<S<I>>>();
+        for _ in 0..2 {
+            let grads = model
+                .fc2
+                .forward(model.fc1.forward(x.clone()))
+                .sum()
+                .backward();
+            model = adam.step(
+                0.0,
+                model.clone(),
+                GradientsParams::from_grads(grads, &model),
+            );
+            let grads = model
+                .fc2
+                .forward(model.fc1.forward(x.clone()))
+                .sum()
+                .backward();
+            model = sgd.step(
+                0.0,
+                model.clone(),
+                GradientsParams::from_grads(grads, &model),
+            );
+        }
+    }
     effects::start();
     let y = model.fc2.forward(model.fc1.forward(x.clone()));
     let grads = y.clone().sum().backward();
@@ -99,7 +129,7 @@ fn by_hand<I: KernelBackend>(m1: &str, m2: &str) -> [Vec<f32>; 4] {
     [y, dx, dw1, dw2]
 }
 
-fn two_linears<I: KernelBackend>(route: &str) {
+fn two_linears<I: KernelBackend>(route: &str, steps: bool) {
     let policy = r#"
         [[layer]]
         path = "fc1"
@@ -108,7 +138,7 @@ fn two_linears<I: KernelBackend>(route: &str) {
         path = "fc2"
         multiplier = "bf16"
     "#;
-    let (got, seen) = under_policy::<I>(policy);
+    let (got, seen) = under_policy::<I>(policy, steps);
     let names = ["output", "dx", "dW1", "dW2"];
     let want = by_hand::<I>("mitchell7", "bf16");
     for i in 0..4 {
@@ -146,12 +176,21 @@ fn two_linears<I: KernelBackend>(route: &str) {
 
 #[test]
 fn two_linears_run_two_multipliers_forward_and_in_both_gradients_on_ndarray() {
-    two_linears::<NdArray>("host reference: this backend has no CubeCL kernels");
+    two_linears::<NdArray>("host reference: this backend has no CubeCL kernels", false);
+}
+
+#[test]
+fn the_layers_keep_their_multipliers_through_the_fused_optimizer_steps() {
+    two_linears::<NdArray>("host reference: this backend has no CubeCL kernels", true);
+    two_linears::<Wgpu>("CubeCL kernel on WgpuRuntime, table in shared memory", true);
 }
 
 #[test]
 fn two_linears_run_two_multipliers_forward_and_in_both_gradients_on_wgpu() {
-    two_linears::<Wgpu>("CubeCL kernel on WgpuRuntime, table in shared memory");
+    two_linears::<Wgpu>(
+        "CubeCL kernel on WgpuRuntime, table in shared memory",
+        false,
+    );
 }
 
 #[test]
@@ -164,7 +203,7 @@ fn a_pruned_layer_reports_the_bytes_it_kept_and_a_report_has_a_row_per_layer() {
         multiplier = "native"
         sparse-act = "0.6:1"
     "#;
-    let (got, seen) = under_policy::<NdArray>(policy);
+    let (got, seen) = under_policy::<NdArray>(policy, false);
     // fc2's input [4, 5] keeps 2 of 5 blocks of width 1 per sample
     let fc2 = &seen.layers["fc2"];
     assert_eq!(fc2.stored[0].how, "block-sparse 0.6:1");
