@@ -410,7 +410,15 @@ mod tests {
             "kernels",
         ];
         assert_eq!(sorted(&t.tests), tests);
-        let benches = ["bcrc", "broadcast", "bspmm", "gemm", "hinm", "model_step"];
+        let benches = [
+            "bcrc",
+            "broadcast",
+            "bspmm",
+            "gemm",
+            "hinm",
+            "model_step",
+            "optim_step",
+        ];
         assert_eq!(sorted(&t.benches), benches);
     }
 

@@ -7,7 +7,7 @@
 //! the parameter's configuration at every level (it is the first input of the visit).
 
 use super::{AdamStep, SgdStep, reference};
-use crate::decorator::{CubeVisitor, KernelBackend, with_f32};
+use crate::decorator::{CubeVisitor, KernelBackend, read_f32};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
@@ -110,24 +110,37 @@ impl<B: KernelBackend> CubeVisitor<B> for Step {
         let device = B::float_device(&inputs[0]);
         let full =
             |v: Vec<f32>| B::float_from_data(TensorData::new(v, self.shape.clone()), &device);
-        let v: Vec<Vec<f32>> = inputs
-            .into_iter()
-            .map(|t| with_f32::<B, _>(t, <[f32]>::to_vec))
-            .collect();
-        match (self.kind, v.as_slice()) {
-            (Kind::Adam(s), [p, g, state @ ..]) => {
-                let moments = match state {
-                    [m, v] => Some((m.as_slice(), v.as_slice())),
-                    _ => None,
-                };
-                let (p, m, v) = reference::adam(p, g, moments, &s);
-                vec![full(p), full(m), full(v)]
+        // the values borrowed where the backend holds them in order (ndarray), read otherwise
+        let borrowed: Option<Vec<&[f32]>> = inputs.iter().map(B::float_host_slice).collect();
+        let outputs = match borrowed {
+            Some(v) => step(self.kind, &v),
+            None => {
+                let read: Vec<Vec<f32>> = inputs.into_iter().map(read_f32::<B>).collect();
+                step(
+                    self.kind,
+                    &read.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+                )
             }
-            (Kind::Sgd(s), [p, g, state @ ..]) => {
-                let (p, u) = reference::sgd(p, g, state.first().map(Vec::as_slice), &s);
-                [Some(p), u].into_iter().flatten().map(full).collect()
-            }
-            _ => unreachable!("optimizer step: inputs do not match the step"),
+        };
+        outputs.into_iter().map(full).collect()
+    }
+}
+
+/// The host step of `kind` on the values of its inputs (parameter, gradient, state).
+fn step(kind: Kind, v: &[&[f32]]) -> Vec<Vec<f32>> {
+    match (kind, v) {
+        (Kind::Adam(s), [p, g, state @ ..]) => {
+            let moments = match state {
+                [m, v] => Some((*m, *v)),
+                _ => None,
+            };
+            let (p, m, v) = reference::adam(p, g, moments, &s);
+            vec![p, m, v]
         }
+        (Kind::Sgd(s), [p, g, state @ ..]) => {
+            let (p, u) = reference::sgd(p, g, state.first().copied(), &s);
+            [Some(p), u].into_iter().flatten().collect()
+        }
+        _ => unreachable!("optimizer step: inputs do not match the step"),
     }
 }

@@ -1,11 +1,16 @@
 //! The host implementation of the optimizer steps: the kernels' test oracle, and the steps
 //! themselves on backends without CubeCL kernels (ndarray). Each value is rounded as the module
-//! docs ([`super`]) list, in that order.
+//! docs ([`super`]) list, in that order; chunks of the values run on rayon's threads.
 
 use super::{AdamStep, SgdStep};
+use rayon::prelude::*;
+
+/// Values a thread steps at a time: the steps are element-wise, so the chunks change nothing but
+/// which thread computes a value.
+const CHUNK: usize = 1 << 14;
 
 /// One Adam step: `(parameter, first moment, second moment)` after it. `moments` are the
-/// moments before it (`None` at the first step: `s.first`).
+/// moments before it (`None` at the first step: `s.first`). Multi-threaded (rayon).
 ///
 /// # Panics
 /// If the slices' lengths differ, or `moments` is given at a first step or missing at a later
@@ -26,28 +31,41 @@ pub fn adam(
     if let Some((m, v)) = moments {
         assert!(m.len() == n && v.len() == n, "Adam: the moments' lengths");
     }
-    let mut p_out = Vec::with_capacity(n);
-    let mut m_out = Vec::with_capacity(n);
-    let mut v_out = Vec::with_capacity(n);
-    for i in 0..n {
-        let p = param[i];
-        let g = decayed(p, grad[i], s.weight_decay);
-        let mut m = g * s.one_minus_beta_1;
-        let mut v = (g * g) * s.one_minus_beta_2;
-        if let Some((m0, v0)) = moments {
-            m += m0[i] * s.beta_1;
-            v += v0[i] * s.beta_2;
+    let (mut p_out, mut m_out, mut v_out) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    let chunk = |k: usize, (p_out, (m_out, v_out)): (&mut [f32], (&mut [f32], &mut [f32]))| {
+        let r = k * CHUNK..k * CHUNK + p_out.len();
+        let moments = moments.map(|(m, v)| (&m[r.clone()], &v[r.clone()]));
+        for i in 0..p_out.len() {
+            let p = param[r.start + i];
+            let g = decayed(p, grad[r.start + i], s.weight_decay);
+            let mut m = g * s.one_minus_beta_1;
+            let mut v = (g * g) * s.one_minus_beta_2;
+            if let Some((m0, v0)) = moments {
+                m += m0[i] * s.beta_1;
+                v += v0[i] * s.beta_2;
+            }
+            let update = (m * s.factor) / (v.sqrt() + s.epsilon);
+            p_out[i] = p - update * s.lr;
+            m_out[i] = m;
+            v_out[i] = v;
         }
-        let update = (m * s.factor) / (v.sqrt() + s.epsilon);
-        p_out.push(p - update * s.lr);
-        m_out.push(m);
-        v_out.push(v);
+    };
+    if n <= CHUNK {
+        // one chunk: on the calling thread (handing it to the pool costs more than small steps)
+        chunk(0, (&mut p_out, (&mut m_out, &mut v_out)));
+    } else {
+        p_out
+            .par_chunks_mut(CHUNK)
+            .zip(m_out.par_chunks_mut(CHUNK).zip(v_out.par_chunks_mut(CHUNK)))
+            .enumerate()
+            .for_each(|(k, outs)| chunk(k, outs));
     }
     (p_out, m_out, v_out)
 }
 
 /// One SGD step: `(parameter, velocity)` after it, the velocity `None` without momentum.
 /// `velocity` is the velocity before it (`None` at a first step or without momentum).
+/// Multi-threaded (rayon).
 ///
 /// # Panics
 /// If the slices' lengths differ, or `velocity` is given where the step reads none or missing
@@ -69,18 +87,33 @@ pub fn sgd(
     if let Some(u) = velocity {
         assert_eq!(u.len(), n, "SGD: the velocity's length");
     }
-    let mut p_out = Vec::with_capacity(n);
-    let mut u_out = Vec::with_capacity(if s.momentum.is_some() { n } else { 0 });
-    for i in 0..n {
-        let p = param[i];
-        let mut g = decayed(p, grad[i], s.weight_decay);
-        if let Some((momentum, keep)) = s.momentum {
-            if let Some(u) = velocity {
-                g = g * keep + u[i] * momentum;
+    let mut p_out = vec![0.0; n];
+    let mut u_out = vec![0.0; if s.momentum.is_some() { n } else { 0 }];
+    let chunk = |k: usize, (p_out, u_out): (&mut [f32], &mut [f32])| {
+        let at = k * CHUNK;
+        for i in 0..p_out.len() {
+            let p = param[at + i];
+            let mut g = decayed(p, grad[at + i], s.weight_decay);
+            if let Some((momentum, keep)) = s.momentum {
+                if let Some(u) = velocity {
+                    g = g * keep + u[at + i] * momentum;
+                }
+                u_out[i] = g;
             }
-            u_out.push(g);
+            p_out[i] = p - g * s.lr;
         }
-        p_out.push(p - g * s.lr);
+    };
+    if n <= CHUNK {
+        chunk(0, (&mut p_out, &mut u_out));
+    } else {
+        // without momentum there is no velocity to write: empty chunks stand in
+        let mut u_chunks: Vec<&mut [f32]> = u_out.chunks_mut(CHUNK).collect();
+        u_chunks.resize_with(n.div_ceil(CHUNK), Default::default);
+        p_out
+            .par_chunks_mut(CHUNK)
+            .zip(u_chunks.into_par_iter())
+            .enumerate()
+            .for_each(|(k, outs)| chunk(k, outs));
     }
     (p_out, s.momentum.map(|_| u_out))
 }
