@@ -127,17 +127,18 @@ pub(crate) fn outputs<R: CubeRuntime>(
     let [m, xk] = x.meta.shape().dims::<2>();
     assert_eq!(xk, k, "{what}: x has {xk} columns, the weight {k}");
     assert_eq!(x.dtype, DType::F32, "{what} works on f32 tensors");
-    let y = empty_device_contiguous_dtype(
-        x.client.clone(),
-        x.device.clone(),
-        Shape::new([m, out]),
-        DType::F32,
-    );
+    let y = f32_output(x, Shape::new([m, out]));
     let grid = (m * out > 0).then(|| {
         let cubes = [out.div_ceil(UNITS as usize), m.div_ceil(UNITS as usize), 1];
         (Grid::new(&x.client, cubes), CubeDim::new_2d(UNITS, UNITS))
     });
     (m, y, grid)
+}
+
+/// A new contiguous f32 tensor of `shape` on `like`'s device (what the element-wise kernels
+/// write as a flat array).
+pub(crate) fn f32_output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 
 /// `values` as a contiguous tensor of `shape` on `device`. An empty array becomes one unused

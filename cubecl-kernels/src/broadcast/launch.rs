@@ -4,9 +4,10 @@
 
 use super::kernel::{BackwardOp, ForwardOp, backward_kernel, forward_kernel, segments_kernel};
 use super::{Layout, PACK, Plan};
+use crate::grid::f32_output as output;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::{empty_device_contiguous_dtype, zeros_client};
+use burn_cubecl::ops::numeric::zeros_client;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::calculate_cube_count_elemwise;
@@ -94,11 +95,6 @@ fn input<R: CubeRuntime>(t: &CubeTensor<R>, n: usize, what: &str, name: &str) ->
         "{what}: {n} values do not fit the kernels' 31-bit indices"
     );
     into_contiguous(t.clone())
-}
-
-/// A new contiguous f32 tensor of `shape` on `like`'s device.
-fn output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 
 /// The values in a pack: [`PACK`] when the layout is vectorised, else 1 (OneFlow's rule).

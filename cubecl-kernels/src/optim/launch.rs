@@ -4,9 +4,9 @@
 
 use super::kernel::{adam_kernel, sgd_kernel};
 use super::{AdamStep, SgdStep};
+use crate::grid::f32_output as output;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
 use cubecl::calculate_cube_count_elemwise;
@@ -168,11 +168,6 @@ fn input<R: CubeRuntime>(t: &CubeTensor<R>, n: usize, what: &str, name: &str) ->
         "{what}: {n} values do not fit the kernels' 32-bit indices"
     );
     into_contiguous(t.clone())
-}
-
-/// A new contiguous f32 tensor of `shape` on `like`'s device.
-fn output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 
 /// `(client, vector size, packs, cube count, cube dim)` of a launch over `n` values.
