@@ -27,7 +27,7 @@
 //!   (no Nesterov step).
 //!
 //! Burn's ops run one at a time, so they never fuse a multiply with an add; the kernels do not
-//! either on wgpu, and equal [`reference`] bit for bit there. CUDA's compiler contracts
+//! either on wgpu, and equal [`mod@reference`] bit for bit there. CUDA's compiler contracts
 //! multiply-adds into FMAs, which round once: within one rounding of each product.
 //!
 //! The kernels are `kernel.rs`, their launches [`launch_adam`] and [`launch_sgd`] (`launch.rs`);

@@ -17,8 +17,8 @@ use burn_cubecl::tensor::CubeTensor;
 /// before it, `None` at a first step (`s.first`).
 ///
 /// # Panics
-/// If a tensor is not f32 or holds another number of values than `param`, or if `moments` is given at a first step or
-/// missing at a later one.
+/// If a tensor is not f32 or holds another number of values than `param`, or if `moments` is
+/// given at a first step or missing at a later one.
 pub fn adam<B: KernelBackend>(
     param: FloatTensor<B>,
     grad: FloatTensor<B>,
