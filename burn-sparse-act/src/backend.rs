@@ -6,6 +6,7 @@ use crate::kernel::{Stored, prune_stored, weight_grad};
 use crate::policy::{Policy, Pruning};
 use crate::prune::sample_view;
 use burn::tensor::Shape;
+use burn::tensor::backend::AutodiffBackend;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
@@ -21,6 +22,7 @@ use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
     Transparent, TransparentDecoration, TransparentOps,
 };
+use cubecl_kernels::norm::BatchNormStep;
 use std::sync::Arc;
 
 /// The decoration under the autodiff layer that carries the [`Policy`] in the device and every
@@ -310,4 +312,35 @@ pub fn fused_affine<B: KernelBackend, C: CheckpointStrategy>(
         .filter(|_| policy.scales)
         .map(|p| (p, policy.stochastic));
     fused::affine_node::<Inner<B>, C>(x, alpha, beta, layout, pruning)
+}
+
+/// Batch norm's training forward over channel axis 1 of `x` (Burn's `BatchNorm` in training)
+/// as one autodiff node on `SparseAct<Autodiff<B>>`, its forward five kernels and its backward
+/// three ([`cubecl_kernels::norm`]): the output, and the running mean and variance after the
+/// step when `running` gives them (untracked).
+///
+/// # Panics
+/// If `x` has rank below 2, or `γ`, `β` or a running statistic does not hold one value per
+/// channel (callers check the shapes first: `ember_models::broadcast::batch_norm`).
+pub fn fused_batch_norm<B: KernelBackend, C: CheckpointStrategy>(
+    x: T<B, C>,
+    [gamma, beta]: [T<B, C>; 2],
+    running: Option<(T<B, C>, T<B, C>)>,
+    epsilon: f64,
+    momentum: f64,
+) -> (T<B, C>, Option<(T<B, C>, T<B, C>)>) {
+    let shape = x.primitive.shape();
+    assert!(
+        shape.num_dims() >= 2,
+        "batch norm: x has rank {}",
+        shape.num_dims()
+    );
+    let layout = Layout::of(shape.as_slice(), 1, gamma.primitive.shape().num_elements())
+        .unwrap_or_else(|e| panic!("fused batch norm: {e}"));
+    let running = running.map(|(m, v)| (m.primitive, v.primitive));
+    let step = BatchNormStep::new(epsilon, momentum);
+    let (y, running) =
+        fused::batch_norm_node::<Inner<B>, C>(x, gamma, beta, running, layout, &step);
+    let wrap = <Ad<B, C> as AutodiffBackend>::from_inner;
+    (y, running.map(|(m, v)| (wrap(m), wrap(v))))
 }

@@ -1,7 +1,8 @@
 //! Fused broadcast nodes: PReLU with one `α` per channel and the per-channel affine
 //! `x · α + β` (ResMLP's Affine; without `β`, its layer-scales) each as **one** autodiff node,
 //! its forward one broadcast kernel and its backward one fused pass
-//! ([`cubecl_kernels::broadcast`]; the host implementation on ndarray).
+//! ([`cubecl_kernels::broadcast`]; the host implementation on ndarray); batch norm's training
+//! forward as one node too, a few kernels each way ([`cubecl_kernels::norm`]).
 //!
 //! Burn 0.21 computes `prelu` as a composite (`lower_elem`, `mul`, `mask_where`), recorded by
 //! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
@@ -31,6 +32,8 @@ use cubecl_kernels::broadcast::Layout;
 use cubecl_kernels::broadcast::ops as kernels;
 use cubecl_kernels::bsr::columns::Columns;
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::norm::BatchNormStep;
+use cubecl_kernels::norm::ops as norm;
 
 /// The layout of Burn's `prelu(x, α)` as the op receives it (`α` reshaped to `[1, C, 1, …]`,
 /// or `[1; D]` for a single `α`): `None` for any other shape of `α` (Burn's composite then).
@@ -256,4 +259,87 @@ pub(crate) fn affine_node<B: KernelBackend, C: CheckpointStrategy>(
             OpsKind::UnTracked(prep) => prep.finish(y),
         },
     }
+}
+
+/// What the fused batch norm keeps for backward.
+#[derive(Clone, Debug)]
+struct NormState<B: Backend> {
+    x: FloatTensor<B>,
+    /// The batch's statistics, `[channels]`.
+    mean: FloatTensor<B>,
+    var: FloatTensor<B>,
+    /// `[channels]`.
+    gamma: FloatTensor<B>,
+    gamma_shape: Shape,
+    beta_shape: Shape,
+    layout: Layout,
+    epsilon: f32,
+}
+
+/// The backward of the fused batch norm: `dx`, `dγ` and `dβ` (through the batch's statistics)
+/// in three launches.
+#[derive(Debug)]
+struct FusedBatchNorm;
+
+impl<B: KernelBackend> Backward<B, 3> for FusedBatchNorm {
+    type State = NormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [node_x, node_g, node_b] = ops.parents;
+        let s = ops.state;
+        let stats = [s.mean, s.var, s.gamma];
+        let (dx, dgamma, dbeta) =
+            norm::batch_norm_backward::<B>(s.x, grad, stats, s.layout, s.epsilon);
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, dx);
+        }
+        if let Some(node) = node_g {
+            grads.register::<B>(node.id, B::float_reshape(dgamma, s.gamma_shape));
+        }
+        if let Some(node) = node_b {
+            grads.register::<B>(node.id, B::float_reshape(dbeta, s.beta_shape));
+        }
+    }
+}
+
+/// Batch norm's training forward as one node over `x` (`[outer, channels, inner]` by
+/// `layout`): the output, and the running statistics after the step when `running` gives them
+/// (untracked: Burn's `BatchNorm` detaches them too).
+pub(crate) fn batch_norm_node<B: KernelBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    gamma: FloatTensor<Autodiff<B, C>>,
+    beta: FloatTensor<Autodiff<B, C>>,
+    running: Option<(FloatTensor<B>, FloatTensor<B>)>,
+    layout: Layout,
+    step: &BatchNormStep,
+) -> (
+    FloatTensor<Autodiff<B, C>>,
+    Option<(FloatTensor<B>, FloatTensor<B>)>,
+) {
+    let (gamma_shape, beta_shape) = (gamma.primitive.shape(), beta.primitive.shape());
+    let g = flat::<B>(gamma.primitive.clone(), layout);
+    let b = flat::<B>(beta.primitive.clone(), layout);
+    let out = norm::batch_norm::<B>(x.primitive.clone(), g.clone(), b, running, layout, step);
+    let y = match FusedBatchNorm
+        .prepare::<C>([x.node.clone(), gamma.node.clone(), beta.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let state = NormState {
+                x: x.primitive,
+                mean: out.mean,
+                var: out.var,
+                gamma: g,
+                gamma_shape,
+                beta_shape,
+                layout,
+                epsilon: step.epsilon,
+            };
+            prep.finish(state, out.y)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(out.y),
+    };
+    (y, out.running)
 }

@@ -39,7 +39,9 @@
 //!
 //! - [`fused`]: PReLU (stock `burn::nn::PRelu`, through the backend's `prelu`) and the
 //!   per-channel affine ([`fused_affine`]) each as one autodiff node whose backward is one
-//!   fused broadcast pass (`cubecl_kernels::broadcast`; `docs/broadcast.md`).
+//!   fused broadcast pass (`cubecl_kernels::broadcast`; `docs/broadcast.md`); batch norm's
+//!   training forward ([`fused_batch_norm`]) as one node of a few kernels each way
+//!   (`cubecl_kernels::norm`).
 //! - [`kernel`]: where the backend has CubeCL tensors, pruning and the weight gradient run as
 //!   the kernels of `cubecl_kernels::bsr` (the weight gradient with the multiply of an ApproxMul
 //!   underneath); elsewhere as Burn tensor ops. Same arrays, same selection.
@@ -59,5 +61,6 @@ pub mod prune;
 
 pub use backend::{
     Carry, LayerPruning, PolicyBackend, Sparse, SparseAct, SparseBase, SparseDevice, fused_affine,
+    fused_batch_norm,
 };
 pub use policy::{Policy, PolicyError, Pruning};

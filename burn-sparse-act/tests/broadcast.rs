@@ -1,11 +1,14 @@
 //! The fused broadcast nodes against stock Burn: PReLU (stock `burn::nn::PRelu`, reaching the
 //! backend's `prelu`) and the per-channel affine ([`burn_sparse_act::fused_affine`]) give the
 //! outputs and gradients of Burn's composites within 1e-6 relative (sums in another order),
-//! on ndarray (the host path) and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects (the
-//! kernels; wgpu by default), both vectorisation branches, and over ApproxMul.
+//! batch norm ([`burn_sparse_act::fused_batch_norm`]) those of `burn::nn::BatchNorm` and its
+//! running statistics within 1e-5; on ndarray (the host path) and on the CubeCL runtime
+//! `EMBER_TEST_RUNTIME` selects (the kernels; wgpu by default), both vectorisation branches,
+//! and over ApproxMul.
 
 use burn::backend::{Autodiff, NdArray};
-use burn::nn::PReluConfig;
+use burn::module::Param;
+use burn::nn::{BatchNorm, BatchNormConfig, PReluConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorPrimitive};
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
@@ -124,4 +127,97 @@ fn over_approx_mul_the_fused_nodes_are_unchanged() {
         &device,
     );
     assert_all_close(&stock, &ours, 1e-6, "over ApproxMul");
+}
+
+/// A batch norm's training forward, one way or the other.
+type NormFn<B> = fn(&BatchNorm<B>, Tensor<B, 4>) -> Tensor<B, 4>;
+
+fn stock_norm<B: Backend>(norm: &BatchNorm<B>, x: Tensor<B, 4>) -> Tensor<B, 4> {
+    norm.forward(x)
+}
+
+fn fused_norm<B: KernelBackend>(
+    norm: &BatchNorm<SparseAct<Autodiff<B>>>,
+    x: Tensor<SparseAct<Autodiff<B>>, 4>,
+) -> Tensor<SparseAct<Autodiff<B>>, 4> {
+    let p = |t: Tensor<SparseAct<Autodiff<B>>, 1>| t.into_primitive().tensor();
+    let running = (
+        p(norm.running_mean.value_sync()),
+        p(norm.running_var.value_sync()),
+    );
+    let (y, running) = burn_sparse_act::fused_batch_norm::<
+        B,
+        burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
+    >(
+        x.into_primitive().tensor(),
+        [p(norm.gamma.val()), p(norm.beta.val())],
+        Some(running),
+        norm.epsilon,
+        norm.momentum,
+    );
+    let (mean, var) = running.expect("given");
+    norm.running_mean
+        .update(Tensor::from_primitive(TensorPrimitive::Float(mean)));
+    norm.running_var
+        .update(Tensor::from_primitive(TensorPrimitive::Float(var)));
+    Tensor::from_primitive(TensorPrimitive::Float(y))
+}
+
+/// Two training steps of a batch norm over `[batch, channels, side, side]` (values around 3,
+/// so that centring matters): the outputs, the gradients of `x`, `γ` and `β` for the loss
+/// `Σ y ⊙ w`, and the running statistics after both.
+fn run_norm<B: AutodiffBackend>(
+    [batch, channels, side]: [usize; 3],
+    forward: NormFn<B>,
+    device: &B::Device,
+) -> Vec<Vec<f32>> {
+    let mut norm = BatchNormConfig::new(channels).init::<B>(device);
+    norm.gamma = Param::from_tensor(leaf::<B, 1>([channels], 2, device));
+    norm.beta = Param::from_tensor(leaf::<B, 1>([channels], 3, device));
+    let mut out = Vec::new();
+    for step in 0..2 {
+        let x = leaf::<B, 4>([batch, channels, side, side], 10 + step, device);
+        let y = forward(&norm, x.clone() * 2.0 + 3.0);
+        let w = Tensor::<B, 4>::from_data(lcg_data(&y.dims(), 20 + step), device);
+        let grads = (y.clone() * w).sum().backward();
+        let grad = |t: Tensor<B, 1>| t.grad(&grads).unwrap().into_data().to_vec().unwrap();
+        out.extend([
+            y.into_data().to_vec().unwrap(),
+            x.grad(&grads).unwrap().into_data().to_vec().unwrap(),
+            grad(norm.gamma.val()),
+            grad(norm.beta.val()),
+        ]);
+    }
+    out.push(norm.running_mean.value().into_data().to_vec().unwrap());
+    out.push(norm.running_var.value().into_data().to_vec().unwrap());
+    out
+}
+
+/// Inner sizes 49 (element-wise), 16 (packs of 4), 1 (one value a channel per sample), and a
+/// channel of several segments (8 · 64² values).
+const NORM_CASES: [[usize; 3]; 4] = [[3, 5, 7], [4, 3, 4], [16, 6, 1], [8, 2, 64]];
+
+fn fused_norm_equals_stock<B: KernelBackend>(name: &str) {
+    for dims in NORM_CASES {
+        let stock = run_norm::<Autodiff<B>>(dims, stock_norm, &Default::default());
+        let device = SparseDevice::<B>::new(Default::default(), Default::default());
+        let ours = run_norm::<SparseAct<Autodiff<B>>>(dims, fused_norm::<B>, &device);
+        assert_all_close(
+            &stock,
+            &ours,
+            1e-5,
+            &format!("{name}, batch norm of {dims:?}"),
+        );
+    }
+}
+
+#[test]
+fn on_ndarray_the_fused_batch_norm_equals_burns() {
+    fused_norm_equals_stock::<NdArray>("ndarray");
+}
+
+cubecl_kernels::runtime_test! {
+    fn on_cubecl_the_fused_batch_norm_equals_burns<R>() {
+        fused_norm_equals_stock::<TestBackend<R>>(R::NAME);
+    }
 }

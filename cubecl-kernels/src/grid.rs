@@ -135,6 +135,30 @@ pub(crate) fn outputs<R: CubeRuntime>(
     (m, y, grid)
 }
 
+/// `t` checked to be f32 and to hold `n` values (`against` names what `n` counts, in the
+/// message), fewer than `limit`, then made contiguous: the element-wise kernels read their
+/// inputs as flat arrays.
+///
+/// # Panics
+/// If `t` is not f32, holds another number of values, or `n ≥ limit` (`what` names the op,
+/// `name` the input).
+pub(crate) fn f32_input<R: CubeRuntime>(
+    t: &CubeTensor<R>,
+    n: usize,
+    limit: u64,
+    [what, name, against]: [&str; 3],
+) -> CubeTensor<R> {
+    assert_eq!(t.dtype, DType::F32, "{what}: {name} must be f32");
+    let held = t.meta.num_elements();
+    assert_eq!(held, n, "{what}: {name} holds {held} values, {against} {n}");
+    assert!(
+        (n as u64) < limit,
+        "{what}: {n} values do not fit the kernels' {}-bit indices",
+        limit.ilog2()
+    );
+    burn_cubecl::kernel::into_contiguous(t.clone())
+}
+
 /// A new contiguous f32 tensor of `shape` on `like`'s device (what the element-wise kernels
 /// write as a flat array).
 pub(crate) fn f32_output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> CubeTensor<R> {

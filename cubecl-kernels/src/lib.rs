@@ -36,6 +36,9 @@
 //!   affine map `x · α + β`, forward and backward (`dx` and the per-channel sums `dα`, `dβ` in
 //!   one pass), vectorised in packs when the inner size allows, with the multi-threaded host
 //!   implementation beside them that they equal bit for bit.
+//! - [`norm`]: batch normalization over channels (training forward with the running
+//!   statistics, inference forward, backward), a few fused kernels where Burn's `BatchNorm`
+//!   launches tens of tensor ops, with the multi-threaded host implementation beside them.
 //! - [`optim`]: Adam's and SGD's steps, one fused kernel per parameter (Burn's optimizers launch
 //!   7 to 13 element-wise ops per parameter), with the host implementation beside them that
 //!   they equal bit for bit.
@@ -85,6 +88,7 @@ pub mod elementwise;
 pub mod fs;
 mod grid;
 pub mod hinm;
+pub mod norm;
 pub mod optim;
 mod panel;
 pub mod profiler;

@@ -10,6 +10,7 @@
 //! that must fit two CPU cores.
 
 use crate::act::{Activation, Sites};
+use crate::broadcast::batch_norm;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
@@ -144,7 +145,7 @@ impl<B: Backend> ConvNorm<B> {
     }
 
     fn forward(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        self.norm.forward(self.conv.forward(x))
+        batch_norm(&self.norm, self.conv.forward(x))
     }
 }
 
@@ -223,7 +224,7 @@ impl<B: Backend> ResNet<B> {
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         let mut x = self
             .act
-            .forward(0, self.stem_norm.forward(self.stem.forward(images)));
+            .forward(0, batch_norm(&self.stem_norm, self.stem.forward(images)));
         if let Some(pool) = &self.pool {
             x = pool.forward(x);
         }

@@ -4,6 +4,7 @@
 //! layers. BCR's tuner and kernel benchmarks use its convolution shapes; training it on 2 cores
 //! is optional.
 
+use crate::broadcast::batch_norm;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d, Relu};
@@ -61,7 +62,8 @@ impl<B: Backend> Vgg16<B> {
                 self.pool.forward(x)
             } else {
                 let layer = convs.next().expect("one layer per channel count");
-                self.act.forward(layer.norm.forward(layer.conv.forward(x)))
+                self.act
+                    .forward(batch_norm(&layer.norm, layer.conv.forward(x)))
             };
         }
         self.classifier.forward(x.flatten(1, 3))

@@ -5,7 +5,7 @@ use super::CUBE_UNITS;
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
-pub(super) use ops::{BackwardOp, ForwardOp};
+pub(crate) use ops::{BackwardOp, ForwardOp};
 
 mod ops {
     // The `CubeType` derive generates undocumented expansion types.
@@ -32,17 +32,33 @@ mod ops {
         Affine,
         /// Affine's `dx` and `dβ` (second sums) without `x`.
         Scale,
+        /// No `dx`: `Σ dy` (second sums). Batch norm's means, `dy` being the input.
+        Total,
+        /// No `dx`: `Σ (dy − α[c])²` (first sums). Batch norm's variances, `dy` being the
+        /// input and `α` its means.
+        CentredSquares,
+        /// No `dx`: `Σ dy · (x − α[c])` (first sums) and `Σ dy` (second sums). Batch norm's
+        /// gradients of `γ` (before the division by the deviation) and `β`, `α` the means.
+        CentredProducts,
     }
 
     impl BackwardOp {
-        /// Whether it sums `dα` (reads `x`).
+        /// Whether it sums into the first sums (`dα`; reads `x`).
         pub fn sums_alpha(self) -> bool {
-            self != BackwardOp::Scale
+            !matches!(self, BackwardOp::Scale | BackwardOp::Total)
         }
 
-        /// Whether it sums `dβ`.
+        /// Whether it sums into the second sums (`dβ`).
         pub fn sums_beta(self) -> bool {
-            self != BackwardOp::Prelu
+            !matches!(self, BackwardOp::Prelu | BackwardOp::CentredSquares)
+        }
+
+        /// Whether it writes `dx`.
+        pub fn writes_dx(self) -> bool {
+            matches!(
+                self,
+                BackwardOp::Prelu | BackwardOp::Affine | BackwardOp::Scale
+            )
         }
     }
 }
@@ -118,7 +134,7 @@ fn tree_sum(value: f32, u: usize, column: usize, width: usize, #[comptime] units
     sum
 }
 
-/// The backward pass of one segment of `width` channels a cube, `units` units per channel
+/// The backward pass (or, for batch norm's ops, the sums alone) of one segment of `width` channels a cube, `units` units per channel
 /// (unit `UNIT_POS = u · width + column`: neighbouring units serve neighbouring channels, which
 /// lie side by side in memory when the inner size is small). Each unit writes `dx` for its
 /// packs and sums their terms lane by lane (step 2 of the order in
@@ -127,7 +143,7 @@ fn tree_sum(value: f32, u: usize, column: usize, width: usize, #[comptime] units
 /// `units` packs at a time by adds (`inner` is wrapped by one compare).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn backward_kernel<N: Size>(
+pub(crate) fn backward_kernel<N: Size>(
     x: &Array<Vector<f32, N>>,
     dy: &Array<Vector<f32, N>>,
     alpha: &Array<f32>,
@@ -186,6 +202,18 @@ pub(super) fn backward_kernel<N: Size>(
                     dx[pack] = g * a;
                     acc_beta += g;
                 }
+                BackwardOp::Total => {
+                    acc_beta += g;
+                }
+                BackwardOp::CentredSquares => {
+                    let d = g - a;
+                    acc_alpha += d * d;
+                }
+                BackwardOp::CentredProducts => {
+                    let d = x[pack] - a;
+                    acc_alpha += g * d;
+                    acc_beta += g;
+                }
             }
             p += units;
             i += step_i;
@@ -212,7 +240,7 @@ pub(super) fn backward_kernel<N: Size>(
 
 /// One unit per channel: the channel's segment sums added in order (step 5).
 #[cube(launch_unchecked)]
-pub(super) fn segments_kernel(
+pub(crate) fn segments_kernel(
     sums: &Array<f32>,
     total: &mut Array<f32>,
     channels: u32,
@@ -220,11 +248,16 @@ pub(super) fn segments_kernel(
 ) {
     let c = ABSOLUTE_POS;
     if c < channels as usize {
-        let segments = segments as usize;
-        let mut sum = sums[c * segments];
-        for s in 1..segments {
-            sum += sums[c * segments + s];
-        }
-        total[c] = sum;
+        total[c] = segments_sum(sums, c, segments as usize);
     }
+}
+
+/// Channel `c`'s segment sums (`sums[c · segments + s]`, `segments ≥ 1`) added in order.
+#[cube]
+pub(crate) fn segments_sum(sums: &Array<f32>, c: usize, segments: usize) -> f32 {
+    let mut sum = sums[c * segments];
+    for s in 1..segments {
+        sum += sums[c * segments + s];
+    }
+    sum
 }

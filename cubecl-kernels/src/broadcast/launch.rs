@@ -6,7 +6,6 @@ use super::kernel::{BackwardOp, ForwardOp, backward_kernel, forward_kernel, segm
 use super::{Layout, PACK, Plan};
 use crate::grid::f32_output as output;
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::zeros_client;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::{DType, Shape};
@@ -82,19 +81,14 @@ pub fn launch_affine_backward<R: CubeRuntime>(
     (dx, da, db.expect("affine sums dβ"))
 }
 
-/// `t` checked to hold `n` f32 values, contiguous.
-fn input<R: CubeRuntime>(t: &CubeTensor<R>, n: usize, what: &str, name: &str) -> CubeTensor<R> {
-    assert_eq!(t.dtype, DType::F32, "{what}: {name} must be f32");
-    let held = t.meta.num_elements();
-    assert_eq!(
-        held, n,
-        "{what}: {name} holds {held} values, the layout {n}"
-    );
-    assert!(
-        n < 1 << 31,
-        "{what}: {n} values do not fit the kernels' 31-bit indices"
-    );
-    into_contiguous(t.clone())
+/// `t` checked to hold `n` f32 values (the layout's), within 31-bit indices, contiguous.
+pub(crate) fn input<R: CubeRuntime>(
+    t: &CubeTensor<R>,
+    n: usize,
+    what: &str,
+    name: &str,
+) -> CubeTensor<R> {
+    crate::grid::f32_input(t, n, 1 << 31, [what, name, "the layout"])
 }
 
 /// The values in a pack: [`PACK`] when the layout is vectorised, else 1 (OneFlow's rule).
@@ -153,23 +147,58 @@ fn backward<R: CubeRuntime>(
     op: BackwardOp,
     what: &str,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>, Option<CubeTensor<R>>) {
+    let pass = channel_pass(x, alpha, dy, l, op, what);
+    let dx = pass.dx.expect("the broadcast backwards write dx");
+    let total = |sums: CubeTensor<R>| segment_totals(sums, l);
+    (dx, pass.alpha.map(total), pass.beta.map(total))
+}
+
+/// What one [`channel_pass`] wrote.
+pub(crate) struct Pass<R: CubeRuntime> {
+    /// `dx`, when the op writes it.
+    pub(crate) dx: Option<CubeTensor<R>>,
+    /// The first sums: `[channels · segments]` partials (`[channels]` zeros when the layout
+    /// has no values).
+    pub(crate) alpha: Option<CubeTensor<R>>,
+    /// The second sums, as the first.
+    pub(crate) beta: Option<CubeTensor<R>>,
+}
+
+/// One pass of [`backward_kernel`] with `op` over `dy` (and `x`): `dx` where the op writes it,
+/// and each channel's segment partials of the sums it takes ([`Plan`] gives the segments; the
+/// partials are added in order by [`segment_totals`], or by a kernel of the caller's that
+/// reads them as `sums[c · segments + s]`).
+///
+/// # Panics
+/// If `dy` (and `x`) do not hold `l.len()` f32 values, or `alpha` `l.channels`.
+pub(crate) fn channel_pass<R: CubeRuntime>(
+    x: Option<&CubeTensor<R>>,
+    alpha: &CubeTensor<R>,
+    dy: &CubeTensor<R>,
+    l: Layout,
+    op: BackwardOp,
+    what: &str,
+) -> Pass<R> {
     let dy = input(dy, l.len(), what, "dy");
     let x = x.map(|x| input(x, l.len(), what, "x"));
     let alpha = input(alpha, l.channels, what, "α");
     let client = dy.client.clone();
-    let dx = output(&dy, dy.meta.shape().clone());
+    let dx = op.writes_dx().then(|| output(&dy, dy.meta.shape().clone()));
     let p = Plan::of(l);
-    let channels = Shape::new([l.channels]);
     if p.packs == 0 || l.channels == 0 {
         let zeros = || {
             zeros_client(
                 client.clone(),
                 dy.device.clone(),
-                channels.clone(),
+                Shape::new([l.channels]),
                 DType::F32,
             )
         };
-        return (dx, op.sums_alpha().then(zeros), op.sums_beta().then(zeros));
+        return Pass {
+            dx,
+            alpha: op.sums_alpha().then(zeros),
+            beta: op.sums_beta().then(zeros),
+        };
     }
     let parts = Shape::new([l.channels * p.segments]);
     let unused = || output(&dy, Shape::new([1]));
@@ -179,9 +208,10 @@ fn backward<R: CubeRuntime>(
     let dim = CubeDim::new_1d((width * p.units) as u32);
     let cubes = l.channels.div_ceil(width) * p.segments;
     let count = calculate_cube_count_elemwise(&client, cubes * width * p.units, dim);
-    // SAFETY: a unit reads and writes the packs of its channel below `packs`, `α` at its
-    // channel below `channels`, the sums at `c · segments + s` of `channels · segments`; cubes
-    // past the last segment end at once.
+    // SAFETY: a unit reads and writes the packs of its channel below `packs` (`dx` only where
+    // the op writes it, when it was allocated with `dy`'s length), `α` at its channel below
+    // `channels`, the sums at `c · segments + s` of `channels · segments`; cubes past the last
+    // segment end at once.
     unsafe {
         backward_kernel::launch_unchecked::<R>(
             &client,
@@ -191,7 +221,7 @@ fn backward<R: CubeRuntime>(
             x.unwrap_or_else(|| dy.clone()).into_array_arg(),
             dy.clone().into_array_arg(),
             alpha.into_array_arg(),
-            dx.clone().into_array_arg(),
+            dx.clone().unwrap_or_else(unused).into_array_arg(),
             sums_alpha.clone().unwrap_or_else(unused).into_array_arg(),
             sums_beta.clone().unwrap_or_else(unused).into_array_arg(),
             l.channels as u32,
@@ -205,26 +235,35 @@ fn backward<R: CubeRuntime>(
             op,
         )
     };
-    let total = |sums: CubeTensor<R>| {
-        if p.segments == 1 {
-            return sums;
-        }
-        let total = output(&sums, channels.clone());
-        let dim = CubeDim::new_1d(UNITS);
-        let count = calculate_cube_count_elemwise(&client, l.channels, dim);
-        // SAFETY: unit `c < channels` reads its `segments` sums of `channels · segments`.
-        unsafe {
-            segments_kernel::launch_unchecked::<R>(
-                &client,
-                count,
-                dim,
-                sums.into_array_arg(),
-                total.clone().into_array_arg(),
-                l.channels as u32,
-                p.segments as u32,
-            )
-        };
-        total
+    Pass {
+        dx,
+        alpha: sums_alpha,
+        beta: sums_beta,
+    }
+}
+
+/// The channels' sums from a [`channel_pass`]'s partials: its segments added in order
+/// (`[channels]`; the partials themselves when there is one segment or none).
+pub(crate) fn segment_totals<R: CubeRuntime>(sums: CubeTensor<R>, l: Layout) -> CubeTensor<R> {
+    let p = Plan::of(l);
+    if p.segments <= 1 || l.channels == 0 {
+        return sums;
+    }
+    let client = sums.client.clone();
+    let total = output(&sums, Shape::new([l.channels]));
+    let dim = CubeDim::new_1d(UNITS);
+    let count = calculate_cube_count_elemwise(&client, l.channels, dim);
+    // SAFETY: unit `c < channels` reads its `segments` sums of `channels · segments`.
+    unsafe {
+        segments_kernel::launch_unchecked::<R>(
+            &client,
+            count,
+            dim,
+            sums.into_array_arg(),
+            total.clone().into_array_arg(),
+            l.channels as u32,
+            p.segments as u32,
+        )
     };
-    (dx, sums_alpha.map(total), sums_beta.map(total))
+    total
 }

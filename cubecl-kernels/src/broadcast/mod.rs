@@ -37,8 +37,8 @@
 //! [`launch_affine`] and [`launch_affine_backward`] (`launch.rs`); [`ops`] runs them on any
 //! backend of an Ember stack (the host implementation where there are no CubeCL tensors).
 
-mod kernel;
-mod launch;
+pub(crate) mod kernel;
+pub(crate) mod launch;
 pub mod ops;
 pub mod reference;
 

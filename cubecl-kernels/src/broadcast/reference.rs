@@ -78,7 +78,7 @@ pub fn prelu_backward(x: &[f32], alpha: &[f32], dy: &[f32], l: Layout) -> (Vec<f
         |x, g, a, _| if x < 0.0 { g * a } else { g },
     );
     // the sum as it was where x ≥ 0 or NaN (a select, so that the loop vectorises)
-    let [da] = channel_sums(l, x, dy, |[s], x, g| {
+    let [da] = channel_sums(l, x, dy, alpha, |[s], x, g, _| {
         *s = if x < 0.0 { *s + g * x } else { *s }
     });
     (dx, da)
@@ -119,14 +119,14 @@ pub fn affine_backward(
     match x {
         Some(x) => {
             check(l, "affine_backward", x, alpha);
-            let [da, db] = channel_sums(l, x, dy, |[a, b], x, g| {
+            let [da, db] = channel_sums(l, x, dy, alpha, |[a, b], x, g, _| {
                 *a += g * x;
                 *b += g;
             });
             (dx, Some(da), db)
         }
         None => {
-            let [db] = channel_sums(l, dy, dy, |[b], _, g| *b += g);
+            let [db] = channel_sums(l, dy, dy, alpha, |[b], _, g, _| *b += g);
             (dx, None, db)
         }
     }
@@ -152,6 +152,17 @@ fn map<F>(l: Layout, u: &[f32], v: &[f32], alpha: &[f32], beta: &[f32], f: F) ->
 where
     F: Fn(f32, f32, f32, f32) -> f32 + Sync,
 {
+    let per: Vec<(f32, f32)> = alpha.iter().copied().zip(beta.iter().copied()).collect();
+    map_channels(l, u, v, &per, |u, v, (a, b)| f(u, v, a, b))
+}
+
+/// `y[k] = f(u[k], v[k], per[c])` for every value `k` of channel `c`: the element-wise pass
+/// of the per-channel ops, on rayon's threads.
+pub(crate) fn map_channels<T, F>(l: Layout, u: &[f32], v: &[f32], per: &[T], f: F) -> Vec<f32>
+where
+    T: Copy + Sync,
+    F: Fn(f32, f32, T) -> f32 + Sync,
+{
     let mut y = vec![0f32; l.len()];
     if y.is_empty() {
         return y;
@@ -167,15 +178,13 @@ where
                 let at = row * width;
                 let (ur, vr) = (&u[at..at + width], &v[at..at + width]);
                 if l.inner == 1 {
-                    let ab = alpha.iter().zip(beta);
-                    for (((y, &u), &v), (&a, &b)) in yr.iter_mut().zip(ur).zip(vr).zip(ab) {
-                        *y = f(u, v, a, b);
+                    for (((y, &u), &v), &p) in yr.iter_mut().zip(ur).zip(vr).zip(per) {
+                        *y = f(u, v, p);
                     }
                 } else {
-                    let c = row % l.channels;
-                    let (a, b) = (alpha[c], beta[c]);
+                    let p = per[row % l.channels];
                     for ((y, &u), &v) in yr.iter_mut().zip(ur).zip(vr) {
-                        *y = f(u, v, a, b);
+                        *y = f(u, v, p);
                     }
                 }
             }
@@ -183,11 +192,18 @@ where
     y
 }
 
-/// `K` sums over each channel, `step(sums, x, dy)` adding each value's terms to `sums`, in the
-/// [order above](self); one pass over `x` and `dy` for all `K`.
-fn channel_sums<const K: usize, F>(l: Layout, x: &[f32], dy: &[f32], step: F) -> [Vec<f32>; K]
+/// `K` sums over each channel, `step(sums, x, dy, a)` adding each value's terms to `sums`
+/// (`a`: the channel's value of `per`), in the [order above](self); one pass over `x` and
+/// `dy` for all `K`.
+pub(crate) fn channel_sums<const K: usize, F>(
+    l: Layout,
+    x: &[f32],
+    dy: &[f32],
+    per: &[f32],
+    step: F,
+) -> [Vec<f32>; K]
 where
-    F: Fn(&mut [f32; K], f32, f32) + Sync,
+    F: Fn(&mut [f32; K], f32, f32, f32) + Sync,
 {
     let p = Plan::of(l);
     let channels = l.channels;
@@ -205,7 +221,7 @@ where
         .map(|t| {
             let (s, first) = (t / runs, (t % runs) * run);
             let cs = first..(first + run).min(channels);
-            segment_sums(l, p, s, cs, x, dy, &step)
+            segment_sums(l, p, s, cs, [x, dy], per, &step)
         })
         .collect();
     std::array::from_fn(|q| {
@@ -228,12 +244,12 @@ fn segment_sums<const K: usize, F>(
     p: Plan,
     s: usize,
     cs: std::ops::Range<usize>,
-    x: &[f32],
-    dy: &[f32],
+    [x, dy]: [&[f32]; 2],
+    per: &[f32],
     step: &F,
 ) -> Vec<[f32; K]>
 where
-    F: Fn(&mut [f32; K], f32, f32),
+    F: Fn(&mut [f32; K], f32, f32, f32),
 {
     let (channels, inner) = (l.channels, l.inner);
     let lanes = p.units * p.vector;
@@ -252,8 +268,9 @@ where
             let row = k * channels + cs.start;
             let sums = &mut acc[lane * n..(lane + 1) * n];
             let (xs, gs) = (&x[row..row + n], &dy[row..row + n]);
-            for ((a, &x), &g) in sums.iter_mut().zip(xs).zip(gs) {
-                step(a, x, g);
+            let ps = &per[cs.clone()];
+            for (((a, &x), &g), &p) in sums.iter_mut().zip(xs).zip(gs).zip(ps) {
+                step(a, x, g, p);
             }
         }
     } else {
@@ -269,8 +286,9 @@ where
                 let from = (o * channels + ch) * inner + i;
                 let sums = &mut acc[c * lanes + lane..c * lanes + lane + len];
                 let (xs, gs) = (&x[from..from + len], &dy[from..from + len]);
+                let p = per[ch];
                 for ((a, &x), &g) in sums.iter_mut().zip(xs).zip(gs) {
-                    step(a, x, g);
+                    step(a, x, g, p);
                 }
             }
             k += len;

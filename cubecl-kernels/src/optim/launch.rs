@@ -6,9 +6,8 @@ use super::kernel::{adam_kernel, sgd_kernel};
 use super::{AdamStep, SgdStep};
 use crate::grid::f32_output as output;
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
-use burn_std::{DType, Shape};
+use burn_std::Shape;
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
@@ -155,19 +154,9 @@ pub fn launch_sgd<R: CubeRuntime>(
     (p_out, keeps.then_some(u_out))
 }
 
-/// `t` checked to hold `n` f32 values, contiguous.
+/// `t` checked to hold the parameter's `n` f32 values, within 32-bit indices, contiguous.
 fn input<R: CubeRuntime>(t: &CubeTensor<R>, n: usize, what: &str, name: &str) -> CubeTensor<R> {
-    assert_eq!(t.dtype, DType::F32, "{what}: {name} must be f32");
-    let held = t.meta.num_elements();
-    assert_eq!(
-        held, n,
-        "{what}: {name} holds {held} values, the parameter {n}"
-    );
-    assert!(
-        u32::try_from(n).is_ok(),
-        "{what}: {n} values do not fit the kernels' 32-bit indices"
-    );
-    into_contiguous(t.clone())
+    crate::grid::f32_input(t, n, 1 << 32, [what, name, "the parameter"])
 }
 
 /// `(client, vector size, packs, cube count, cube dim)` of a launch over `n` values.

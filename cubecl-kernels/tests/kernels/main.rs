@@ -16,6 +16,7 @@ mod hinm;
 mod identity;
 mod identity_lenet;
 mod im2col;
+mod norm;
 mod optim;
 mod reduce;
 
