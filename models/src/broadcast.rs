@@ -79,6 +79,15 @@ pub fn is_fused<B: Backend>() -> bool {
     hook::<AffineHook<B>>().is_some()
 }
 
+/// Whether [`batch_norm`] on backend `B` runs a registered fused op: `(in training, in
+/// inference)`.
+pub fn is_batch_norm_fused<B: Backend>() -> (bool, bool) {
+    (
+        hook::<BatchNormHook<B>>().is_some(),
+        hook::<NormalizeHook<B>>().is_some(),
+    )
+}
+
 /// A per-channel op whose shapes do not fit.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BroadcastError {

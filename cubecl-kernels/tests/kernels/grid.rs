@@ -138,3 +138,44 @@ cubecl_kernels::runtime_test! {
         assert_matches_host::<R>(&floats::<R, 1>(gv), &want_v, "Adam: the second moment");
     }
 }
+
+cubecl_kernels::runtime_test! {
+    fn batch_norm_past_the_limits<R>() {
+        // about 65,536 · 256 single values (inner 1: packs of one) over 3 channels: past 65,535
+        // cubes of 256 units in the element-wise passes, thousands of segments a channel in
+        // the sums; then 70,001 channels of one value (hundreds of cubes of one unit per
+        // channel)
+        use cubecl_kernels::broadcast::Layout;
+        use cubecl_kernels::norm::{BatchNormStep, launch_batch_norm, launch_batch_norm_backward, reference};
+        let s = BatchNormStep::new(1e-5, 0.1);
+        for (outer, channels) in [(PAST * 256 / 3 + 1, 3), (1, 70_001)] {
+            let l = Layout { outer, channels, inner: 1 };
+            let n = l.len();
+            let (x, dy) = (uniform(n, 13), uniform(n, 14));
+            let (gamma, beta) = (uniform(channels, 15), uniform(channels, 16));
+            let dx = cube::<R, 2>(&x, [outer, channels]);
+            let (dg, db) = (cube::<R, 1>(&gamma, [channels]), cube::<R, 1>(&beta, [channels]));
+            let got = launch_batch_norm(&dx, &dg, &db, None, l, &s);
+            let want = reference::batch_norm(&x, &gamma, &beta, None, l, &s);
+            let what = format!("batch norm of {l:?}");
+            assert_matches_host::<R>(&floats::<R, 1>(got.var.clone()), &want.var, &format!("{what}: var"));
+            assert_matches_host::<R>(&floats::<R, 2>(got.y), &want.y, &format!("{what}: y"));
+            let (gdx, gdg, _) = launch_batch_norm_backward(
+                &dx,
+                &cube::<R, 2>(&dy, [outer, channels]),
+                [&got.mean, &got.var, &dg],
+                l,
+                s.epsilon,
+            );
+            let (want_dx, want_dg, _) = reference::batch_norm_backward(
+                &x,
+                &dy,
+                [&want.mean, &want.var, &gamma],
+                l,
+                s.epsilon,
+            );
+            assert_matches_host::<R>(&floats::<R, 2>(gdx), &want_dx, &format!("{what}: dx"));
+            assert_matches_host::<R>(&floats::<R, 1>(gdg), &want_dg, &format!("{what}: dγ"));
+        }
+    }
+}

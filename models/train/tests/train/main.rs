@@ -7,6 +7,7 @@ mod compare;
 mod conv;
 mod fused_optim;
 mod memory;
+mod norm;
 mod optim;
 mod policy;
 mod report;

@@ -1,0 +1,148 @@
+//! The zoo's batch norms ([`ember_models::broadcast::batch_norm`]) on Ember's stacks, which
+//! register the fused batch norm, against `burn::nn::BatchNorm` on the plain backend: the
+//! same outputs, gradients and running statistics within 1e-5 relative in training, the same
+//! outputs in inference (the module's `valid()` on the stack's inference backend), on ndarray
+//! and wgpu.
+
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::module::{AutodiffModule, Param};
+use burn::nn::{BatchNorm, BatchNormConfig};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Tensor, TensorData};
+use burn_approx_mul::Multiplier;
+use cubecl_kernels::decorator::KernelBackend;
+use ember_models::broadcast::{batch_norm, is_batch_norm_fused};
+use ember_train::backend::{Decorated, Stack, stack_device};
+
+/// `shape`'s values in [-1, 1), a different sequence for each seed.
+fn lcg_data(shape: &[usize], seed: u64) -> TensorData {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    let values: Vec<f32> = (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect();
+    TensorData::new(values, shape.to_vec())
+}
+
+/// Every value of each tensor of `a` within `rel` of `b`'s, relative to the tensor's largest
+/// magnitude in `a`.
+fn assert_all_close(a: &[Vec<f32>], b: &[Vec<f32>], rel: f32, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: tensors");
+    for (i, (a, b)) in a.iter().zip(b).enumerate() {
+        assert_eq!(a.len(), b.len(), "{what}: tensor {i}");
+        let scale = a.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
+        for (j, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= rel * scale,
+                "{what}: tensor {i}[{j}]: {x} vs {y}"
+            );
+        }
+    }
+}
+
+fn tensor<B: Backend, const D: usize>(
+    shape: [usize; D],
+    seed: u64,
+    device: &B::Device,
+) -> Tensor<B, D> {
+    Tensor::from_data(lcg_data(&shape, seed), device)
+}
+
+/// A batch norm of 6 channels with `γ`, `β` and running statistics from data.
+fn module<B: Backend>(device: &B::Device) -> BatchNorm<B> {
+    let mut norm = BatchNormConfig::new(6).init::<B>(device);
+    norm.gamma = Param::from_tensor(tensor([6], 1, device));
+    norm.beta = Param::from_tensor(tensor([6], 2, device));
+    norm
+}
+
+/// Two training steps through [`batch_norm`] (the loss `Σ y ⊙ w`), then an inference forward
+/// of the module's `valid()`: outputs, gradients of `x`, `γ` and `β`, running statistics.
+fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let values = |t: Tensor<B, 1>| t.into_data().to_vec::<f32>().unwrap();
+    let norm = module::<B>(device);
+    let mut out = Vec::new();
+    for step in 0..2 {
+        let x = tensor::<B, 4>([4, 6, 5, 5], 3 + step, device).require_grad();
+        let y = batch_norm(&norm, x.clone() * 3.0 - 2.0);
+        let w = Tensor::<B, 4>::from_data(lcg_data(&y.dims(), 10 + step), device);
+        let grads = (y.clone() * w).sum().backward();
+        out.push(y.into_data().to_vec().unwrap());
+        out.push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
+        out.push(
+            norm.gamma
+                .val()
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .to_vec()
+                .unwrap(),
+        );
+        out.push(
+            norm.beta
+                .val()
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .to_vec()
+                .unwrap(),
+        );
+    }
+    out.push(values(norm.running_mean.value()));
+    out.push(values(norm.running_var.value()));
+    let valid = norm.valid();
+    let x = Tensor::<B::InnerBackend, 4>::from_data(lcg_data(&[3, 6, 2, 4], 20), device);
+    out.push(batch_norm(&valid, x).into_data().to_vec().unwrap());
+    out
+}
+
+fn stack_equals_burn<B: KernelBackend>(name: &str) {
+    let device = stack_device::<B>(Multiplier::native(), Default::default());
+    assert_eq!(
+        is_batch_norm_fused::<Stack<B>>(),
+        (true, false),
+        "{name}: training hook"
+    );
+    assert_eq!(
+        is_batch_norm_fused::<Decorated<B>>(),
+        (false, true),
+        "{name}: inference hook"
+    );
+    assert_eq!(
+        is_batch_norm_fused::<Autodiff<B>>(),
+        (false, false),
+        "{name}: plain backend"
+    );
+    let ours = run::<Stack<B>>(&device);
+    let burn = run::<Autodiff<B>>(&Default::default());
+    assert_all_close(&burn, &ours, 1e-5, &format!("{name}: fused batch norm"));
+}
+
+#[test]
+fn on_ndarray_the_stacks_batch_norm_equals_burns() {
+    stack_equals_burn::<NdArray>("ndarray");
+}
+
+#[test]
+fn on_wgpu_the_stacks_batch_norm_equals_burns() {
+    stack_equals_burn::<Wgpu>("wgpu");
+}
+
+#[test]
+fn a_batch_norm_of_another_width_keeps_burns_error() {
+    // γ of 6 values on 4 channels: no hook is called, Burn's composite refuses it as it does
+    // on any backend (its shape panic, not a kernel's)
+    let device = stack_device::<NdArray>(Multiplier::native(), Default::default());
+    let norm = module::<Stack<NdArray>>(&device);
+    let x = Tensor::<Stack<NdArray>, 4>::from_data(
+        TensorData::new(vec![1.0f32; 32], [2, 4, 2, 2]),
+        &device,
+    );
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| batch_norm(&norm, x)));
+    assert!(err.is_err(), "a γ of 6 values for 4 channels is refused");
+}
