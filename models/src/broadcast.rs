@@ -51,6 +51,13 @@ fn register<H: Any + Send + Sync>(hook: H) {
         .insert(TypeId::of::<H>(), Box::new(hook));
 }
 
+fn unregister<H: Any>() {
+    HOOKS
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&TypeId::of::<H>());
+}
+
 fn hook<H: Any + Copy>() -> Option<H> {
     HOOKS
         .read()
@@ -72,6 +79,13 @@ pub fn register_batch_norm<B: Backend>(hook: BatchNormHook<B>) {
 /// Makes [`batch_norm`] in inference on backend `B` call `hook` (replacing an earlier one).
 pub fn register_normalize<B: Backend>(hook: NormalizeHook<B>) {
     register(hook);
+}
+
+/// Makes [`batch_norm`] on backend `B` run Burn's `BatchNorm::forward` again, in training and
+/// in inference (what the `native-burn-norm` rows of the `model_step` bench measure).
+pub fn unregister_batch_norm<B: Backend>() {
+    unregister::<BatchNormHook<B>>();
+    unregister::<NormalizeHook<B>>();
 }
 
 /// Whether [`affine`] on backend `B` runs a registered fused op.

@@ -337,7 +337,8 @@ fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str
          every tensor f32 on both sides, measured in one run; PyTorch's column: {what}, the \
          same model definitions (`xtask/gpu/torch_rows.py`), batch and thread count. Routes: \
          `native` is `--conv gemm` (the default), `native-burn-conv` Burn's own convolution \
-         kernels (`--conv burn`). The `*-infer` rows are an inference step instead (the \
+         kernels (`--conv burn`), `native-burn-norm` Burn's composite batch norm in place of \
+         Ember's fused one. The `*-infer` rows are an inference step instead (the \
          logits of a batch on the evaluation form, no autodiff; PyTorch: `eval()` under \
          `no_grad`): `dense-infer` the model as trained, `hinm-75-infer` its contraction \
          layers but the first and last packed at HiNM 75 % (Gyro-permuted masks; V = 16 for \

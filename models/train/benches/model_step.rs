@@ -2,7 +2,9 @@
 //! train` runs it): forward, backward and Adam's update of LeNet-5, ResNet-18 (CIFAR stem, full
 //! width and width 16), ResMLP-S12 and DeiT-Ti at CIFAR-10's shapes, and the 2 × 256 GRU at
 //! FSDD's, each under the native multiplier (convolutions on `--conv gemm`, the default, and on
-//! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers; and
+//! Burn's own kernels), AFM16, and SparseAct 0.8:64 for the models made of linear layers; the
+//! ResNets also with Burn's composite batch norm (`native-burn-norm`: the fused one unregistered
+//! for the row); and
 //! an inference step (the forward pass of the evaluation form, no autodiff) dense and with HiNM
 //! 75 % packed weights (Gyro-permuted masks of the model's random weights, first and last layers
 //! dense as `ember prune` leaves them) for the models whose layers take HiNM's tiles.
@@ -26,6 +28,7 @@ use burn_hinm::gyro::Method;
 use burn_sparse_act::{Policy, Pruning};
 use criterion::Criterion;
 use cubecl_kernels::decorator::KernelBackend;
+use ember_models::broadcast::unregister_batch_norm;
 use ember_models::classifier::Classifier;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
 use ember_models::data::{Batch, DataSpec, ImageSpec, Inputs};
@@ -229,6 +232,11 @@ fn benches<B: KernelBackend>(
                 Policy::default(),
             ),
             (
+                "2-native-burn-norm",
+                native.clone().with_conv(ConvRoute::Gemm),
+                Policy::default(),
+            ),
+            (
                 "3-afm16",
                 afm16.clone().with_conv(ConvRoute::Gemm),
                 Policy::default(),
@@ -244,12 +252,24 @@ fn benches<B: KernelBackend>(
         // Burn's own convolution is what the model step had without `--conv`: the models
         // without convolutions (GRU) have no such row, and ResNet-18 at full width would take
         // minutes a step on it
+        // Burn's own batch norm (the fused one unregistered for this row) where the model has
+        // batch norms
+        let resnet = matches!(
+            case.kind,
+            ModelKind::Resnet18Cifar | ModelKind::Resnet18CifarW16
+        );
         variants.retain(|(name, ..)| {
-            !name.contains("burn-conv")
-                || matches!(case.kind, ModelKind::Lenet5 | ModelKind::Resnet18CifarW16)
+            (!name.contains("burn-conv")
+                || matches!(case.kind, ModelKind::Lenet5 | ModelKind::Resnet18CifarW16))
+                && (!name.contains("burn-norm") || resnet)
         });
         for (variant, multiplier, policy) in variants {
+            // every stack_device registers the fused ops again
             let device = stack_device::<B>(multiplier, policy);
+            if variant.contains("burn-norm") {
+                unregister_batch_norm::<Stack<B>>();
+                unregister_batch_norm::<ember_train::backend::Decorated<B>>();
+            }
             let id = format!(
                 "model_step/{}_b{}/{backend}-{threads}t/{variant}",
                 case.kind, case.batch
