@@ -316,19 +316,19 @@ pub fn fused_affine<B: KernelBackend, C: CheckpointStrategy>(
 
 /// Batch norm's training forward over channel axis 1 of `x` (Burn's `BatchNorm` in training)
 /// as one autodiff node on `SparseAct<Autodiff<B>>`, its forward five kernels and its backward
-/// three ([`cubecl_kernels::norm`]): the output, and the running mean and variance after the
-/// step when `running` gives them (untracked).
+/// three ([`cubecl_kernels::norm`]): `(y, running mean, running variance)`, the running
+/// statistics given as the last two of `[γ, β, mean, var]` and returned after the step
+/// (untracked).
 ///
 /// # Panics
-/// If `x` has rank below 2, or `γ`, `β` or a running statistic does not hold one value per
-/// channel (callers check the shapes first: `ember_models::broadcast::batch_norm`).
+/// If `x` has rank below 2, or a per-channel tensor does not hold one value per channel
+/// (callers check the shapes first: `ember_models::broadcast::batch_norm`).
 pub fn fused_batch_norm<B: KernelBackend, C: CheckpointStrategy>(
     x: T<B, C>,
-    [gamma, beta]: [T<B, C>; 2],
-    running: Option<(T<B, C>, T<B, C>)>,
+    [gamma, beta, mean, var]: [T<B, C>; 4],
     epsilon: f64,
     momentum: f64,
-) -> (T<B, C>, Option<(T<B, C>, T<B, C>)>) {
+) -> (T<B, C>, T<B, C>, T<B, C>) {
     let shape = x.primitive.shape();
     assert!(
         shape.num_dims() >= 2,
@@ -337,10 +337,10 @@ pub fn fused_batch_norm<B: KernelBackend, C: CheckpointStrategy>(
     );
     let layout = Layout::of(shape.as_slice(), 1, gamma.primitive.shape().num_elements())
         .unwrap_or_else(|e| panic!("fused batch norm: {e}"));
-    let running = running.map(|(m, v)| (m.primitive, v.primitive));
+    let running = (mean.primitive, var.primitive);
     let step = BatchNormStep::new(epsilon, momentum);
-    let (y, running) =
-        fused::batch_norm_node::<Inner<B>, C>(x, gamma, beta, running, layout, &step);
+    let (y, mean, var) =
+        fused::batch_norm_node::<Inner<B>, C>(x, [gamma, beta], running, layout, &step);
     let wrap = <Ad<B, C> as AutodiffBackend>::from_inner;
-    (y, running.map(|(m, v)| (wrap(m), wrap(v))))
+    (y, wrap(mean), wrap(var))
 }

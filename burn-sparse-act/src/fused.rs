@@ -304,23 +304,26 @@ impl<B: KernelBackend> Backward<B, 3> for FusedBatchNorm {
 }
 
 /// Batch norm's training forward as one node over `x` (`[outer, channels, inner]` by
-/// `layout`): the output, and the running statistics after the step when `running` gives them
+/// `layout`): the output, and the running mean and variance (`running`) after the step
 /// (untracked: Burn's `BatchNorm` detaches them too).
 pub(crate) fn batch_norm_node<B: KernelBackend, C: CheckpointStrategy>(
     x: FloatTensor<Autodiff<B, C>>,
-    gamma: FloatTensor<Autodiff<B, C>>,
-    beta: FloatTensor<Autodiff<B, C>>,
-    running: Option<(FloatTensor<B>, FloatTensor<B>)>,
+    [gamma, beta]: [FloatTensor<Autodiff<B, C>>; 2],
+    running: (FloatTensor<B>, FloatTensor<B>),
     layout: Layout,
     step: &BatchNormStep,
-) -> (
-    FloatTensor<Autodiff<B, C>>,
-    Option<(FloatTensor<B>, FloatTensor<B>)>,
-) {
+) -> (FloatTensor<Autodiff<B, C>>, FloatTensor<B>, FloatTensor<B>) {
     let (gamma_shape, beta_shape) = (gamma.primitive.shape(), beta.primitive.shape());
     let g = flat::<B>(gamma.primitive.clone(), layout);
     let b = flat::<B>(beta.primitive.clone(), layout);
-    let out = norm::batch_norm::<B>(x.primitive.clone(), g.clone(), b, running, layout, step);
+    let out = norm::batch_norm::<B>(
+        x.primitive.clone(),
+        g.clone(),
+        b,
+        Some(running),
+        layout,
+        step,
+    );
     let y = match FusedBatchNorm
         .prepare::<C>([x.node.clone(), gamma.node.clone(), beta.node.clone()])
         .compute_bound()
@@ -341,5 +344,6 @@ pub(crate) fn batch_norm_node<B: KernelBackend, C: CheckpointStrategy>(
         }
         OpsKind::UnTracked(prep) => prep.finish(out.y),
     };
-    (y, out.running)
+    let (mean, var) = out.running.expect("the running statistics were given");
+    (y, mean, var)
 }

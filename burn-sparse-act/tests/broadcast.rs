@@ -141,21 +141,21 @@ fn fused_norm<B: KernelBackend>(
     x: Tensor<SparseAct<Autodiff<B>>, 4>,
 ) -> Tensor<SparseAct<Autodiff<B>>, 4> {
     let p = |t: Tensor<SparseAct<Autodiff<B>>, 1>| t.into_primitive().tensor();
-    let running = (
+    let per_channel = [
+        p(norm.gamma.val()),
+        p(norm.beta.val()),
         p(norm.running_mean.value_sync()),
         p(norm.running_var.value_sync()),
-    );
-    let (y, running) = burn_sparse_act::fused_batch_norm::<
+    ];
+    let (y, mean, var) = burn_sparse_act::fused_batch_norm::<
         B,
         burn::backend::autodiff::checkpoint::strategy::NoCheckpointing,
     >(
         x.into_primitive().tensor(),
-        [p(norm.gamma.val()), p(norm.beta.val())],
-        Some(running),
+        per_channel,
         norm.epsilon,
         norm.momentum,
     );
-    let (mean, var) = running.expect("given");
     norm.running_mean
         .update(Tensor::from_primitive(TensorPrimitive::Float(mean)));
     norm.running_var

@@ -101,10 +101,10 @@ pub(super) fn normalize_kernel<N: Size>(
 }
 
 /// One unit per pack: `dx = (γ / s) · ((dy − dβ / n) − ((x − mean) / s) · (dγ / n))` with
-/// `s = √(var + ε)`, per channel as [`normalize_kernel`].
+/// `s = √(var + ε)` and `n = per_channel`, per channel as [`normalize_kernel`].
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn backward_kernel<N: Size>(
+pub(super) fn input_gradient_kernel<N: Size>(
     x: &Array<Vector<f32, N>>,
     dy: &Array<Vector<f32, N>>,
     mean: &Array<f32>,
@@ -117,13 +117,17 @@ pub(super) fn backward_kernel<N: Size>(
     inner: FastDivmod<u32>,
     channels: FastDivmod<u32>,
     epsilon: f32,
-    n: f32,
+    per_channel: f32,
 ) {
     let pos = ABSOLUTE_POS;
     if pos < packs as usize {
         let c = channels.modulo(inner.div(pos as u32 * N::value() as u32)) as usize;
         let s = f32::sqrt(var[c] + epsilon);
-        let (scale, shift, slope) = (gamma[c] / s, dbeta[c] / n, dgamma[c] / n);
+        let (scale, shift, slope) = (
+            gamma[c] / s,
+            dbeta[c] / per_channel,
+            dgamma[c] / per_channel,
+        );
         let xhat = (x[pos] - Vector::new(mean[c])) / Vector::new(s);
         let centred = dy[pos] - Vector::new(shift);
         let t = centred - xhat * Vector::new(slope);

@@ -3,7 +3,7 @@
 //! the grids ([`calculate_cube_count_elemwise`] lays them within the runtime's limits).
 
 use super::kernel::{
-    backward_kernel, gradients_kernel, mean_kernel, normalize_kernel, variance_kernel,
+    gradients_kernel, input_gradient_kernel, mean_kernel, normalize_kernel, variance_kernel,
 };
 use super::{BatchNormStep, count};
 use crate::broadcast::kernel::BackwardOp;
@@ -185,7 +185,7 @@ pub fn launch_batch_norm_backward<R: CubeRuntime>(
         // SAFETY: every unit checks its pack against `packs`, the length in packs of `x`,
         // `dy` and `dx`, and reads the per-channel inputs at a channel below `channels`.
         unsafe {
-            backward_kernel::launch_unchecked::<R>(
+            input_gradient_kernel::launch_unchecked::<R>(
                 &client,
                 count_,
                 dim,

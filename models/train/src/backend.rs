@@ -4,7 +4,6 @@ use crate::error::{EmberError, Result};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::ops::FloatTensor;
 use burn_approx_mul::{ApproxDevice, ApproxMul, Multiplier};
 use burn_bcr::backend::{Bcr, BcrDevice};
 use burn_hinm::backend::{Hinm, HinmDevice};
@@ -73,32 +72,12 @@ pub fn register_fused<B: KernelBackend>() {
     use ember_models::broadcast::{register_affine, register_batch_norm, register_normalize};
     register_affine::<Stack<B>>(burn_sparse_act::fused_affine::<Decorated<B>, NoCheckpointing>);
     register_affine::<Decorated<B>>(cubecl_kernels::broadcast::ops::affine_on_axis::<Decorated<B>>);
-    register_batch_norm::<Stack<B>>(stack_batch_norm::<B>);
+    register_batch_norm::<Stack<B>>(
+        burn_sparse_act::fused_batch_norm::<Decorated<B>, NoCheckpointing>,
+    );
     register_normalize::<Decorated<B>>(
         cubecl_kernels::norm::ops::normalize_channels::<Decorated<B>>,
     );
-}
-
-/// [`Stack<B>`]'s batch norm in training, in the form of a registered hook.
-fn stack_batch_norm<B: KernelBackend>(
-    x: FloatTensor<Stack<B>>,
-    [gamma, beta, mean, var]: [FloatTensor<Stack<B>>; 4],
-    epsilon: f64,
-    momentum: f64,
-) -> (
-    FloatTensor<Stack<B>>,
-    FloatTensor<Stack<B>>,
-    FloatTensor<Stack<B>>,
-) {
-    let (y, running) = burn_sparse_act::fused_batch_norm::<Decorated<B>, NoCheckpointing>(
-        x,
-        [gamma, beta],
-        Some((mean, var)),
-        epsilon,
-        momentum,
-    );
-    let (mean, var) = running.expect("the running statistics were given");
-    (y, mean, var)
 }
 
 /// An autodiff backend whose inner backend tells Ember's code what it sits on (every
