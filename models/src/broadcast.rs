@@ -190,42 +190,55 @@ pub fn affine<B: Backend, const D: usize>(
 /// `B::ad_enabled`) with the batch's statistics, updating the module's running ones; in
 /// inference with the running ones. Fused on a backend that registered it
 /// ([`register_batch_norm`], [`register_normalize`]), Burn's composite elsewhere, and Burn's
-/// composite (with its panics) for a rank below 2 or per-channel tensors that do not hold one
-/// value per channel of `x`.
+/// composite (with its panics) for a rank below 2, tensors that are not f32, or per-channel
+/// tensors that do not hold one value per channel of `x`.
 pub fn batch_norm<B: Backend, const D: usize>(
     norm: &BatchNorm<B>,
     x: Tensor<B, D>,
 ) -> Tensor<B, D> {
     let device = x.device();
     let training = B::ad_enabled(&device);
-    let fits = |lengths: [usize; 4]| D >= 2 && lengths.iter().all(|&n| n == x.dims()[1]);
-    let gamma = norm.gamma.val();
-    let beta = norm.beta.val();
-    if training {
-        let Some(hook) = hook::<BatchNormHook<B>>() else {
-            return norm.forward(x);
-        };
-        let mean = norm.running_mean.value_sync().to_device(&device);
-        let var = norm.running_var.value_sync().to_device(&device);
-        if !fits([&gamma, &beta, &mean, &var].map(|t| t.dims()[0])) {
-            return norm.forward(x);
+    let (train, infer) = match training {
+        true => (hook::<BatchNormHook<B>>(), None),
+        false => (None, hook::<NormalizeHook<B>>()),
+    };
+    if train.is_none() && infer.is_none() {
+        return norm.forward(x);
+    }
+    let (mean, var) = match training {
+        true => (
+            norm.running_mean.value_sync(),
+            norm.running_var.value_sync(),
+        ),
+        false => (norm.running_mean.value(), norm.running_var.value()),
+    };
+    let per_channel = [
+        norm.gamma.val(),
+        norm.beta.val(),
+        mean.to_device(&device),
+        var.to_device(&device),
+    ];
+    // the fused ops take f32 and one value per channel; Burn's module anything else
+    let f32 = |dtype| dtype == burn::tensor::DType::F32;
+    let fits = |t: &Tensor<B, 1>| t.dims()[0] == x.dims()[1] && f32(t.dtype());
+    if D < 2 || !f32(x.dtype()) || !per_channel.iter().all(fits) {
+        return norm.forward(x);
+    }
+    let [gamma, beta, mean, var] = per_channel.map(primitive);
+    match (train, infer) {
+        (Some(hook), _) => {
+            let (y, mean, var) = hook(
+                primitive(x),
+                [gamma, beta, mean, var],
+                norm.epsilon,
+                norm.momentum,
+            );
+            norm.running_mean.update(tensor(mean));
+            norm.running_var.update(tensor(var));
+            tensor(y)
         }
-        let [g, b, m, v] = [gamma, beta, mean, var].map(primitive);
-        let (y, mean, var) = hook(primitive(x), [g, b, m, v], norm.epsilon, norm.momentum);
-        norm.running_mean.update(tensor(mean));
-        norm.running_var.update(tensor(var));
-        tensor(y)
-    } else {
-        let Some(hook) = hook::<NormalizeHook<B>>() else {
-            return norm.forward(x);
-        };
-        let mean = norm.running_mean.value().to_device(&device);
-        let var = norm.running_var.value().to_device(&device);
-        if !fits([&gamma, &beta, &mean, &var].map(|t| t.dims()[0])) {
-            return norm.forward(x);
-        }
-        let stats = [mean, var, gamma, beta].map(primitive);
-        tensor(hook(primitive(x), stats, norm.epsilon))
+        (None, Some(hook)) => tensor(hook(primitive(x), [mean, var, gamma, beta], norm.epsilon)),
+        (None, None) => unreachable!("one hook at least (above)"),
     }
 }
 

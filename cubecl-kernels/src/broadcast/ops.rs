@@ -12,7 +12,7 @@
 
 use super::{Layout, reference};
 use crate::broadcast;
-use crate::decorator::{CubeVisitor, KernelBackend, with_f32};
+use crate::decorator::{CubeVisitor, KernelBackend, with_f32s};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
@@ -161,24 +161,20 @@ impl<B: KernelBackend> CubeVisitor<B> for Op {
         let full =
             |v: Vec<f32>| B::float_from_data(TensorData::new(v, self.shape.clone()), &device);
         let channel = |v: Vec<f32>| B::float_from_data(TensorData::new(v, [l.channels]), &device);
-        let v: Vec<Vec<f32>> = inputs
-            .into_iter()
-            .map(|t| with_f32::<B, _>(t, <[f32]>::to_vec))
-            .collect();
-        match (self.kind, v.as_slice()) {
+        with_f32s::<B, _>(inputs, |v| match (self.kind, v) {
             (Kind::Prelu, [x, alpha]) => vec![full(reference::prelu(x, alpha, l))],
             (Kind::PreluBackward, [x, alpha, dy]) => {
                 let (dx, da) = reference::prelu_backward(x, alpha, dy, l);
                 vec![full(dx), channel(da)]
             }
             (Kind::Affine { beta: true }, [x, alpha, beta]) => {
-                vec![full(reference::affine(x, alpha, Some(beta), l))]
+                vec![full(reference::affine(x, alpha, Some(*beta), l))]
             }
             (Kind::Affine { beta: false }, [x, alpha]) => {
                 vec![full(reference::affine(x, alpha, None, l))]
             }
             (Kind::AffineBackward { x: true }, [x, alpha, dy]) => {
-                let (dx, da, db) = reference::affine_backward(Some(x), alpha, dy, l);
+                let (dx, da, db) = reference::affine_backward(Some(*x), alpha, dy, l);
                 vec![
                     full(dx),
                     channel(da.expect("dα for a given x")),
@@ -190,7 +186,7 @@ impl<B: KernelBackend> CubeVisitor<B> for Op {
                 vec![full(dx), channel(db)]
             }
             _ => unreachable!("broadcast op: inputs do not match the op"),
-        }
+        })
     }
 }
 

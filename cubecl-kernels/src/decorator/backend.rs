@@ -325,6 +325,22 @@ pub fn with_f32<B: KernelBackend, R>(t: FloatTensor<B>, f: impl FnOnce(&[f32]) -
     }
 }
 
+/// `f` of every tensor's values of `ts` in row-major order, as f32: borrowed where the backend
+/// holds them all so ([`KernelBackend::float_host_slice`]), read ([`read_f32`]) otherwise.
+pub fn with_f32s<B: KernelBackend, R>(
+    ts: Vec<FloatTensor<B>>,
+    f: impl FnOnce(&[&[f32]]) -> R,
+) -> R {
+    let borrowed: Option<Vec<&[f32]>> = ts.iter().map(B::float_host_slice).collect();
+    match borrowed {
+        Some(values) => f(&values),
+        None => {
+            let read: Vec<Vec<f32>> = ts.into_iter().map(read_f32::<B>).collect();
+            f(&read.iter().map(Vec::as_slice).collect::<Vec<_>>())
+        }
+    }
+}
+
 /// The values of `t` in row-major order, as f32 (host paths only: backends without CubeCL
 /// read synchronously). A shared ndarray tensor is read value by value: read those through
 /// [`with_f32`].

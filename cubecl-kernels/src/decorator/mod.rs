@@ -54,7 +54,7 @@ mod transparent;
 pub use forward::DecoratorOps;
 
 pub use backend::{
-    CubeVisitor, KernelBackend, MultiplyStrategy, float_to_device, read_f32, with_f32,
+    CubeVisitor, KernelBackend, MultiplyStrategy, float_to_device, read_f32, with_f32, with_f32s,
 };
 pub use decorated::{Decorated, Wrapped};
 pub use device::DecoratedDevice;

@@ -11,7 +11,7 @@
 use super::launch::Normalized;
 use super::{BatchNormStep, reference};
 use crate::broadcast::Layout;
-use crate::decorator::{CubeVisitor, KernelBackend, read_f32};
+use crate::decorator::{CubeVisitor, KernelBackend, with_f32s};
 use crate::norm;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
@@ -152,18 +152,7 @@ impl<B: KernelBackend> CubeVisitor<B> for Op {
     fn host(self, inputs: Vec<FloatTensor<B>>) -> Self::Output {
         let device = B::float_device(&inputs[0]);
         let l = self.layout;
-        let borrowed: Option<Vec<&[f32]>> = inputs.iter().map(B::float_host_slice).collect();
-        let outputs = match borrowed {
-            Some(v) => pass(self.kind, l, &v),
-            None => {
-                let read: Vec<Vec<f32>> = inputs.into_iter().map(read_f32::<B>).collect();
-                pass(
-                    self.kind,
-                    l,
-                    &read.iter().map(Vec::as_slice).collect::<Vec<_>>(),
-                )
-            }
-        };
+        let outputs = with_f32s::<B, _>(inputs, |v| pass(self.kind, l, v));
         // the first output has x's shape, the others are per channel
         outputs
             .into_iter()

@@ -7,7 +7,7 @@
 //! the parameter's configuration at every level (it is the first input of the visit).
 
 use super::{AdamStep, SgdStep, reference};
-use crate::decorator::{CubeVisitor, KernelBackend, read_f32};
+use crate::decorator::{CubeVisitor, KernelBackend, with_f32s};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use burn_cubecl::CubeRuntime;
@@ -111,17 +111,7 @@ impl<B: KernelBackend> CubeVisitor<B> for Step {
         let full =
             |v: Vec<f32>| B::float_from_data(TensorData::new(v, self.shape.clone()), &device);
         // the values borrowed where the backend holds them in order (ndarray), read otherwise
-        let borrowed: Option<Vec<&[f32]>> = inputs.iter().map(B::float_host_slice).collect();
-        let outputs = match borrowed {
-            Some(v) => step(self.kind, &v),
-            None => {
-                let read: Vec<Vec<f32>> = inputs.into_iter().map(read_f32::<B>).collect();
-                step(
-                    self.kind,
-                    &read.iter().map(Vec::as_slice).collect::<Vec<_>>(),
-                )
-            }
-        };
+        let outputs = with_f32s::<B, _>(inputs, |v| step(self.kind, v));
         outputs.into_iter().map(full).collect()
     }
 }

@@ -11,39 +11,9 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Tensor, TensorData};
 use burn_approx_mul::Multiplier;
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::testing::{assert_all_close, lcg_data};
 use ember_models::broadcast::{batch_norm, is_batch_norm_fused};
 use ember_train::backend::{Decorated, Stack, stack_device};
-
-/// `shape`'s values in [-1, 1), a different sequence for each seed.
-fn lcg_data(shape: &[usize], seed: u64) -> TensorData {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    let values: Vec<f32> = (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect();
-    TensorData::new(values, shape.to_vec())
-}
-
-/// Every value of each tensor of `a` within `rel` of `b`'s, relative to the tensor's largest
-/// magnitude in `a`.
-fn assert_all_close(a: &[Vec<f32>], b: &[Vec<f32>], rel: f32, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: tensors");
-    for (i, (a, b)) in a.iter().zip(b).enumerate() {
-        assert_eq!(a.len(), b.len(), "{what}: tensor {i}");
-        let scale = a.iter().fold(f32::MIN_POSITIVE, |m, v| m.max(v.abs()));
-        for (j, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (x - y).abs() <= rel * scale,
-                "{what}: tensor {i}[{j}]: {x} vs {y}"
-            );
-        }
-    }
-}
 
 fn tensor<B: Backend, const D: usize>(
     shape: [usize; D],
