@@ -5,10 +5,10 @@
 //! and wgpu.
 
 use burn::backend::{Autodiff, NdArray, Wgpu};
-use burn::module::{AutodiffModule, Param};
+use burn::module::{AutodiffModule, Param, RunningState};
 use burn::nn::{BatchNorm, BatchNormConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 use burn_approx_mul::Multiplier;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::testing::{assert_all_close, lcg_data};
@@ -115,4 +115,28 @@ fn a_batch_norm_of_another_width_keeps_burns_error() {
     );
     let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| batch_norm(&norm, x)));
     assert!(err.is_err(), "a γ of 6 values for 4 channels is refused");
+}
+
+#[test]
+fn tensors_that_are_not_f32_run_burns_batch_norm() {
+    // the fused kernels take f32: an f64 module and input on the stack run Burn's composite,
+    // with Burn's values, where the fused node would refuse them
+    fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<f64> {
+        let f64 = DType::F64;
+        let mut norm = module::<B>(device);
+        norm.gamma = Param::from_tensor(norm.gamma.val().cast(f64));
+        norm.beta = Param::from_tensor(norm.beta.val().cast(f64));
+        norm.running_mean = RunningState::new(norm.running_mean.value().cast(f64));
+        norm.running_var = RunningState::new(norm.running_var.value().cast(f64));
+        let x = tensor::<B, 4>([2, 6, 3, 3], 4, device).cast(f64);
+        let y = batch_norm(&norm, x);
+        assert_eq!(y.dtype(), f64);
+        y.into_data().convert::<f64>().to_vec().unwrap()
+    }
+    let device = stack_device::<NdArray>(Multiplier::native(), Default::default());
+    let ours = run::<Stack<NdArray>>(&device);
+    let burn = run::<Autodiff<NdArray>>(&Default::default());
+    for (a, b) in ours.iter().zip(&burn) {
+        assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+    }
 }
