@@ -124,8 +124,9 @@ fn tensors_that_are_not_f32_run_burns_batch_norm() {
     fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<f64> {
         let f64 = DType::F64;
         let mut norm = module::<B>(device);
-        norm.gamma = Param::from_tensor(norm.gamma.val().cast(f64));
-        norm.beta = Param::from_tensor(norm.beta.val().cast(f64));
+        // detached first: a cast of the tracked parameter is not a leaf
+        norm.gamma = Param::from_tensor(norm.gamma.val().detach().cast(f64));
+        norm.beta = Param::from_tensor(norm.beta.val().detach().cast(f64));
         norm.running_mean = RunningState::new(norm.running_mean.value().cast(f64));
         norm.running_var = RunningState::new(norm.running_var.value().cast(f64));
         let x = tensor::<B, 4>([2, 6, 3, 3], 4, device).cast(f64);
