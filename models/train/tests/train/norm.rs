@@ -124,9 +124,10 @@ fn tensors_that_are_not_f32_run_burns_batch_norm() {
     fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<f64> {
         let f64 = DType::F64;
         let mut norm = module::<B>(device);
-        // detached first: a cast of the tracked parameter is not a leaf
-        norm.gamma = Param::from_tensor(norm.gamma.val().detach().cast(f64));
-        norm.beta = Param::from_tensor(norm.beta.val().detach().cast(f64));
+        // cast on the inner backend: a cast of the tracked parameter is not a leaf
+        let leaf = |t: Tensor<B, 1>| Param::from_tensor(Tensor::from_inner(t.inner().cast(f64)));
+        norm.gamma = leaf(norm.gamma.val());
+        norm.beta = leaf(norm.beta.val());
         norm.running_mean = RunningState::new(norm.running_mean.value().cast(f64));
         norm.running_var = RunningState::new(norm.running_var.value().cast(f64));
         let x = tensor::<B, 4>([2, 6, 3, 3], 4, device).cast(f64);
