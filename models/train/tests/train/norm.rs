@@ -42,26 +42,11 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
         let y = batch_norm(&norm, x.clone() * 3.0 - 2.0);
         let w = Tensor::<B, 4>::from_data(lcg_data(&y.dims(), 10 + step), device);
         let grads = (y.clone() * w).sum().backward();
+        let grad = |t: Tensor<B, 1>| t.grad(&grads).unwrap().into_data().to_vec().unwrap();
         out.push(y.into_data().to_vec().unwrap());
         out.push(x.grad(&grads).unwrap().into_data().to_vec().unwrap());
-        out.push(
-            norm.gamma
-                .val()
-                .grad(&grads)
-                .unwrap()
-                .into_data()
-                .to_vec()
-                .unwrap(),
-        );
-        out.push(
-            norm.beta
-                .val()
-                .grad(&grads)
-                .unwrap()
-                .into_data()
-                .to_vec()
-                .unwrap(),
-        );
+        out.push(grad(norm.gamma.val()));
+        out.push(grad(norm.beta.val()));
     }
     out.push(values(norm.running_mean.value()));
     out.push(values(norm.running_var.value()));
