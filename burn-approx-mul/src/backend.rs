@@ -19,6 +19,7 @@ use crate::ops::native::{self, ConvRoute, Linear};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
+use cubecl_kernels::activation::ops as activation;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{
@@ -432,8 +433,32 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         float_sub => Sub,
         float_mul => Mul,
         float_div => Div,
-        relu_backward => ReluBackward,
     );
+
+    /// One kernel on a CubeCL runtime on the GEMM routes ([`cubecl_kernels::activation`]) in
+    /// place of Burn's comparison and masked fill; the inner backend's ReLU elsewhere (ndarray's
+    /// is one pass).
+    fn relu(x: T<B>) -> T<B> {
+        let cfg = x.config;
+        let out = match cfg.conv() {
+            ConvRoute::Burn => B::relu(x.inner),
+            _ => activation::relu::<B>(x.inner).unwrap_or_else(B::relu),
+        };
+        Wrapped::new(out, cfg)
+    }
+
+    /// On the GEMM routes, Ember's host loop where the host views both operands, one kernel on
+    /// a CubeCL runtime; the inner backend's op elsewhere and on `--conv burn`.
+    fn relu_backward(output: T<B>, grad: T<B>) -> T<B> {
+        let cfg = output.config;
+        let out = match cfg.conv() {
+            ConvRoute::Burn => B::relu_backward(output.inner, grad.inner),
+            _ => elementwise::binary::<B>(Binary::ReluBackward, output.inner, grad.inner)
+                .or_else(|(y, g)| activation::relu_backward::<B>(y, g))
+                .unwrap_or_else(|(y, g)| B::relu_backward(y, g)),
+        };
+        Wrapped::new(out, cfg)
+    }
 
     /// On the GEMM routes over a GPU, cubek's cube routine where few outputs each reduce a long
     /// axis (batch norm's statistics), burn-cubecl's unit routine otherwise

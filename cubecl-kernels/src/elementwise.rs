@@ -126,10 +126,11 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
         Binary::Sub => walk.run(a.values, b.values, |x, y| x - y),
         Binary::Mul => walk.run(a.values, b.values, |x, y| x * y),
         Binary::Div => walk.run(a.values, b.values, |x, y| x / y),
-        Binary::ReluBackward => walk.run(a.values, b.values, |out, grad| match out <= 0.0 {
-            true => 0.0,
-            false => grad,
-        }),
+        Binary::ReluBackward => walk.run(
+            a.values,
+            b.values,
+            crate::activation::reference::relu_backward_value,
+        ),
     };
     Some((values, shape))
 }

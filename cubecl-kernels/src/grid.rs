@@ -165,6 +165,25 @@ pub(crate) fn f32_output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Shape) -> 
     empty_device_contiguous_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 
+/// Values in a pack of the flat element-wise kernels where the length divides it.
+pub(crate) const PACK: usize = 4;
+
+/// `(client, vector size, packs, cube count, cube dim)` of a flat element-wise launch over `n`
+/// values on `like`'s device: packs of [`PACK`] values where `n` divides into them, single
+/// values otherwise, one unit per pack, 256 units a cube, laid within the runtime's limits by
+/// [`calculate_cube_count_elemwise`](cubecl::calculate_cube_count_elemwise).
+pub(crate) fn packs<R: CubeRuntime>(
+    like: &CubeTensor<R>,
+    n: usize,
+) -> (ComputeClient<R>, usize, u32, CubeCount, CubeDim) {
+    let client = like.client.clone();
+    let vector = if n.is_multiple_of(PACK) { PACK } else { 1 };
+    let packs = n / vector;
+    let dim = CubeDim::new_1d(256);
+    let count = cubecl::calculate_cube_count_elemwise(&client, packs, dim);
+    (client, vector, packs as u32, count, dim)
+}
+
 /// `values` as a contiguous tensor of `shape` on `device`. An empty array becomes one unused
 /// element: a kernel argument needs a buffer.
 pub(crate) fn upload<R: CubeRuntime, T: bytemuck::Pod + Default>(

@@ -1,7 +1,9 @@
 //! Burn's element-wise arithmetic on the GEMM routes of ndarray (Ember's host loops) equals
 //! burn-ndarray's bit for bit: batch norm in training mode and ReLU, forward and every
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
-//! with NaN and infinities in the data.
+//! with NaN and infinities in the data. On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
+//! ReLU and its backward (one kernel each on the GEMM routes) equal Burn's composites bit for
+//! bit, in place and not.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
@@ -10,6 +12,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
+use cubecl_kernels::testing::TestBackend;
 
 /// Values, then every gradient, of the element-wise ops batch norm and ReLU are made of.
 fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
@@ -91,6 +94,56 @@ fn element_wise_ops_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
         for mul in [Multiplier::native(), Multiplier::parse("afm16").unwrap()] {
             let device = ApproxDevice::<NdArray>::new(Default::default(), mul.with_conv(route));
             let got = run::<Autodiff<ApproxMul<NdArray>>>(&device);
+            assert_eq!(bits(&got), bits(&plain), "{route}");
+        }
+    }
+}
+
+/// ReLU's outputs and input gradients: packs of 4 and single values, special values, an input
+/// the kernel overwrites (held by nothing else), one it must not (held twice), a strided view.
+fn relu_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let values = |t: TensorData| t.to_vec::<f32>().unwrap();
+    let mut out = Vec::new();
+    let special = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        1.5,
+        -2.5,
+    ];
+    for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
+        let n = rows * cols;
+        let mut v = cubecl_kernels::testing::uniform(n, n as u64);
+        for (slot, s) in v.iter_mut().zip(special) {
+            *slot = s;
+        }
+        let x = Tensor::<B, 2>::from_data(TensorData::new(v, [rows, cols]), device).require_grad();
+        let w = Tensor::<B, 2>::from_data(
+            TensorData::new(cubecl_kernels::testing::uniform(n, 7), [rows, cols]),
+            device,
+        );
+        // `x · 2` is held by ReLU alone (in place); `x` by ReLU and the product below
+        let a = relu(x.clone() * 2.0);
+        let b = relu(x.clone());
+        let c = relu(x.clone().transpose()).transpose();
+        let z = (a.clone() * w.clone() + b.clone() * x.clone() + c.clone() * w).sum();
+        let grads = z.backward();
+        out.extend([a, b, c].map(|t| values(t.into_data())));
+        out.push(values(x.grad(&grads).expect("a gradient").into_data()));
+    }
+    out
+}
+
+cubecl_kernels::runtime_test! {
+    fn relu_on_the_gemm_routes_equals_burns_composite_bit_for_bit<R>() {
+        let plain = relu_run::<Autodiff<TestBackend<R>>>(&Default::default());
+        assert_eq!(plain.len(), 12);
+        for route in [ConvRoute::Gemm, ConvRoute::Burn] {
+            let mul = Multiplier::native().with_conv(route);
+            let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
+            let got = relu_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
             assert_eq!(bits(&got), bits(&plain), "{route}");
         }
     }

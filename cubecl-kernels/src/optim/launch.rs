@@ -1,21 +1,13 @@
 //! Launch of the optimizer kernels: inputs checked and made contiguous (the kernels read flat
 //! arrays), new contiguous outputs of the parameter's shape, packs of 4 values where the length
-//! allows, and the grid ([`calculate_cube_count_elemwise`] lays it within the runtime's limits).
+//! allows, and the grid ([`crate::grid::packs`] lays it within the runtime's limits).
 
 use super::kernel::{adam_kernel, sgd_kernel};
 use super::{AdamStep, SgdStep};
-use crate::grid::f32_output as output;
+use crate::grid::{PACK, f32_output as output, packs as grid};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use burn_std::Shape;
-use cubecl::calculate_cube_count_elemwise;
-use cubecl::prelude::*;
-
-/// Units of a cube.
-const UNITS: u32 = 256;
-
-/// Values in a pack where the length divides it.
-const PACK: usize = 4;
 
 /// Adam's step on the device: `(parameter, first moment, second moment)` after it, each a new
 /// contiguous tensor of `param`'s shape. `moments` are the moments before it, `None` at a first
@@ -157,17 +149,4 @@ pub fn launch_sgd<R: CubeRuntime>(
 /// `t` checked to hold the parameter's `n` f32 values, within 32-bit indices, contiguous.
 fn input<R: CubeRuntime>(t: &CubeTensor<R>, n: usize, what: &str, name: &str) -> CubeTensor<R> {
     crate::grid::f32_input(t, n, 1 << 32, [what, name, "the parameter"])
-}
-
-/// `(client, vector size, packs, cube count, cube dim)` of a launch over `n` values.
-fn grid<R: CubeRuntime>(
-    like: &CubeTensor<R>,
-    n: usize,
-) -> (ComputeClient<R>, usize, u32, CubeCount, CubeDim) {
-    let client = like.client.clone();
-    let vector = if n.is_multiple_of(PACK) { PACK } else { 1 };
-    let packs = n / vector;
-    let dim = CubeDim::new_1d(UNITS);
-    let count = calculate_cube_count_elemwise(&client, packs, dim);
-    (client, vector, packs as u32, count, dim)
 }

@@ -7,6 +7,7 @@ use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use burn_cubecl::tensor::CubeTensor;
 use cubecl_kernels::testing::{TestBackend, TestRuntime};
 
+mod activation;
 mod approx_gemm;
 mod bcrc;
 mod broadcast;
