@@ -19,7 +19,7 @@ use crate::ops::native::{self, ConvRoute, Linear};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorMetadata};
-use cubecl_kernels::activation::ops as activation;
+use cubecl_kernels::activation::{Activation, ops as activation};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{
@@ -327,6 +327,21 @@ macro_rules! elementwise_ops {
     )*};
 }
 
+/// `op` of `x` by one kernel on a CubeCL runtime on the GEMM routes, by `inner` (the inner
+/// backend's op) where that declines and on `--conv burn`.
+fn activation_forward<B: KernelBackend>(
+    op: Activation,
+    x: T<B>,
+    inner: fn(FloatTensor<B>) -> FloatTensor<B>,
+) -> T<B> {
+    let cfg = x.config;
+    let out = match cfg.conv() {
+        ConvRoute::Burn => inner(x.inner),
+        _ => activation::forward::<B>(op, x.inner).unwrap_or_else(inner),
+    };
+    Wrapped::new(out, cfg)
+}
+
 /// `t` summed or averaged along `dim`: [`cubecl_kernels::reduce::reduce_dim_routed`] on the GEMM
 /// routes, the inner backend's op where that declines and on `--conv burn`.
 fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<B> {
@@ -439,10 +454,21 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
     /// place of Burn's comparison and masked fill; the inner backend's ReLU elsewhere (ndarray's
     /// is one pass).
     fn relu(x: T<B>) -> T<B> {
+        activation_forward::<B>(Activation::Relu, x, B::relu)
+    }
+
+    /// As [`Self::relu`], in place of Burn's five element-wise launches.
+    fn gelu(x: T<B>) -> T<B> {
+        activation_forward::<B>(Activation::Gelu, x, B::gelu)
+    }
+
+    /// As [`Self::relu`], in place of Burn's fourteen element-wise launches.
+    fn gelu_backward(x: T<B>, grad: T<B>) -> T<B> {
         let cfg = x.config;
         let out = match cfg.conv() {
-            ConvRoute::Burn => B::relu(x.inner),
-            _ => activation::relu::<B>(x.inner).unwrap_or_else(B::relu),
+            ConvRoute::Burn => B::gelu_backward(x.inner, grad.inner),
+            _ => activation::backward::<B>(Activation::Gelu, x.inner, grad.inner)
+                .unwrap_or_else(|(x, g)| B::gelu_backward(x, g)),
         };
         Wrapped::new(out, cfg)
     }
@@ -454,7 +480,7 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         let out = match cfg.conv() {
             ConvRoute::Burn => B::relu_backward(output.inner, grad.inner),
             _ => elementwise::binary::<B>(Binary::ReluBackward, output.inner, grad.inner)
-                .or_else(|(y, g)| activation::relu_backward::<B>(y, g))
+                .or_else(|(y, g)| activation::backward::<B>(Activation::Relu, y, g))
                 .unwrap_or_else(|(y, g)| B::relu_backward(y, g)),
         };
         Wrapped::new(out, cfg)

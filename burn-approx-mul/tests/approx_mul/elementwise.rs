@@ -2,13 +2,14 @@
 //! burn-ndarray's bit for bit: batch norm in training mode and ReLU, forward and every
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
 //! with NaN and infinities in the data. On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
-//! ReLU and its backward (one kernel each on the GEMM routes) equal Burn's composites bit for
-//! bit, in place and not.
+//! ReLU and GELU, forward and backward (one kernel each on the GEMM routes), equal Burn's
+//! composites bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
+//! not.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
 use burn::nn::BatchNormConfig;
-use burn::tensor::activation::relu;
+use burn::tensor::activation::{gelu, relu};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
@@ -99,52 +100,70 @@ fn element_wise_ops_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
     }
 }
 
-/// ReLU's outputs and input gradients: packs of 4 and single values, special values, an input
-/// the kernel overwrites (held by nothing else), one it must not (held twice), a strided view.
-fn relu_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+/// ReLU's and GELU's outputs and input gradients: packs of 4 and single values, special
+/// values (NaN and infinities through ReLU only), an input the kernel overwrites (held by
+/// nothing else), one it must not (held twice), a strided view.
+fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     let values = |t: TensorData| t.to_vec::<f32>().unwrap();
     let mut out = Vec::new();
     let special = [
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
         -0.0,
         0.0,
         1.5,
         -2.5,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
     ];
-    for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
-        let n = rows * cols;
-        let mut v = cubecl_kernels::testing::uniform(n, n as u64);
-        for (slot, s) in v.iter_mut().zip(special) {
-            *slot = s;
+    for (act, finite) in [
+        (relu as fn(Tensor<B, 2>) -> Tensor<B, 2>, false),
+        (gelu, true),
+    ] {
+        for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
+            let n = rows * cols;
+            let mut v: Vec<f32> = cubecl_kernels::testing::uniform(n, n as u64)
+                .iter()
+                .map(|v| v * 4.0)
+                .collect();
+            let special = &special[..if finite { 4 } else { special.len() }];
+            for (slot, s) in v.iter_mut().zip(special) {
+                *slot = *s;
+            }
+            let x =
+                Tensor::<B, 2>::from_data(TensorData::new(v, [rows, cols]), device).require_grad();
+            let w = Tensor::<B, 2>::from_data(
+                TensorData::new(cubecl_kernels::testing::uniform(n, 7), [rows, cols]),
+                device,
+            );
+            // `x · 2` is held by the activation alone (in place); `x` by it and the product
+            let a = act(x.clone() * 2.0);
+            let b = act(x.clone());
+            let c = act(x.clone().transpose()).transpose();
+            let z = (a.clone() * w.clone() + b.clone() * x.clone() + c.clone() * w).sum();
+            let grads = z.backward();
+            out.extend([a, b, c].map(|t| values(t.into_data())));
+            out.push(values(x.grad(&grads).expect("a gradient").into_data()));
         }
-        let x = Tensor::<B, 2>::from_data(TensorData::new(v, [rows, cols]), device).require_grad();
-        let w = Tensor::<B, 2>::from_data(
-            TensorData::new(cubecl_kernels::testing::uniform(n, 7), [rows, cols]),
-            device,
-        );
-        // `x · 2` is held by ReLU alone (in place); `x` by ReLU and the product below
-        let a = relu(x.clone() * 2.0);
-        let b = relu(x.clone());
-        let c = relu(x.clone().transpose()).transpose();
-        let z = (a.clone() * w.clone() + b.clone() * x.clone() + c.clone() * w).sum();
-        let grads = z.backward();
-        out.extend([a, b, c].map(|t| values(t.into_data())));
-        out.push(values(x.grad(&grads).expect("a gradient").into_data()));
     }
     out
 }
 
 cubecl_kernels::runtime_test! {
-    fn relu_on_the_gemm_routes_equals_burns_composite_bit_for_bit<R>() {
-        let plain = relu_run::<Autodiff<TestBackend<R>>>(&Default::default());
-        assert_eq!(plain.len(), 12);
+    fn activations_on_the_gemm_routes_equal_burns_composites_bit_for_bit<R>() {
+        let plain = activation_run::<Autodiff<TestBackend<R>>>(&Default::default());
+        assert_eq!(plain.len(), 24);
         for route in [ConvRoute::Gemm, ConvRoute::Burn] {
             let mul = Multiplier::native().with_conv(route);
             let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
-            let got = relu_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
-            assert_eq!(bits(&got), bits(&plain), "{route}");
+            let got = activation_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
+            // ReLU's twelve tensors, then GELU's
+            let (got, want) = (got.split_at(12), plain.split_at(12));
+            assert_eq!(bits(got.0), bits(want.0), "ReLU, {route}");
+            match R::CONTRACTS_MUL_ADD {
+                // CUDA contracts GELU's multiply-adds inside the one kernel
+                true => cubecl_kernels::testing::assert_all_close(got.1, want.1, 1e-6, "GELU"),
+                false => assert_eq!(bits(got.1), bits(want.1), "GELU, {route}"),
+            }
         }
     }
 }

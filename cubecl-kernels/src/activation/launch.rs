@@ -4,11 +4,16 @@
 //! contiguous and held by nothing else.
 
 use super::kernel::{
-    relu_backward_in_place_kernel, relu_backward_kernel, relu_in_place_kernel, relu_kernel,
+    Activation, ScalarsLaunch, backward_in_place_kernel, backward_kernel, forward_in_place_kernel,
+    forward_kernel,
 };
+use super::reference::{GELU_BACKWARD, GELU_FORWARD};
 use crate::grid::{f32_input, f32_output, packs};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
+
+/// The values the kernels index with 32 bits.
+const LIMIT: u64 = 1 << 32;
 
 /// Where a tensor the kernels read may be written over: contiguous, and its memory held by
 /// this handle alone.
@@ -16,32 +21,57 @@ fn writable<R: CubeRuntime>(t: &CubeTensor<R>) -> bool {
     t.can_mut() && t.is_contiguous()
 }
 
-/// The values the kernels index with 32 bits.
-const LIMIT: u64 = 1 << 32;
+/// `op`'s name in messages.
+fn name(op: Activation) -> &'static str {
+    match op {
+        Activation::Relu => "ReLU",
+        Activation::Gelu => "GELU",
+    }
+}
 
-/// ReLU of `x` on the device: `x` itself, overwritten, where it is contiguous and held by
+/// Burn's scalars of `op`'s forward (`backward: false`) or backward pass.
+fn scalars<R: CubeRuntime>(op: Activation, backward: bool) -> ScalarsLaunch<R> {
+    let c = match (op, backward) {
+        (Activation::Relu, _) => [0.0; 5],
+        (Activation::Gelu, false) => {
+            let [sqrt_2, one, two] = GELU_FORWARD;
+            [sqrt_2, one, two, 0.0, 0.0]
+        }
+        (Activation::Gelu, true) => {
+            let [k1, k2, k3, k4, power] = GELU_BACKWARD;
+            [k1, k2, k3, k4, power]
+        }
+    };
+    ScalarsLaunch::new(c[0], c[1], c[2], c[3], c[4])
+}
+
+/// `op` of `x` on the device: `x` itself, overwritten, where it is contiguous and held by
 /// nothing else; a new contiguous tensor of its shape otherwise.
 ///
 /// # Panics
 /// If `x` is not f32 or holds `2³²` values or more.
-pub fn launch_relu<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
+pub fn launch_forward<R: CubeRuntime>(op: Activation, x: CubeTensor<R>) -> CubeTensor<R> {
+    let what = name(op).to_string();
     let n = x.meta.num_elements();
     let in_place = writable(&x);
-    let x = f32_input(&x, n, LIMIT, ["ReLU", "x", "x"]);
+    let x = f32_input(&x, n, LIMIT, [&what, "x", "x"]);
     if n == 0 {
         return x;
     }
     let (client, vector, count_packs, count, dim) = packs(&x, n);
     if in_place {
-        // SAFETY: every unit checks its pack against the array's length in packs.
+        // SAFETY: every unit checks its pack against `count_packs`, the array's length in
+        // packs.
         unsafe {
-            relu_in_place_kernel::launch_unchecked::<R>(
+            forward_in_place_kernel::launch_unchecked::<R>(
                 &client,
                 count,
                 dim,
                 vector,
                 x.clone().into_array_arg(),
                 count_packs,
+                scalars(op, false),
+                op,
             )
         };
         return x;
@@ -50,7 +80,7 @@ pub fn launch_relu<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
     // SAFETY: every unit checks its pack against `count_packs`, the length in packs of both
     // arrays.
     unsafe {
-        relu_kernel::launch_unchecked::<R>(
+        forward_kernel::launch_unchecked::<R>(
             &client,
             count,
             dim,
@@ -58,28 +88,34 @@ pub fn launch_relu<R: CubeRuntime>(x: CubeTensor<R>) -> CubeTensor<R> {
             x.into_array_arg(),
             y.clone().into_array_arg(),
             count_packs,
+            scalars(op, false),
+            op,
         )
     };
     y
 }
 
-/// ReLU's backward on the device, given the forward's output `y` and the gradient `g`: `g`
-/// itself, overwritten, where it is contiguous and held by nothing else; a new contiguous
-/// tensor of `g`'s shape otherwise.
+/// `op`'s backward on the device from what it reads, `saved` (ReLU's output, GELU's input),
+/// and the gradient `g`: `g` itself, overwritten, where it is contiguous and held by nothing
+/// else; a new contiguous tensor of `g`'s shape otherwise.
 ///
 /// # Panics
-/// If a tensor is not f32, `y` holds another number of values than `g`, or `g` holds `2³²`
-/// values or more.
-pub fn launch_relu_backward<R: CubeRuntime>(y: &CubeTensor<R>, g: CubeTensor<R>) -> CubeTensor<R> {
+/// If a tensor is not f32, `saved` holds another number of values than `g`, or `g` holds
+/// `2³²` values or more.
+pub fn launch_backward<R: CubeRuntime>(
+    op: Activation,
+    saved: &CubeTensor<R>,
+    g: CubeTensor<R>,
+) -> CubeTensor<R> {
+    let what = format!("{} backward", name(op));
+    let reads = match op {
+        Activation::Relu => "the output",
+        Activation::Gelu => "the input",
+    };
     let n = g.meta.num_elements();
     let in_place = writable(&g);
-    let g = f32_input(
-        &g,
-        n,
-        LIMIT,
-        ["ReLU backward", "the gradient", "the gradient"],
-    );
-    let y = f32_input(y, n, LIMIT, ["ReLU backward", "the output", "the gradient"]);
+    let g = f32_input(&g, n, LIMIT, [&what, "the gradient", "the gradient"]);
+    let s = f32_input(saved, n, LIMIT, [&what, reads, "the gradient"]);
     if n == 0 {
         return g;
     }
@@ -88,14 +124,16 @@ pub fn launch_relu_backward<R: CubeRuntime>(y: &CubeTensor<R>, g: CubeTensor<R>)
         // SAFETY: every unit checks its pack against `count_packs`, the length in packs of
         // both arrays.
         unsafe {
-            relu_backward_in_place_kernel::launch_unchecked::<R>(
+            backward_in_place_kernel::launch_unchecked::<R>(
                 &client,
                 count,
                 dim,
                 vector,
-                y.into_array_arg(),
+                s.into_array_arg(),
                 g.clone().into_array_arg(),
                 count_packs,
+                scalars(op, true),
+                op,
             )
         };
         return g;
@@ -103,15 +141,17 @@ pub fn launch_relu_backward<R: CubeRuntime>(y: &CubeTensor<R>, g: CubeTensor<R>)
     let dx = f32_output(&g, g.meta.shape().clone());
     // SAFETY: as above, for all three arrays.
     unsafe {
-        relu_backward_kernel::launch_unchecked::<R>(
+        backward_kernel::launch_unchecked::<R>(
             &client,
             count,
             dim,
             vector,
-            y.into_array_arg(),
+            s.into_array_arg(),
             g.into_array_arg(),
             dx.clone().into_array_arg(),
             count_packs,
+            scalars(op, true),
+            op,
         )
     };
     dx

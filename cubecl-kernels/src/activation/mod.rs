@@ -1,31 +1,41 @@
-//! ReLU and its backward, each one element-wise kernel.
+//! ReLU and GELU, forward and backward, each one element-wise kernel.
 //!
 //! # Why
 //!
-//! burn-cubecl 0.21 has no ReLU of its own: Burn's default `relu` is a comparison
-//! (`x ≤ 0`, a bool tensor) then a masked fill, and `relu_backward` the same on the output then
-//! the gradient: two launches each, and a mask written and read between them. ResNet-18 applies
-//! ReLU 17 times a step, so its training step spent 68 launches on it. Here each is one kernel
-//! that reads its inputs once and writes its output once (in place where the input it replaces
-//! is contiguous and held by nothing else, as Burn's masked fill writes).
+//! burn-cubecl 0.21 has no activation kernels of its own: Burn's default `relu` is a
+//! comparison (`x ≤ 0`, a bool tensor) then a masked fill, and `relu_backward` the same on the
+//! output then the gradient: two launches each, and a mask written and read between them.
+//! Burn's `gelu` is five element-wise launches, its `gelu_backward` fourteen. ResNet-18 applies
+//! ReLU 17 times a step (68 launches), DeiT-Ti and ResMLP-S12 GELU 12 times (228). Here each
+//! pass is one kernel that reads its inputs once and writes its output once, in place where the
+//! tensor it replaces is contiguous and held by nothing else (as Burn's element-wise ops write).
 //!
-//! # Semantics (Burn 0.21's, value for value)
+//! # Semantics (Burn 0.21's, operation for operation)
 //!
 //! - **ReLU**: `0` where `x ≤ 0` (a positive zero, for `−0` too), else `x` (NaN stays NaN).
-//! - **Backward**, given the forward's output `y` and the gradient `g`: `0` where `y ≤ 0`,
-//!   else `g` (a NaN output passes the gradient).
+//!   Backward, given the forward's **output** `y` and the gradient `g`: `0` where `y ≤ 0`, else
+//!   `g` (a NaN output passes the gradient).
+//! - **GELU**: `x · (erf(x / √2) + 1) / 2`, the runtime's `erf`. Backward, given the forward's
+//!   **input** `x`: Burn's derivative of the tanh approximation,
+//!   `g · (t/2 + (i₂ · (1 − t²) + ½))` with `t = tanh(x³·k₁ + x·k₂)`, `i₂ = x³·k₃ + x·k₄`
+//!   ([`reference::GELU_BACKWARD`]), `x³` by the runtime's `pow`.
 //!
-//! Nothing is computed but a comparison and a choice, so the kernels equal
-//! [`mod@reference`] (and Burn's composite) bit for bit on every runtime.
+//! Burn's scalars are kernel arguments, rounded as Burn rounds them, and every operation is
+//! Burn's, in Burn's order: ReLU equals [`mod@reference`] (and Burn's composite) bit for bit on
+//! every runtime (it only compares and chooses); GELU equals Burn's composite bit for bit on a
+//! runtime that does not contract multiply-adds (wgpu), and [`mod@reference`] within the
+//! rounding of the runtime's `exp`, `erf`, `tanh` and `pow`.
 //!
-//! The kernels are `kernel.rs`, their launches [`launch_relu`] and [`launch_relu_backward`]
-//! (`launch.rs`); [`ops`] runs them on the float tensors of a backend with CubeCL memory and
-//! declines elsewhere (ndarray has its own one-pass ReLU, and Ember's host element-wise walk
-//! for the backward, [`crate::elementwise`]).
+//! The kernels are `kernel.rs` (one forward and one backward kernel, each out of place or in
+//! place, the activation a comptime [`Activation`]), their launches [`launch_forward`] and
+//! [`launch_backward`] (`launch.rs`); [`ops`] runs them on the float tensors of a backend with
+//! CubeCL memory and declines elsewhere (ndarray has its own one-pass ReLU, and Ember's host
+//! element-wise walk for ReLU's backward, [`crate::elementwise`]).
 
 mod kernel;
 mod launch;
 pub mod ops;
 pub mod reference;
 
-pub use launch::{launch_relu, launch_relu_backward};
+pub use kernel::Activation;
+pub use launch::{launch_backward, launch_forward};

@@ -184,14 +184,15 @@ cubecl_kernels::runtime_test! {
     fn relu_and_its_backward_past_the_limits<R>() {
         // 65,536 · 256 + 1 single values (an odd length: packs of one): past 65,535 cubes of
         // 256 units, in place and not
-        use cubecl_kernels::activation::{launch_relu, launch_relu_backward, reference};
+        use cubecl_kernels::activation::{Activation, launch_backward, launch_forward, reference};
         let n = PAST * 256 + 1;
         let (x, g) = (uniform(n, 17), uniform(n, 18));
         let dx = cube::<R, 1>(&x, [n]);
-        let y = launch_relu(dx.clone());
-        assert_matches_host::<R>(&floats::<R, 1>(y.clone()), &reference::relu(&x), "ReLU");
-        let got = launch_relu_backward(&y, cube::<R, 1>(&g, [n]));
-        let want = reference::relu_backward(&reference::relu(&x), &g);
+        let y = launch_forward(Activation::Relu, dx.clone());
+        let want_y = reference::relu(&x);
+        assert_matches_host::<R>(&floats::<R, 1>(y.clone()), &want_y, "ReLU");
+        let got = launch_backward(Activation::Relu, &y, cube::<R, 1>(&g, [n]));
+        let want = reference::relu_backward(&want_y, &g);
         assert_matches_host::<R>(&floats::<R, 1>(got), &want, "ReLU backward");
     }
 }
