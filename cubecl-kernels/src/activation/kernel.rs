@@ -78,7 +78,7 @@ fn backward_of<N: Size>(
 
 /// `y = op(x)`, `packs` packs.
 #[cube(launch_unchecked)]
-pub(super) fn forward_kernel<N: Size>(
+pub(super) fn activation_kernel<N: Size>(
     x: &Array<Vector<f32, N>>,
     y: &mut Array<Vector<f32, N>>,
     packs: u32,
@@ -93,7 +93,7 @@ pub(super) fn forward_kernel<N: Size>(
 
 /// `x = op(x)` in place, `packs` packs.
 #[cube(launch_unchecked)]
-pub(super) fn forward_in_place_kernel<N: Size>(
+pub(super) fn activation_in_place_kernel<N: Size>(
     x: &mut Array<Vector<f32, N>>,
     packs: u32,
     c: Scalars,
@@ -107,7 +107,7 @@ pub(super) fn forward_in_place_kernel<N: Size>(
 
 /// `dx` of `op` from what its backward reads (`s`) and the gradient `g`, `packs` packs.
 #[cube(launch_unchecked)]
-pub(super) fn backward_kernel<N: Size>(
+pub(super) fn activation_backward_kernel<N: Size>(
     s: &Array<Vector<f32, N>>,
     g: &Array<Vector<f32, N>>,
     dx: &mut Array<Vector<f32, N>>,
@@ -121,9 +121,9 @@ pub(super) fn backward_kernel<N: Size>(
     }
 }
 
-/// As [`backward_kernel`], writing into the gradient `g`.
+/// As [`activation_backward_kernel`], writing into the gradient `g`.
 #[cube(launch_unchecked)]
-pub(super) fn backward_in_place_kernel<N: Size>(
+pub(super) fn activation_backward_in_place_kernel<N: Size>(
     s: &Array<Vector<f32, N>>,
     g: &mut Array<Vector<f32, N>>,
     packs: u32,

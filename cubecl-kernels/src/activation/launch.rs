@@ -4,8 +4,8 @@
 //! contiguous and held by nothing else.
 
 use super::kernel::{
-    Activation, ScalarsLaunch, backward_in_place_kernel, backward_kernel, forward_in_place_kernel,
-    forward_kernel,
+    Activation, ScalarsLaunch, activation_backward_in_place_kernel, activation_backward_kernel,
+    activation_in_place_kernel, activation_kernel,
 };
 use super::reference::{GELU_BACKWARD, GELU_FORWARD};
 use crate::grid::{f32_input, f32_output, packs};
@@ -63,7 +63,7 @@ pub fn launch_forward<R: CubeRuntime>(op: Activation, x: CubeTensor<R>) -> CubeT
         // SAFETY: every unit checks its pack against `count_packs`, the array's length in
         // packs.
         unsafe {
-            forward_in_place_kernel::launch_unchecked::<R>(
+            activation_in_place_kernel::launch_unchecked::<R>(
                 &client,
                 count,
                 dim,
@@ -80,7 +80,7 @@ pub fn launch_forward<R: CubeRuntime>(op: Activation, x: CubeTensor<R>) -> CubeT
     // SAFETY: every unit checks its pack against `count_packs`, the length in packs of both
     // arrays.
     unsafe {
-        forward_kernel::launch_unchecked::<R>(
+        activation_kernel::launch_unchecked::<R>(
             &client,
             count,
             dim,
@@ -124,7 +124,7 @@ pub fn launch_backward<R: CubeRuntime>(
         // SAFETY: every unit checks its pack against `count_packs`, the length in packs of
         // both arrays.
         unsafe {
-            backward_in_place_kernel::launch_unchecked::<R>(
+            activation_backward_in_place_kernel::launch_unchecked::<R>(
                 &client,
                 count,
                 dim,
@@ -141,7 +141,7 @@ pub fn launch_backward<R: CubeRuntime>(
     let dx = f32_output(&g, g.meta.shape().clone());
     // SAFETY: as above, for all three arrays.
     unsafe {
-        backward_kernel::launch_unchecked::<R>(
+        activation_backward_kernel::launch_unchecked::<R>(
             &client,
             count,
             dim,

@@ -27,7 +27,9 @@
 //! rounding of the runtime's `exp`, `erf`, `tanh` and `pow`.
 //!
 //! The kernels are `kernel.rs` (one forward and one backward kernel, each out of place or in
-//! place, the activation a comptime [`Activation`]), their launches [`launch_forward`] and
+//! place, the activation a comptime [`Activation`]; `ember profile` names them
+//! `ActivationKernel`, `ActivationInPlaceKernel`, `ActivationBackwardKernel` and
+//! `ActivationBackwardInPlaceKernel`), their launches [`launch_forward`] and
 //! [`launch_backward`] (`launch.rs`); [`ops`] runs them on the float tensors of a backend with
 //! CubeCL memory and declines elsewhere (ndarray has its own one-pass ReLU, and Ember's host
 //! element-wise walk for ReLU's backward, [`crate::elementwise`]).
