@@ -126,13 +126,18 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
         Binary::Sub => walk.run(a.values, b.values, |x, y| x - y),
         Binary::Mul => walk.run(a.values, b.values, |x, y| x * y),
         Binary::Div => walk.run(a.values, b.values, |x, y| x / y),
-        Binary::ReluBackward => walk.run(
-            a.values,
-            b.values,
-            crate::activation::reference::relu_backward_value,
-        ),
+        Binary::ReluBackward => walk.run(a.values, b.values, relu_backward_value),
     };
     Some((values, shape))
+}
+
+/// ReLU's backward at one value: `0` where the forward's output `y ≤ 0`, else the gradient
+/// `g` (a NaN output passes it). The activation kernels' reference is this function.
+pub fn relu_backward_value(y: f32, g: f32) -> f32 {
+    match y <= 0.0 {
+        true => 0.0,
+        false => g,
+    }
 }
 
 /// The view's values in row-major order.

@@ -1,5 +1,6 @@
-//! The host implementation of the activation kernels: the oracle of their tests, and the
-//! value functions Ember's host element-wise walk applies ([`crate::elementwise`]).
+//! The host implementation of the activation kernels, the oracle of their tests. ReLU's
+//! backward at one value is the one Ember's host element-wise walk applies
+//! ([`crate::elementwise::relu_backward_value`]).
 //!
 //! ReLU's functions are the kernels' values bit for bit. GELU's follow Burn's formula in f32,
 //! operation for operation, with the error function of CubeCL's polyfill (Abramowitz and
@@ -16,14 +17,7 @@ pub fn relu_value(x: f32) -> f32 {
     }
 }
 
-/// ReLU's backward at one value: `0` where the forward's output `y ≤ 0`, else the gradient
-/// `g` (a NaN output passes it).
-pub fn relu_backward_value(y: f32, g: f32) -> f32 {
-    match y <= 0.0 {
-        true => 0.0,
-        false => g,
-    }
-}
+pub use crate::elementwise::relu_backward_value;
 
 /// ReLU of `x`.
 pub fn relu(x: &[f32]) -> Vec<f32> {
