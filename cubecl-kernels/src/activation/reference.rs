@@ -85,7 +85,7 @@ pub fn gelu_backward_value(x: f32, g: f32) -> f32 {
     let x3 = x.powf(power);
     let (inner_1, inner_2) = (x3 * k1 + x * k2, x3 * k3 + x * k4);
     let t = inner_1.tanh();
-    let sech = (t * t) * -1.0 + 1.0;
+    let sech = -(t * t) + 1.0; // Burn negates by multiplying by −1: the same value
     (t * 0.5 + (inner_2 * sech + 0.5)) * g
 }
 
