@@ -636,14 +636,16 @@ fn an_interrupted_prune_exits_130_and_its_rerun_resumes_or_starts_clean() {
 fn a_sequence_past_the_cap_is_refused_and_a_batch_that_outlasts_a_signal_ends_in_bounded_time() {
     let tmp = scratch("long-sequence");
     let jv = crate::common::jv_dir(&tmp);
-    // three series of 100,000 frames (every channel its first value, repeated): one batch of 3
+    // three series of 300,000 frames (every channel its first value, repeated): one batch of 3
+    // that takes well over the 20 s grace period on 2 cores (at 100,000 frames it sometimes
+    // ended within it)
     let train = std::fs::read_to_string(jv.join("JapaneseVowels_TRAIN.ts")).unwrap();
     let (head, data) = train.split_once("@data\n").unwrap();
     let first = data.lines().next().unwrap();
     let (channels, label) = first.rsplit_once(':').unwrap();
     let long: Vec<String> = channels
         .split(':')
-        .map(|c| vec![c.split(',').next().unwrap(); 100_000].join(","))
+        .map(|c| vec![c.split(',').next().unwrap(); 300_000].join(","))
         .collect();
     let series = format!("{}:{label}\n", long.join(":"));
     std::fs::write(
@@ -656,12 +658,12 @@ fn a_sequence_past_the_cap_is_refused_and_a_batch_that_outlasts_a_signal_ends_in
     // the default cap refuses the series by its place in the file
     fails_with(
         &ember(&args(&[])),
-        "JapaneseVowels_TRAIN.ts: series 1 has 100000 frames, more than the 1000",
+        "JapaneseVowels_TRAIN.ts: series 1 has 300000 frames, more than the 1000",
     );
     assert!(!out.exists());
     // allowed, its one batch outlasts the signal: the process ends within the grace period
     let started = std::time::Instant::now();
-    let (status, stderr) = kill_when(&args(&["--max-frames", "100000"]), "training gru", "TERM");
+    let (status, stderr) = kill_when(&args(&["--max-frames", "300000"]), "training gru", "TERM");
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("did not end within 20 s"), "{stderr}");
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
