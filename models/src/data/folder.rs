@@ -213,8 +213,9 @@ impl FolderBatcher {
     }
 
     /// A batcher for training: each image is also mirrored left-right with probability ½,
-    /// decided by `seed` and its file's path alone (the same image flips the same way in a
-    /// resumed epoch, whatever batch or thread it lands in).
+    /// decided by `seed`, its class directory's name and its file name alone (the same image
+    /// flips the same way in a resumed epoch, whatever batch or thread it lands in, and
+    /// wherever the dataset is stored).
     pub fn augmented(seed: u64) -> Self {
         Self {
             flip: Some(seed),
@@ -223,12 +224,19 @@ impl FolderBatcher {
     }
 
     /// Whether the training image `file` is mirrored under `seed`: a bit of an FNV-1a hash of
-    /// the seed and the path (stable across builds and platforms).
+    /// the seed, the class directory's name, `/` and the file name (stable across builds,
+    /// platforms and the directory the dataset is stored in).
     fn flips(seed: u64, file: &Path) -> bool {
+        fn name(p: Option<&Path>) -> &[u8] {
+            p.and_then(Path::file_name)
+                .map_or(&[], |n| n.as_encoded_bytes())
+        }
         let bytes = seed
             .to_le_bytes()
             .into_iter()
-            .chain(file.as_os_str().as_encoded_bytes().iter().copied());
+            .chain(name(file.parent()).iter().copied())
+            .chain(*b"/")
+            .chain(name(Some(file)).iter().copied());
         let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });

@@ -464,12 +464,22 @@ fn an_image_folder_trains_from_train_beside_val_with_the_same_classes() {
     // training batches: each image as evaluation makes it, or mirrored left-right, by seed
     let item =
         burn::data::dataset::Dataset::get(&folder::load(&source).unwrap().dataset(), 0).unwrap();
-    let pixels = |b: &FolderBatcher| -> Vec<f32> {
+    let pixels_of = |b: &FolderBatcher, item: &folder::FolderItem| -> Vec<f32> {
         let batch: ember_models::data::Batch<B> = b.batch(vec![item.clone()], &Default::default());
         let ember_models::data::Inputs::Images(x) = batch.inputs else {
             unreachable!()
         };
         x.into_data().to_vec().unwrap()
+    };
+    let pixels = |b: &FolderBatcher| pixels_of(b, &item);
+    // the same class and file stored elsewhere: the flip is decided by the names alone
+    assert!(item.path.ends_with("a/1.png"), "{}", item.path.display());
+    let other = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(other.path().join("a")).unwrap();
+    std::fs::copy(&item.path, other.path().join("a/1.png")).unwrap();
+    let moved = folder::FolderItem {
+        path: other.path().join("a/1.png"),
+        ..item.clone()
     };
     let plain = pixels(&FolderBatcher::new());
     let mirrored: Vec<f32> = plain
@@ -482,6 +492,8 @@ fn an_image_folder_trains_from_train_beside_val_with_the_same_classes() {
         assert!(got == plain || got == mirrored, "seed {seed}");
         flips += usize::from(got == mirrored);
         assert_eq!(got, pixels(&FolderBatcher::augmented(seed)), "seed {seed}");
+        let elsewhere = pixels_of(&FolderBatcher::augmented(seed), &moved);
+        assert_eq!(got, elsewhere, "seed {seed}");
     }
     assert!((3..=13).contains(&flips), "{flips} of 16 seeds flipped");
     // a PNG whose header claims 100,000 × 100,000 pixels is listed (its header reads), then
