@@ -18,7 +18,7 @@ use crate::ops::matmul;
 use crate::ops::native::{self, ConvRoute, Linear};
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Shape, TensorMetadata};
+use burn_backend::{Scalar, Shape, TensorMetadata};
 use cubecl_kernels::activation::{Activation, ops as activation};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
@@ -342,6 +342,30 @@ fn activation_forward<B: KernelBackend>(
     Wrapped::new(out, cfg)
 }
 
+/// `op`'s backward from `saved` (ReLU's output, GELU's input) and `grad` on the GEMM routes:
+/// Ember's host loop for ReLU where the host views both operands, one kernel on a CubeCL
+/// runtime; by `inner` (the inner backend's op) where those decline and on `--conv burn`.
+fn activation_backward<B: KernelBackend>(
+    op: Activation,
+    saved: T<B>,
+    grad: T<B>,
+    inner: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> T<B> {
+    let cfg = saved.config;
+    let out = match cfg.conv() {
+        ConvRoute::Burn => inner(saved.inner, grad.inner),
+        _ => match op {
+            Activation::Relu => {
+                elementwise::binary::<B>(Binary::ReluBackward, saved.inner, grad.inner)
+            }
+            Activation::Gelu => Err((saved.inner, grad.inner)),
+        }
+        .or_else(|(s, g)| activation::backward::<B>(op, s, g))
+        .unwrap_or_else(|(s, g)| inner(s, g)),
+    };
+    Wrapped::new(out, cfg)
+}
+
 /// `t` summed or averaged along `dim`: [`cubecl_kernels::reduce::reduce_dim_routed`] on the GEMM
 /// routes, the inner backend's op where that declines and on `--conv burn`.
 fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<B> {
@@ -450,6 +474,20 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         float_div => Div,
     );
 
+    /// On the GEMM routes a division by one is `lhs` itself, with no launch (IEEE division by
+    /// one is exact): Burn's `RunningState` divides each running statistic by its count of
+    /// threads, one, every step. The inner backend's op otherwise and on `--conv burn`.
+    fn float_div_scalar(lhs: T<B>, rhs: Scalar) -> T<B> {
+        let cfg = lhs.config;
+        let out = match (cfg.conv(), rhs) {
+            (ConvRoute::Burn, _) => B::float_div_scalar(lhs.inner, rhs),
+            (_, Scalar::Float(d)) if d == 1.0 => lhs.inner,
+            (_, Scalar::Int(1) | Scalar::UInt(1)) => lhs.inner,
+            _ => B::float_div_scalar(lhs.inner, rhs),
+        };
+        Wrapped::new(out, cfg)
+    }
+
     /// One kernel on a CubeCL runtime on the GEMM routes ([`cubecl_kernels::activation`]) in
     /// place of Burn's comparison and masked fill; the inner backend's ReLU elsewhere (ndarray's
     /// is one pass).
@@ -464,26 +502,13 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
 
     /// As [`Self::relu`], in place of Burn's fourteen element-wise launches.
     fn gelu_backward(x: T<B>, grad: T<B>) -> T<B> {
-        let cfg = x.config;
-        let out = match cfg.conv() {
-            ConvRoute::Burn => B::gelu_backward(x.inner, grad.inner),
-            _ => activation::backward::<B>(Activation::Gelu, x.inner, grad.inner)
-                .unwrap_or_else(|(x, g)| B::gelu_backward(x, g)),
-        };
-        Wrapped::new(out, cfg)
+        activation_backward::<B>(Activation::Gelu, x, grad, B::gelu_backward)
     }
 
     /// On the GEMM routes, Ember's host loop where the host views both operands, one kernel on
     /// a CubeCL runtime; the inner backend's op elsewhere and on `--conv burn`.
     fn relu_backward(output: T<B>, grad: T<B>) -> T<B> {
-        let cfg = output.config;
-        let out = match cfg.conv() {
-            ConvRoute::Burn => B::relu_backward(output.inner, grad.inner),
-            _ => elementwise::binary::<B>(Binary::ReluBackward, output.inner, grad.inner)
-                .or_else(|(y, g)| activation::backward::<B>(Activation::Relu, y, g))
-                .unwrap_or_else(|(y, g)| B::relu_backward(y, g)),
-        };
-        Wrapped::new(out, cfg)
+        activation_backward::<B>(Activation::Relu, output, grad, B::relu_backward)
     }
 
     /// On the GEMM routes over a GPU, cubek's cube routine where few outputs each reduce a long

@@ -317,7 +317,13 @@ fn test(quick: bool) -> Result<()> {
     // Libraries, binaries and integration tests; benches are only type-checked (by clippy
     // above): building each criterion bench as a test binary would monomorphise Burn's backends
     // once more per bench for no test. With MPI, `ember` is built with `--ddp mpi` and its
-    // mpirun tests run.
+    // mpirun tests run. The doc tests and the examples are built with the same packages and
+    // features selected, so that they link the libraries this build made: any other selection
+    // resolves other features and compiles `ember-train` (the largest crate) again.
+    let features: &[&str] = match mpi {
+        true => &["--features", "ember-cli/mpi"],
+        false => &[],
+    };
     let mut tests = vec![
         "test",
         "--workspace",
@@ -326,33 +332,64 @@ fn test(quick: bool) -> Result<()> {
         "--tests",
         "--no-fail-fast",
     ];
-    if mpi {
-        tests.extend(["--features", "ember-cli/mpi"]);
-    }
+    tests.extend(features);
     cargo(&tests)?;
-    cargo(&["test", "--workspace", "--doc"])?;
-    run_examples()
+    let mut doc = vec!["test", "--workspace", "--doc"];
+    doc.extend(features);
+    cargo(&doc)?;
+    run_examples(features)
 }
 
 /// The model-zoo examples of `ember-train` (`models/train/examples`), each run to its end: the
 /// ones on data in the repository always, `bcr_gru` where `../shared/datasets/japanese-vowels`
-/// is beside the repository.
-fn run_examples() -> Result<()> {
-    cargo(&["build", "-p", "ember-train", "--examples"])?;
+/// is beside the repository. They are built with the whole workspace selected and `features`
+/// (as the tests were) and run from the target directory, since `cargo run -p ember-train`
+/// would resolve features for that package alone and build again.
+fn run_examples(features: &[&str]) -> Result<()> {
     let jv = root().join("../shared/datasets/japanese-vowels");
-    for example in [
+    let examples: Vec<&str> = [
         "approx_lenet",
         "prelu_broadcast",
         "sparse_act_resmlp",
         "hinm_resnet",
         "stack",
         "bcr_gru",
-    ] {
-        if example == "bcr_gru" && !jv.is_dir() {
-            eprintln!("==> skipping the example bcr_gru: no {}", jv.display());
-            continue;
+    ]
+    .into_iter()
+    .filter(|&example| {
+        let run = example != "bcr_gru" || jv.is_dir();
+        if !run {
+            eprintln!("==> skipping the example {example}: no {}", jv.display());
         }
-        cargo(&["run", "-q", "-p", "ember-train", "--example", example])?;
+        run
+    })
+    .collect();
+    let mut build = vec!["build", "--workspace"];
+    for example in &examples {
+        build.extend(["--example", example]);
+    }
+    build.extend(features);
+    cargo(&build)?;
+    let dir = PathBuf::from(
+        metadata()?["target_directory"]
+            .as_str()
+            .context("cargo metadata has no target_directory")?,
+    )
+    .join("debug/examples");
+    for example in examples {
+        let start = Instant::now();
+        println!("==> example {example}");
+        let status = Command::new(dir.join(example))
+            .current_dir(root())
+            .status()
+            .with_context(|| format!("running the example {example} in {}", dir.display()))?;
+        println!(
+            "==> example {example} took {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+        if !status.success() {
+            bail!("the example {example} failed ({status})");
+        }
     }
     Ok(())
 }

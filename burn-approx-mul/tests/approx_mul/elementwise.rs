@@ -4,7 +4,8 @@
 //! with NaN and infinities in the data. On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
 //! ReLU and GELU, forward and backward (one kernel each on the GEMM routes), equal Burn's
 //! composites bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
-//! not.
+//! not. Divisions by a scalar (one, which the GEMM routes answer with the tensor itself, and
+//! others) and a batch norm's running statistics equal the plain backend's on both.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
@@ -68,6 +69,31 @@ fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     out
 }
 
+/// Divisions by a scalar (by one, which the GEMM routes skip, and by two) of special values,
+/// and a batch norm's running statistics after two training steps (Burn's `RunningState`
+/// divides them by its count of threads, one).
+fn scalar_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let values = |t: TensorData| t.to_vec::<f32>().unwrap();
+    let x = Tensor::<B, 1>::from_data(
+        TensorData::new(cubecl_kernels::testing::with_specials(12, 5, true), [12]),
+        device,
+    );
+    let mut out = vec![
+        values(x.clone().div_scalar(1.0).into_data()),
+        values(x.clone().div_scalar(1).into_data()),
+        values(x.div_scalar(2.0).into_data()),
+    ];
+    B::seed(device, 3);
+    let bn = BatchNormConfig::new(3).init::<B>(device);
+    for _ in 0..2 {
+        let x = Tensor::<B, 3>::random([4, 3, 5], Distribution::Normal(1.0, 2.0), device);
+        out.push(values(bn.forward(x).into_data()));
+    }
+    out.push(values(bn.running_mean.value_sync().into_data()));
+    out.push(values(bn.running_var.value_sync().into_data()));
+    out
+}
+
 struct ParamGrads<'a, B: AutodiffBackend> {
     grads: &'a B::Gradients,
     out: &'a mut Vec<Vec<f32>>,
@@ -106,29 +132,13 @@ fn element_wise_ops_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
 fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     let values = |t: TensorData| t.to_vec::<f32>().unwrap();
     let mut out = Vec::new();
-    let special = [
-        -0.0,
-        0.0,
-        1.5,
-        -2.5,
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-    ];
     for (act, finite) in [
         (relu as fn(Tensor<B, 2>) -> Tensor<B, 2>, false),
         (gelu, true),
     ] {
         for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
             let n = rows * cols;
-            let mut v: Vec<f32> = cubecl_kernels::testing::uniform(n, n as u64)
-                .iter()
-                .map(|v| v * 4.0)
-                .collect();
-            let special = &special[..if finite { 4 } else { special.len() }];
-            for (slot, s) in v.iter_mut().zip(special) {
-                *slot = *s;
-            }
+            let v = cubecl_kernels::testing::with_specials(n, n as u64, !finite);
             let x =
                 Tensor::<B, 2>::from_data(TensorData::new(v, [rows, cols]), device).require_grad();
             let w = Tensor::<B, 2>::from_data(
@@ -148,7 +158,29 @@ fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     out
 }
 
+#[test]
+fn divisions_by_a_scalar_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
+    let plain = scalar_run::<Autodiff<NdArray>>(&Default::default());
+    assert_eq!(plain.len(), 7);
+    for route in [ConvRoute::Gemm, ConvRoute::Burn] {
+        let device =
+            ApproxDevice::<NdArray>::new(Default::default(), Multiplier::native().with_conv(route));
+        let got = scalar_run::<Autodiff<ApproxMul<NdArray>>>(&device);
+        assert_eq!(bits(&got), bits(&plain), "{route}");
+    }
+}
+
 cubecl_kernels::runtime_test! {
+    fn divisions_by_a_scalar_on_the_gemm_routes_equal_the_runtimes_bit_for_bit<R>() {
+        let plain = scalar_run::<Autodiff<TestBackend<R>>>(&Default::default());
+        for route in [ConvRoute::Gemm, ConvRoute::Burn] {
+            let mul = Multiplier::native().with_conv(route);
+            let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
+            let got = scalar_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
+            assert_eq!(bits(&got), bits(&plain), "{route}");
+        }
+    }
+
     fn activations_on_the_gemm_routes_equal_burns_composites_bit_for_bit<R>() {
         let plain = activation_run::<Autodiff<TestBackend<R>>>(&Default::default());
         assert_eq!(plain.len(), 24);

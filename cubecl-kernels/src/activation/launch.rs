@@ -1,7 +1,7 @@
 //! Launch of the activation kernels: inputs checked and made contiguous (the kernels read flat
 //! arrays), packs of 4 values where the length allows, the grid within the runtime's limits
 //! ([`crate::grid::packs`]), and the output written in place where the tensor it replaces is
-//! contiguous and held by nothing else.
+//! contiguous and held by nothing else, or over the contiguous copy of a view.
 
 use super::kernel::{
     Activation, ScalarsLaunch, activation_backward_in_place_kernel, activation_backward_kernel,
@@ -15,10 +15,11 @@ use burn_cubecl::tensor::CubeTensor;
 /// The values the kernels index with 32 bits.
 const LIMIT: u64 = 1 << 32;
 
-/// Where a tensor the kernels read may be written over: contiguous, and its memory held by
-/// this handle alone.
+/// Whether the contiguous tensor the kernels read for `t` may be written over: `t` itself
+/// where it is contiguous and its memory held by this handle alone, or the copy
+/// [`f32_input`] makes of a view that is not contiguous (held by nothing else).
 fn writable<R: CubeRuntime>(t: &CubeTensor<R>) -> bool {
-    t.can_mut() && t.is_contiguous()
+    !t.is_contiguous() || t.can_mut()
 }
 
 /// `op`'s name in messages.

@@ -8,7 +8,8 @@
 //! Burn's `gelu` is five element-wise launches, its `gelu_backward` fourteen. ResNet-18 applies
 //! ReLU 17 times a step (68 launches), DeiT-Ti and ResMLP-S12 GELU 12 times (228). Here each
 //! pass is one kernel that reads its inputs once and writes its output once, in place where the
-//! tensor it replaces is contiguous and held by nothing else (as Burn's element-wise ops write).
+//! tensor it replaces is contiguous and held by nothing else (as Burn's element-wise ops write)
+//! and over the contiguous copy it reads of a view that is not contiguous.
 //!
 //! # Semantics (Burn 0.21's, operation for operation)
 //!

@@ -5,7 +5,7 @@
 use super::kernel::{
     gradients_kernel, input_gradient_kernel, mean_kernel, normalize_kernel, variance_kernel,
 };
-use super::{BatchNormStep, count};
+use super::{BatchNormStep, Normalized, count};
 use crate::broadcast::kernel::BackwardOp;
 use crate::broadcast::launch::{channel_pass, input};
 use crate::broadcast::{Layout, PACK, Plan};
@@ -18,19 +18,6 @@ use cubecl::prelude::*;
 
 /// Units of a cube.
 const UNITS: u32 = 256;
-
-/// What a training forward returns.
-#[derive(Clone, Debug)]
-pub struct Normalized<T> {
-    /// The output, of `x`'s shape.
-    pub y: T,
-    /// The batch's means, `[channels]`.
-    pub mean: T,
-    /// The batch's (biased) variances, `[channels]`.
-    pub var: T,
-    /// The running mean and variance after the step, when they were given.
-    pub running: Option<(T, T)>,
-}
 
 /// A batch norm's training forward on the device over `x` (`[outer, channels, inner]` by `l`):
 /// the batch's statistics, the output, and the running statistics after the step when
@@ -78,7 +65,11 @@ pub fn launch_batch_norm<R: CubeRuntime>(
 
     let pass = channel_pass(None, &mean, &x, l, BackwardOp::CentredSquares, what);
     let var = output(&x, channels.clone());
-    let (m_out, v_out) = (output(&x, channels.clone()), output(&x, channels));
+    // without running statistics the kernel reads and writes none: `mean` stands in for them
+    let (m_out, v_out) = match running {
+        Some(_) => (output(&x, channels.clone()), output(&x, channels)),
+        None => (mean.clone(), mean.clone()),
+    };
     if l.channels > 0 {
         let (rm, rv) = running
             .clone()

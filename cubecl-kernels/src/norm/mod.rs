@@ -55,6 +55,19 @@ pub use launch::{launch_batch_norm, launch_batch_norm_backward, launch_normalize
 
 use crate::broadcast::Layout;
 
+/// What a training forward returns.
+#[derive(Clone, Debug)]
+pub struct Normalized<T> {
+    /// The output, of `x`'s shape.
+    pub y: T,
+    /// The batch's means, `[channels]`.
+    pub mean: T,
+    /// The batch's (biased) variances, `[channels]`.
+    pub var: T,
+    /// The running mean and variance after the step, when they were given.
+    pub running: Option<(T, T)>,
+}
+
 /// A batch norm's scalars, rounded to f32 as Burn's `BatchNorm` rounds them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BatchNormStep {

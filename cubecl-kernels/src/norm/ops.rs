@@ -8,7 +8,7 @@
 //! inputs hold `channels` values (any shape: they are read flat). Outputs have `x`'s shape, or
 //! `[channels]`, and carry `x`'s configuration on a decorated backend (the visit's first input).
 
-use super::launch::Normalized;
+use super::Normalized;
 use super::{BatchNormStep, reference};
 use crate::broadcast::Layout;
 use crate::decorator::{CubeVisitor, KernelBackend, with_f32s};

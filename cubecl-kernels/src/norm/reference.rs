@@ -3,7 +3,7 @@
 //! family's passes: the sums in [`broadcast::reference`](crate::broadcast::reference)'s order,
 //! the element-wise values one expression each (the [arithmetic](super)).
 
-use super::launch::Normalized;
+use super::Normalized;
 use super::{BatchNormStep, count};
 use crate::broadcast::Layout;
 use crate::broadcast::reference::{channel_sums, map_channels};

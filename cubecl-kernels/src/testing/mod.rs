@@ -24,6 +24,28 @@ pub fn uniform(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `n` values of [`uniform`] scaled to `[-4, 4)` with special ones first: ±0 and values either
+/// side of zero, then with `non_finite` NaN and ±∞ (what an activation's tests feed it).
+pub fn with_specials(n: usize, seed: u64, non_finite: bool) -> Vec<f32> {
+    let special: &[f32] = match non_finite {
+        true => &[
+            -0.0,
+            0.0,
+            1.5,
+            -2.5,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ],
+        false => &[-0.0, 0.0, 1.5, -2.5],
+    };
+    let mut v: Vec<f32> = uniform(n, seed).iter().map(|v| v * 4.0).collect();
+    for (slot, s) in v.iter_mut().zip(special) {
+        *slot = *s;
+    }
+    v
+}
+
 pub use crate::approx::host::{binades, mitchell_table};
 use crate::approx::{ApproxMultiply, LutTable};
 use crate::decorator::effects;

@@ -2,35 +2,21 @@
 //! selects: ReLU bit for bit on every runtime (it only compares and chooses), GELU within the
 //! rounding of the runtime's `exp`, `erf`, `tanh` and `pow`; lengths that take packs of 4 and
 //! lengths that do not, special values, the in-place and the out-of-place launch, a strided
-//! view, an empty tensor. The pool is poisoned before each out-of-place launch (a value the
+//! view, an empty tensor; what `activation::ops` hands back (f64, operands of other shapes, a
+//! host backend). The pool is poisoned before each out-of-place launch (a value the
 //! kernel fails to write reads NaN).
 
 use crate::broadcast::{poison, read, upload};
 use crate::{Cube, floats};
+use burn::backend::NdArray;
 use burn::tensor::ops::FloatTensorOps;
-use cubecl_kernels::activation::{Activation, launch_backward, launch_forward, reference};
-use cubecl_kernels::testing::{TestBackend, TestRuntime, assert_matches_host, uniform};
+use burn::tensor::{DType, TensorData, TensorMetadata};
+use cubecl_kernels::activation::{Activation, launch_backward, launch_forward, ops, reference};
+use cubecl_kernels::testing::{TestBackend, TestRuntime, assert_matches_host, with_specials};
 
-/// Values of `n` in [-4, 4) with the special ones first: ±0 and values either side of zero,
-/// then (for ReLU) NaN and ±∞.
+/// Values of `n` in [-4, 4) with the special ones first (NaN and ±∞ for ReLU only).
 fn values(op: Activation, n: usize, seed: u64) -> Vec<f32> {
-    let special: &[f32] = match op {
-        Activation::Relu => &[
-            -0.0,
-            0.0,
-            1.5,
-            -2.5,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-        ],
-        Activation::Gelu => &[-0.0, 0.0, 1.5, -2.5],
-    };
-    let mut v: Vec<f32> = uniform(n, seed).iter().map(|v| v * 4.0).collect();
-    for (slot, s) in v.iter_mut().zip(special) {
-        *slot = *s;
-    }
-    v
+    with_specials(n, seed, op == Activation::Relu)
 }
 
 /// The host's forward of `op`.
@@ -132,5 +118,39 @@ cubecl_kernels::runtime_test! {
     fn a_backward_of_other_lengths_is_refused<R>() {
         let saved = upload::<R>(&[1.0; 4], &[4]);
         launch_backward(Activation::Relu, &saved, upload::<R>(&[1.0; 5], &[5]));
+    }
+
+    fn the_ops_hand_back_what_the_kernels_do_not_take<R>() {
+        let device = Default::default();
+        // an f32 tensor in CubeCL memory: taken
+        let x = values(Activation::Gelu, 8, 6);
+        let got = ops::forward::<TestBackend<R>>(Activation::Gelu, upload::<R>(&x, &[8]));
+        let got = read(got.unwrap_or_else(|_| panic!("an f32 tensor was declined")));
+        assert_activation::<R>(Activation::Gelu, &got, &forward(Activation::Gelu, &x), "taken");
+        // f64: handed back as it was (uploaded, never launched on)
+        let wide: Vec<f64> = (0..8).map(|i| i as f64 - 3.5).collect();
+        let t = TestBackend::<R>::float_from_data(TensorData::new(wide.clone(), [2, 4]), &device);
+        let back = ops::forward::<TestBackend<R>>(Activation::Relu, t)
+            .err()
+            .expect("an f64 tensor is declined");
+        assert_eq!(back.dtype(), DType::F64);
+        let back = burn::tensor::Tensor::<TestBackend<R>, 2>::from_primitive(
+            burn::tensor::TensorPrimitive::Float(back),
+        );
+        assert_eq!(back.into_data().to_vec::<f64>().unwrap(), wide);
+        // a backward whose operands differ in shape (as a broadcast would): both back
+        let (s, g) = (values(Activation::Relu, 4, 7), values(Activation::Relu, 16, 8));
+        let (s_back, g_back) = ops::backward::<TestBackend<R>>(
+            Activation::Relu,
+            upload::<R>(&s, &[4, 1]),
+            upload::<R>(&g, &[4, 4]),
+        )
+        .err()
+        .expect("operands of other shapes are declined");
+        assert_matches_host::<R>(&floats::<R, 2>(s_back), &s, "the saved operand");
+        assert_matches_host::<R>(&floats::<R, 2>(g_back), &g, "the gradient");
+        // a host backend: handed back
+        let host = NdArray::<f32>::float_from_data(TensorData::new(x.clone(), [8]), &Default::default());
+        assert!(ops::forward::<NdArray<f32>>(Activation::Relu, host).is_err());
     }
 }
