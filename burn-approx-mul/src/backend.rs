@@ -481,8 +481,7 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         let cfg = lhs.config;
         let out = match (cfg.conv(), rhs) {
             (ConvRoute::Burn, _) => B::float_div_scalar(lhs.inner, rhs),
-            (_, Scalar::Float(d)) if d == 1.0 => lhs.inner,
-            (_, Scalar::Int(1) | Scalar::UInt(1)) => lhs.inner,
+            (_, Scalar::Float(1.0) | Scalar::Int(1) | Scalar::UInt(1)) => lhs.inner,
             _ => B::float_div_scalar(lhs.inner, rhs),
         };
         Wrapped::new(out, cfg)

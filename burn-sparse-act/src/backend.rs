@@ -22,6 +22,7 @@ use cubecl_kernels::decorator::{
     Decorated, DecoratedDevice, Decoration, DecoratorOps, KernelBackend, LayerSettings,
     Transparent, TransparentDecoration, TransparentOps,
 };
+use cubecl_kernels::layer_norm::ops as layer_norm;
 use cubecl_kernels::norm::BatchNormStep;
 use std::sync::Arc;
 
@@ -143,6 +144,18 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
         match fused::prelu_layout(&x.primitive.shape(), &alpha.primitive.shape()) {
             Some(layout) => fused::prelu::<Inner<B>, C>(x, alpha, layout),
             None => Ad::<B, C>::prelu(x, alpha),
+        }
+    }
+
+    /// Layer norm over the last axis (stock `burn::nn::LayerNorm`) as one node whose forward is
+    /// one kernel and backward one kernel and a channel pass ([`cubecl_kernels::layer_norm`];
+    /// the host implementation on ndarray); tensors it does not take (not f32, `γ` or `β` not
+    /// of the last axis's length, 2³¹ values or more) go to Burn's composite.
+    fn layer_norm(x: T<B, C>, gamma: T<B, C>, beta: Option<T<B, C>>, epsilon: f64) -> T<B, C> {
+        let beta_inner = beta.as_ref().map(|b| &b.primitive);
+        match layer_norm::takes::<Inner<B>>(&x.primitive, &gamma.primitive, beta_inner) {
+            true => fused::layer_norm_node::<Inner<B>, C>(x, gamma, beta, epsilon as f32),
+            false => Ad::<B, C>::layer_norm(x, gamma, beta, epsilon),
         }
     }
 }

@@ -2,13 +2,16 @@
 //! `x · α + β` (ResMLP's Affine; without `β`, its layer-scales) each as **one** autodiff node,
 //! its forward one broadcast kernel and its backward one fused pass
 //! ([`cubecl_kernels::broadcast`]; the host implementation on ndarray); batch norm's training
-//! forward as one node too, a few kernels each way ([`cubecl_kernels::norm`]).
+//! forward as one node too, a few kernels each way ([`cubecl_kernels::norm`]); layer norm over
+//! the last axis as one node ([`cubecl_kernels::layer_norm`]).
 //!
 //! Burn 0.21 computes `prelu` as a composite (`lower_elem`, `mul`, `mask_where`), recorded by
 //! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
 //! either. This layer sits *above* autodiff, where SparseAct's `linear` sits, and records the
-//! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, a model's
-//! affine through `burn_sparse_act::fused_affine` (registered for models by `ember-train`).
+//! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, stock
+//! `burn::nn::LayerNorm` through `layer_norm` (a composite of about 30 launches under autodiff),
+//! a model's affine through `burn_sparse_act::fused_affine` (registered for models by
+//! `ember-train`).
 //!
 //! The nodes are generic over the backend under autodiff (`B`); SparseAct's layer
 //! (`backend.rs`) calls them with its policy backend.
@@ -32,6 +35,7 @@ use cubecl_kernels::broadcast::Layout;
 use cubecl_kernels::broadcast::ops as kernels;
 use cubecl_kernels::bsr::columns::Columns;
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::layer_norm::ops as layer_norm;
 use cubecl_kernels::norm::BatchNormStep;
 use cubecl_kernels::norm::ops as norm;
 
@@ -346,4 +350,83 @@ pub(crate) fn batch_norm_node<B: KernelBackend, C: CheckpointStrategy>(
     };
     let (mean, var) = out.running.expect("the running statistics were given");
     (y, mean, var)
+}
+
+/// What the fused layer norm keeps for backward.
+#[derive(Clone, Debug)]
+struct LayerNormState<B: Backend> {
+    /// The normalized input, of `x`'s shape.
+    xhat: FloatTensor<B>,
+    /// Each row's `σ`.
+    sigma: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    gamma_shape: Shape,
+    /// `β`'s shape, when there is one.
+    beta_shape: Option<Shape>,
+}
+
+/// The backward of the fused layer norm with `N` parents (`x`, `γ`[, `β`]): `dx` in one
+/// kernel, `dγ` and `dβ` in the broadcast family's channel pass.
+#[derive(Debug)]
+struct FusedLayerNorm<const N: usize>;
+
+impl<B: KernelBackend, const N: usize> Backward<B, N> for FusedLayerNorm<N> {
+    type State = LayerNormState<B>;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let s = ops.state;
+        let (dx, dgamma, dbeta) =
+            layer_norm::layer_norm_backward::<B>(s.xhat, s.sigma, s.gamma, grad);
+        let mut parents = ops.parents.into_iter();
+        if let Some(node) = parents.next().flatten() {
+            grads.register::<B>(node.id, dx);
+        }
+        if let Some(node) = parents.next().flatten() {
+            grads.register::<B>(node.id, B::float_reshape(dgamma, s.gamma_shape));
+        }
+        if let (Some(node), Some(shape)) = (parents.next().flatten(), s.beta_shape) {
+            grads.register::<B>(node.id, B::float_reshape(dbeta, shape));
+        }
+    }
+}
+
+/// Layer norm over the last axis of `x` as one node (the caller checks that
+/// [`layer_norm::takes`] the tensors): its forward one kernel, its backward one kernel and the
+/// channel pass ([`cubecl_kernels::layer_norm`]).
+pub(crate) fn layer_norm_node<B: KernelBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    gamma: FloatTensor<Autodiff<B, C>>,
+    beta: Option<FloatTensor<Autodiff<B, C>>>,
+    epsilon: f32,
+) -> FloatTensor<Autodiff<B, C>> {
+    let gamma_shape = gamma.primitive.shape();
+    let g = gamma.primitive.clone();
+    let b = beta.as_ref().map(|b| b.primitive.clone());
+    let out = layer_norm::layer_norm::<B>(x.primitive.clone(), g.clone(), b, epsilon);
+    let state = |beta_shape| LayerNormState {
+        xhat: out.xhat,
+        sigma: out.sigma,
+        gamma: g,
+        gamma_shape,
+        beta_shape,
+    };
+    match beta {
+        Some(beta) => match FusedLayerNorm::<3>
+            .prepare::<C>([x.node.clone(), gamma.node.clone(), beta.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(state(Some(beta.primitive.shape())), out.y),
+            OpsKind::UnTracked(prep) => prep.finish(out.y),
+        },
+        None => match FusedLayerNorm::<2>
+            .prepare::<C>([x.node.clone(), gamma.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(state(None), out.y),
+            OpsKind::UnTracked(prep) => prep.finish(out.y),
+        },
+    }
 }

@@ -41,7 +41,9 @@
 //!   per-channel affine ([`fused_affine`]) each as one autodiff node whose backward is one
 //!   fused broadcast pass (`cubecl_kernels::broadcast`; `docs/broadcast.md`); batch norm's
 //!   training forward ([`fused_batch_norm`]) as one node of a few kernels each way
-//!   (`cubecl_kernels::norm`).
+//!   (`cubecl_kernels::norm`); layer norm (stock `burn::nn::LayerNorm`, through the backend's
+//!   `layer_norm`) as one node of one kernel forward and a kernel and a channel pass backward
+//!   (`cubecl_kernels::layer_norm`).
 //! - [`kernel`]: where the backend has CubeCL tensors, pruning and the weight gradient run as
 //!   the kernels of `cubecl_kernels::bsr` (the weight gradient with the multiply of an ApproxMul
 //!   underneath); elsewhere as Burn tensor ops. Same arrays, same selection.

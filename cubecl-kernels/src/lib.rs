@@ -39,6 +39,10 @@
 //! - [`norm`]: batch normalization over channels (training forward with the running
 //!   statistics, inference forward, backward), a few fused kernels where Burn's `BatchNorm`
 //!   launches tens of tensor ops, with the multi-threaded host implementation beside them.
+//! - [`layer_norm`]: layer normalization over the last axis (forward, backward), one kernel
+//!   each way plus the broadcast family's channel pass for `dγ` and `dβ`, where Burn's
+//!   `layer_norm` and its autodiff launch about 30 tensor ops; with the host implementation
+//!   beside them.
 //! - [`activation`]: ReLU and GELU, forward and backward, one kernel each (Burn's defaults
 //!   launch 2 to 14 element-wise ops for each), in place where the tensor they replace allows.
 //! - [`optim`]: Adam's and SGD's steps, one fused kernel per parameter (Burn's optimizers launch
@@ -91,6 +95,7 @@ pub mod elementwise;
 pub mod fs;
 mod grid;
 pub mod hinm;
+pub mod layer_norm;
 pub mod norm;
 pub mod optim;
 mod panel;

@@ -40,6 +40,9 @@ mod ops {
         /// No `dx`: `Σ dy · (x − α[c])` (first sums) and `Σ dy` (second sums). Batch norm's
         /// gradients of `γ` (before the division by the deviation) and `β`, `α` the means.
         CentredProducts,
+        /// No `dx`: `Σ dy · x` (first sums) and `Σ dy` (second sums). Layer norm's `dγ` and
+        /// `dβ`, `x` being `x̂` and the channels its columns.
+        Products,
     }
 
     impl BackwardOp {
@@ -212,6 +215,10 @@ pub(crate) fn backward_kernel<N: Size>(
                 BackwardOp::CentredProducts => {
                     let d = x[pack] - a;
                     acc_alpha += g * d;
+                    acc_beta += g;
+                }
+                BackwardOp::Products => {
+                    acc_alpha += g * x[pack];
                     acc_beta += g;
                 }
             }

@@ -131,8 +131,7 @@ cubecl_kernels::runtime_test! {
         let wide: Vec<f64> = (0..8).map(|i| i as f64 - 3.5).collect();
         let t = TestBackend::<R>::float_from_data(TensorData::new(wide.clone(), [2, 4]), &device);
         let back = ops::forward::<TestBackend<R>>(Activation::Relu, t)
-            .err()
-            .expect("an f64 tensor is declined");
+            .expect_err("an f64 tensor is declined");
         assert_eq!(back.dtype(), DType::F64);
         let back = burn::tensor::Tensor::<TestBackend<R>, 2>::from_primitive(
             burn::tensor::TensorPrimitive::Float(back),
@@ -145,8 +144,7 @@ cubecl_kernels::runtime_test! {
             upload::<R>(&s, &[4, 1]),
             upload::<R>(&g, &[4, 4]),
         )
-        .err()
-        .expect("operands of other shapes are declined");
+        .expect_err("operands of other shapes are declined");
         assert_matches_host::<R>(&floats::<R, 2>(s_back), &s, "the saved operand");
         assert_matches_host::<R>(&floats::<R, 2>(g_back), &g, "the gradient");
         // a host backend: handed back

@@ -17,6 +17,7 @@ mod hinm;
 mod identity;
 mod identity_lenet;
 mod im2col;
+mod layer_norm;
 mod norm;
 mod optim;
 mod reduce;
