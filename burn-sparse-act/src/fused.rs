@@ -9,7 +9,7 @@
 //! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
 //! either. This layer sits *above* autodiff, where SparseAct's `linear` sits, and records the
 //! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, stock
-//! `burn::nn::LayerNorm` through `layer_norm` (a composite of about 30 launches under autodiff),
+//! `burn::nn::LayerNorm` through `layer_norm` (a composite of 35 launches under autodiff),
 //! a model's affine through `burn_sparse_act::fused_affine` (registered for models by
 //! `ember-train`).
 //!

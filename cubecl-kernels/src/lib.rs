@@ -41,7 +41,7 @@
 //!   launches tens of tensor ops, with the multi-threaded host implementation beside them.
 //! - [`layer_norm`]: layer normalization over the last axis (forward, backward), one kernel
 //!   each way plus the broadcast family's channel pass for `dγ` and `dβ`, where Burn's
-//!   `layer_norm` and its autodiff launch about 30 tensor ops; with the host implementation
+//!   `layer_norm` and its autodiff launch 35 tensor ops; with the host implementation
 //!   beside them.
 //! - [`activation`]: ReLU and GELU, forward and backward, one kernel each (Burn's defaults
 //!   launch 2 to 14 element-wise ops for each), in place where the tensor they replace allows.

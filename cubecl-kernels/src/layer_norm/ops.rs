@@ -62,7 +62,7 @@ pub fn layer_norm<B: KernelBackend>(
 /// `γ`; `dγ` and `dβ` are `[d]`.
 ///
 /// # Panics
-/// If the tensors are not what [`layer_norm`] made of the forward's and `dy` is not of `x̂`'s
+/// If the tensors are not what [`layer_norm()`] made of the forward's and `dy` is not of `x̂`'s
 /// shape.
 pub fn layer_norm_backward<B: KernelBackend>(
     xhat: FloatTensor<B>,
