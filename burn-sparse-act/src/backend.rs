@@ -24,6 +24,7 @@ use cubecl_kernels::decorator::{
 };
 use cubecl_kernels::layer_norm::ops as layer_norm;
 use cubecl_kernels::norm::BatchNormStep;
+use cubecl_kernels::softmax::ops as softmax;
 use std::sync::Arc;
 
 /// The decoration under the autodiff layer that carries the [`Policy`] in the device and every
@@ -156,6 +157,16 @@ impl<B: KernelBackend, C: CheckpointStrategy> TransparentOps<Ad<B, C>> for Spars
         match layer_norm::takes::<Inner<B>>(&x.primitive, &gamma.primitive, beta_inner) {
             true => fused::layer_norm_node::<Inner<B>, C>(x, gamma, beta, epsilon as f32),
             false => Ad::<B, C>::layer_norm(x, gamma, beta, epsilon),
+        }
+    }
+
+    /// Softmax over the last axis (stock `burn::nn::attention`'s scores) as one node of one
+    /// kernel each way ([`cubecl_kernels::softmax`]; the host implementation on ndarray); other
+    /// axes and tensors it does not take (not f32, 2³¹ values or more) go to Burn's composite.
+    fn softmax(x: T<B, C>, dim: usize) -> T<B, C> {
+        match softmax::takes::<Inner<B>>(&x.primitive, dim) {
+            true => fused::softmax_node::<Inner<B>, C>(x),
+            false => Ad::<B, C>::softmax(x, dim),
         }
     }
 }

@@ -2,14 +2,16 @@
 //! `x · α + β` (ResMLP's Affine; without `β`, its layer-scales) each as **one** autodiff node,
 //! its forward one broadcast kernel and its backward one fused pass
 //! ([`cubecl_kernels::broadcast`]; the host implementation on ndarray); batch norm's training
-//! forward as one node too, a few kernels each way ([`cubecl_kernels::norm`]); layer norm over
-//! the last axis as one node ([`cubecl_kernels::layer_norm`]).
+//! forward as one node too, a few kernels each way ([`cubecl_kernels::norm`]); layer norm and
+//! softmax over the last axis as one node each ([`cubecl_kernels::layer_norm`],
+//! [`cubecl_kernels::softmax`]).
 //!
 //! Burn 0.21 computes `prelu` as a composite (`lower_elem`, `mul`, `mask_where`), recorded by
 //! autodiff op by op, and has no affine op at all; a decorator *under* autodiff never sees
 //! either. This layer sits *above* autodiff, where SparseAct's `linear` sits, and records the
 //! node itself: stock `burn::nn::PRelu` reaches it through the backend's `prelu` op, stock
-//! `burn::nn::LayerNorm` through `layer_norm` (a composite of 35 launches under autodiff),
+//! `burn::nn::LayerNorm` through `layer_norm` (a composite of 35 launches under autodiff), stock
+//! attention's softmax through `softmax`,
 //! a model's affine through `burn_sparse_act::fused_affine` (registered for models by
 //! `ember-train`).
 //!
@@ -38,6 +40,7 @@ use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::layer_norm::ops as layer_norm;
 use cubecl_kernels::norm::BatchNormStep;
 use cubecl_kernels::norm::ops as norm;
+use cubecl_kernels::softmax::ops as softmax;
 
 /// The layout of Burn's `prelu(x, α)` as the op receives it (`α` reshaped to `[1, C, 1, …]`,
 /// or `[1; D]` for a single `α`): `None` for any other shape of `α` (Burn's composite then).
@@ -428,5 +431,38 @@ pub(crate) fn layer_norm_node<B: KernelBackend, C: CheckpointStrategy>(
             OpsKind::Tracked(prep) => prep.finish(state(None), out.y),
             OpsKind::UnTracked(prep) => prep.finish(out.y),
         },
+    }
+}
+
+/// The backward of the fused softmax: `dx` from the forward's output in one kernel.
+#[derive(Debug)]
+struct FusedSoftmax;
+
+impl<B: KernelBackend> Backward<B, 1> for FusedSoftmax {
+    /// The forward's output.
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        let [node] = ops.parents;
+        if let Some(node) = node {
+            grads.register::<B>(node.id, softmax::softmax_backward::<B>(ops.state, grad));
+        }
+    }
+}
+
+/// Softmax over the last axis of `x` as one node (the caller checks that [`softmax::takes`]
+/// the tensor): one kernel each way ([`cubecl_kernels::softmax`]).
+pub(crate) fn softmax_node<B: KernelBackend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+) -> FloatTensor<Autodiff<B, C>> {
+    let y = softmax::softmax::<B>(x.primitive.clone());
+    match FusedSoftmax
+        .prepare::<C>([x.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => prep.finish(y.clone(), y),
+        OpsKind::UnTracked(prep) => prep.finish(y),
     }
 }

@@ -43,6 +43,9 @@
 //!   each way plus the broadcast family's channel pass for `dγ` and `dβ`, where Burn's
 //!   `layer_norm` and its autodiff launch 35 tensor ops; with the host implementation
 //!   beside them.
+//! - [`softmax`]: softmax over the last axis (attention's), one kernel each way where Burn's
+//!   `softmax` and its autodiff launch about 13 tensor ops; with the host implementation beside
+//!   them.
 //! - [`activation`]: ReLU and GELU, forward and backward, one kernel each (Burn's defaults
 //!   launch 2 to 14 element-wise ops for each), in place where the tensor they replace allows.
 //! - [`optim`]: Adam's and SGD's steps, one fused kernel per parameter (Burn's optimizers launch
@@ -103,6 +106,7 @@ pub mod profiler;
 pub mod reduce;
 pub mod runtime;
 mod scratch;
+pub mod softmax;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

@@ -7,7 +7,7 @@ use cubecl::prelude::*;
 /// The sum of the units' `value`s over the cube's `units` units (a power of two) by the
 /// halving tree of the [module docs](super), returned to every unit.
 #[cube]
-fn row_sum(value: f32, #[comptime] units: usize) -> f32 {
+pub(crate) fn row_sum(value: f32, #[comptime] units: usize) -> f32 {
     let mut shared = SharedMemory::<f32>::new(units);
     let u = UNIT_POS as usize;
     shared[u] = value;

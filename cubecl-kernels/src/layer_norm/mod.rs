@@ -31,7 +31,7 @@
 //! [`reference`](mod@reference) add in these orders, so they agree bit for bit where the runtime does not
 //! contract multiply-adds.
 
-mod kernel;
+pub(crate) mod kernel;
 mod launch;
 pub mod ops;
 pub mod reference;

@@ -14,7 +14,7 @@ fn rows_per_task(d: usize) -> usize {
 
 /// The sum over a row of `d` values of `term(j)`, in the kernels' order: unit `u` of
 /// [`units`] adds the terms of `j = u, u + U, …` from `+0`, then the halving tree.
-fn row_sum(d: usize, term: impl Fn(usize) -> f32) -> f32 {
+pub(crate) fn row_sum(d: usize, term: impl Fn(usize) -> f32) -> f32 {
     let units = units(d);
     let mut sums = vec![0.0f32; units];
     for j in 0..d {

@@ -21,6 +21,7 @@ mod layer_norm;
 mod norm;
 mod optim;
 mod reduce;
+mod softmax;
 
 /// A CubeCL tensor of the test runtime `R`.
 pub(crate) type Cube<R> = CubeTensor<R>;
