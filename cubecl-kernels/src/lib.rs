@@ -44,7 +44,7 @@
 //!   `layer_norm` and its autodiff launch 35 tensor ops; with the host implementation
 //!   beside them.
 //! - [`softmax`]: softmax over the last axis (attention's), one kernel each way where Burn's
-//!   `softmax` and its autodiff launch about 13 tensor ops; with the host implementation beside
+//!   `softmax` and its autodiff launch 18 tensor ops; with the host implementation beside
 //!   them.
 //! - [`activation`]: ReLU and GELU, forward and backward, one kernel each (Burn's defaults
 //!   launch 2 to 14 element-wise ops for each), in place where the tensor they replace allows.
