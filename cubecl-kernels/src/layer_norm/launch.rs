@@ -17,13 +17,26 @@ use cubecl::prelude::*;
 ///
 /// # Panics
 /// If `d` is 0 or does not divide `x`'s values.
-fn rows<R: CubeRuntime>(x: &CubeTensor<R>, d: usize, what: &str) -> usize {
+pub(crate) fn rows<R: CubeRuntime>(x: &CubeTensor<R>, d: usize, what: &str) -> usize {
     let n = x.meta.num_elements();
     assert!(
         d > 0 && n.is_multiple_of(d),
         "{what}: {n} values are not rows of {d}"
     );
     n / d
+}
+
+/// One cube of [`units`] units a row of `d` values, `rows` rows on `like`'s device: the virtual
+/// grid, the cube dim, and the units (the row kernels' comptime argument). Softmax's kernels
+/// launch the same way.
+pub(crate) fn row_grid<R: CubeRuntime>(
+    like: &CubeTensor<R>,
+    rows: usize,
+    d: usize,
+) -> (Grid, CubeDim, usize) {
+    let units = units(d);
+    let grid = Grid::new(&like.client, [rows, 1, 1]);
+    (grid, CubeDim::new_1d(units as u32), units)
 }
 
 /// A layer norm's forward on the device over the last axis (`d` values) of `x`: the output,
@@ -48,8 +61,7 @@ pub fn launch_layer_norm<R: CubeRuntime>(
     let xhat = output(&x, x.meta.shape().clone());
     let sigma = output(&x, Shape::new([rows]));
     if rows > 0 {
-        let units = units(d);
-        let grid = Grid::new(&x.client, [rows, 1, 1]);
+        let (grid, dim, units) = row_grid(&x, rows, d);
         let (gx, gy, total) = grid.args();
         // SAFETY: cube `row < rows` (the others end at once) reads and writes the `d` values
         // of its row in `x`, `y` and `x̂` of `rows · d`, `γ` and `β` below `d` (`β` only when
@@ -58,7 +70,7 @@ pub fn launch_layer_norm<R: CubeRuntime>(
             layer_norm_kernel::launch_unchecked::<R>(
                 &x.client,
                 grid.count,
-                CubeDim::new_1d(units as u32),
+                dim,
                 x.clone().into_array_arg(),
                 gamma.clone().into_array_arg(),
                 beta.clone()
@@ -102,8 +114,7 @@ pub fn launch_layer_norm_backward<R: CubeRuntime>(
     let gamma = input(gamma, d, what, "γ");
     let dx = output(&dy, dy.meta.shape().clone());
     if rows > 0 {
-        let units = units(d);
-        let grid = Grid::new(&dy.client, [rows, 1, 1]);
+        let (grid, dim, units) = row_grid(&dy, rows, d);
         let (gx, gy, total) = grid.args();
         // SAFETY: cube `row < rows` reads the `d` values of its row in `x̂`, `dy` and writes
         // them in `dx` (each of `rows · d`), `γ` below `d` and `σ[row]` of `rows`.
@@ -111,7 +122,7 @@ pub fn launch_layer_norm_backward<R: CubeRuntime>(
             layer_norm_backward_kernel::launch_unchecked::<R>(
                 &dy.client,
                 grid.count,
-                CubeDim::new_1d(units as u32),
+                dim,
                 xhat.clone().into_array_arg(),
                 sigma.into_array_arg(),
                 gamma.clone().into_array_arg(),

@@ -32,7 +32,7 @@
 //! contract multiply-adds.
 
 pub(crate) mod kernel;
-mod launch;
+pub(crate) mod launch;
 pub mod ops;
 pub mod reference;
 

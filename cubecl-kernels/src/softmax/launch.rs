@@ -4,24 +4,10 @@
 
 use super::kernel::{softmax_backward_kernel, softmax_kernel};
 use crate::broadcast::launch::input;
-use crate::grid::{Grid, f32_output as output};
-use crate::layer_norm::units;
+use crate::grid::f32_output as output;
+use crate::layer_norm::launch::{row_grid, rows};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
-use cubecl::prelude::*;
-
-/// The rows of `t` over a last axis of `d` values.
-///
-/// # Panics
-/// If `d` is 0 or does not divide `t`'s values.
-fn rows<R: CubeRuntime>(t: &CubeTensor<R>, d: usize, what: &str) -> usize {
-    let n = t.meta.num_elements();
-    assert!(
-        d > 0 && n.is_multiple_of(d),
-        "{what}: {n} values are not rows of {d}"
-    );
-    n / d
-}
 
 /// Softmax on the device over the last axis (`d` values) of `x` (the [arithmetic](super)).
 ///
@@ -33,8 +19,7 @@ pub fn launch_softmax<R: CubeRuntime>(x: &CubeTensor<R>, d: usize) -> CubeTensor
     let x = input(x, rows * d, what, "x");
     let y = output(&x, x.meta.shape().clone());
     if rows > 0 {
-        let units = units(d);
-        let grid = Grid::new(&x.client, [rows, 1, 1]);
+        let (grid, dim, units) = row_grid(&x, rows, d);
         let (gx, gy, total) = grid.args();
         // SAFETY: cube `row < rows` (the others end at once) reads and writes the `d` values
         // of its row in `x` and `y`, each of `rows · d`.
@@ -42,7 +27,7 @@ pub fn launch_softmax<R: CubeRuntime>(x: &CubeTensor<R>, d: usize) -> CubeTensor
             softmax_kernel::launch_unchecked::<R>(
                 &x.client,
                 grid.count,
-                CubeDim::new_1d(units as u32),
+                dim,
                 x.clone().into_array_arg(),
                 y.clone().into_array_arg(),
                 d as u32,
@@ -72,8 +57,7 @@ pub fn launch_softmax_backward<R: CubeRuntime>(
     let y = input(y, rows * d, what, "y");
     let dx = output(&dy, dy.meta.shape().clone());
     if rows > 0 {
-        let units = units(d);
-        let grid = Grid::new(&dy.client, [rows, 1, 1]);
+        let (grid, dim, units) = row_grid(&dy, rows, d);
         let (gx, gy, total) = grid.args();
         // SAFETY: cube `row < rows` reads the `d` values of its row in `y` and `dy` and writes
         // them in `dx`, each of `rows · d`.
@@ -81,7 +65,7 @@ pub fn launch_softmax_backward<R: CubeRuntime>(
             softmax_backward_kernel::launch_unchecked::<R>(
                 &dy.client,
                 grid.count,
-                CubeDim::new_1d(units as u32),
+                dim,
                 y.into_array_arg(),
                 dy.clone().into_array_arg(),
                 dx.clone().into_array_arg(),
