@@ -49,13 +49,14 @@ impl Decoration for Approx {
     }
 
     /// A policy's [`Multiplier`] entry for the layer, if it set one, else `config`; either
-    /// way naming the layer and keeping `config`'s convolution route.
+    /// way naming the layer and keeping `config`'s convolution route and matmul kernel.
     fn for_layer(config: &Multiplier, layer: &LayerSettings) -> Multiplier {
         layer
             .get::<Multiplier>()
             .unwrap_or(config)
             .clone()
             .with_conv(config.conv())
+            .with_matmul(config.matmul())
             .at_layer(layer.shared_path())
     }
 }
@@ -161,7 +162,7 @@ macro_rules! conv_ops {
         fn $conv(x: T<B>, weight: T<B>, bias: Option<T<B>>, options: ConvOptions<$n>) -> T<B> {
             let w_shape = weight.inner.shape();
             let bias = bias.map(|b| b.inner);
-            let route = weight.config.conv();
+            let (route, kernel) = (weight.config.conv(), weight.config.matmul());
             dispatch!(
                 routed weight.config,
                 x.config,
@@ -170,7 +171,7 @@ macro_rules! conv_ops {
                 on_route!(
                     route,
                     B::$conv(x.inner, weight.inner, bias, options),
-                    |r| native::forward::<B, $n>(x.inner, weight.inner, bias, options, r)
+                    |r| native::forward::<B, $n>(x.inner, weight.inner, bias, options, r, kernel)
                 ),
                 |mul| conv::forward::<B>(
                     x.inner,
@@ -186,7 +187,7 @@ macro_rules! conv_ops {
             let x_shape = x.inner.shape();
             let size = x_shape[2..].to_vec();
             let (w_shape, y_shape) = (weight.inner.shape(), output_grad.inner.shape());
-            let route = weight.config.conv();
+            let (route, kernel) = (weight.config.conv(), weight.config.matmul());
             dispatch!(
                 routed weight.config,
                 output_grad.config,
@@ -200,7 +201,8 @@ macro_rules! conv_ops {
                         weight.inner,
                         output_grad.inner,
                         options,
-                        r
+                        r,
+                        kernel
                     )
                 ),
                 |mul| conv::input_grad::<B>(
@@ -216,7 +218,7 @@ macro_rules! conv_ops {
         fn $w_bw(x: T<B>, weight: T<B>, output_grad: T<B>, options: ConvOptions<$n>) -> T<B> {
             let shape = weight.inner.shape();
             let y_shape = output_grad.inner.shape();
-            let route = weight.config.conv();
+            let (route, kernel) = (weight.config.conv(), weight.config.matmul());
             dispatch!(
                 routed weight.config.clone(),
                 weight.config,
@@ -230,7 +232,8 @@ macro_rules! conv_ops {
                         shape.clone(),
                         output_grad.inner,
                         options,
-                        r
+                        r,
+                        kernel
                     )
                 ),
                 |mul| conv::weight_grad::<B>(
@@ -401,12 +404,13 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         };
         let ls = lhs.inner.shape();
         let k = ls[ls.num_dims() - 1];
+        let kernel = decide.matmul();
         dispatch!(
-            decide,
+            routed decide,
             carry,
             Pass::Matmul,
             |out| out.num_elements() * k,
-            B::float_matmul(lhs.inner, rhs.inner),
+            native::matmul::<B>(kernel, lhs.inner, rhs.inner),
             |mul| matmul::matmul::<B>(lhs.inner, rhs.inner, mul),
         )
     }
@@ -414,14 +418,15 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
     fn linear(x: T<B>, weight: T<B>, bias: Option<T<B>>) -> T<B> {
         let bias = bias.map(|b| b.inner);
         let d_in = weight.inner.shape()[0];
-        let rows = native::flattens::<B>(weight.config.conv(), &x.inner);
+        let kernel = weight.config.matmul();
+        let rows = native::flattens::<B>(&weight.config, &x.inner);
         dispatch!(
             routed weight.config,
             x.config,
             Pass::Forward,
             |y| y.num_elements() * d_in,
             match rows {
-                true => native::linear::<B>(Linear::Forward, x.inner, weight.inner, bias),
+                true => native::linear::<B>(Linear::Forward, x.inner, weight.inner, bias, kernel),
                 false => (B::linear(x.inner, weight.inner, bias), None),
             },
             |mul| matmul::linear::<B>(x.inner, weight.inner, bias, mul),
@@ -430,7 +435,8 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
 
     fn linear_x_backward(weight: T<B>, output_grad: T<B>) -> T<B> {
         let d_out = weight.inner.shape()[1];
-        let rows = native::flattens::<B>(weight.config.conv(), &output_grad.inner);
+        let kernel = weight.config.matmul();
+        let rows = native::flattens::<B>(&weight.config, &output_grad.inner);
         dispatch!(
             routed weight.config,
             output_grad.config,
@@ -441,7 +447,8 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
                     Linear::InputGrad,
                     weight.inner,
                     output_grad.inner,
-                    None
+                    None,
+                    kernel
                 ),
                 false => (B::linear_x_backward(weight.inner, output_grad.inner), None),
             },
@@ -453,14 +460,21 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         // Autodiff hands over no weight here: the input decides. Under a layer view
         // (`SparseAct`) the input already carries its weight's configuration.
         let rows = x.inner.shape().num_elements();
-        let flat = native::flattens::<B>(x.config.conv(), &x.inner);
+        let flat = native::flattens::<B>(&x.config, &x.inner);
+        let kernel = x.config.matmul();
         dispatch!(
             routed x.config.clone(),
             x.config,
             Pass::WeightGrad,
             |dw| rows * dw[1],
             match flat {
-                true => native::linear::<B>(Linear::WeightGrad, x.inner, output_grad.inner, None),
+                true => native::linear::<B>(
+                    Linear::WeightGrad,
+                    x.inner,
+                    output_grad.inner,
+                    None,
+                    kernel
+                ),
                 false => (B::linear_weight_backward(x.inner, output_grad.inner), None),
             },
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),

@@ -50,6 +50,7 @@ mod multiplier;
 pub mod ops;
 
 pub use backend::{Approx, ApproxDevice, ApproxMul};
+pub use cubecl_kernels::matmul::MatmulKernel;
 pub use error::ApproxError;
 pub use lut::{ErrorStats, Lut, MAX_LUT_BITS};
 pub use multiplier::{BUILT_IN_HELP, Family, Multiplier};

@@ -7,6 +7,7 @@ use crate::model::{self, MantissaModel, apply};
 use crate::ops::native::ConvRoute;
 use cubecl_kernels::approx::{ApproxMultiply, LutTable};
 use cubecl_kernels::decorator::MultiplyStrategy;
+use cubecl_kernels::matmul::MatmulKernel;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -111,8 +112,9 @@ impl Family {
 /// (`cubecl_kernels::decorator::effects`).
 ///
 /// It also carries the route of the native convolutions ([`ConvRoute`], default
-/// [`ConvRoute::Burn`]: the inner backend's own kernels): set it with
-/// [`Multiplier::with_conv`].
+/// [`ConvRoute::Burn`]: the inner backend's own kernels), set with [`Multiplier::with_conv`],
+/// and the kernel of the native matmuls on a CubeCL runtime ([`MatmulKernel`], default
+/// [`MatmulKernel::Burn`]), set with [`Multiplier::with_matmul`].
 #[derive(Clone, PartialEq)]
 pub struct Multiplier {
     name: Arc<str>,
@@ -120,6 +122,7 @@ pub struct Multiplier {
     lut: Option<Arc<Lut>>,
     layer: Option<Arc<str>>,
     conv: ConvRoute,
+    matmul: MatmulKernel,
 }
 
 impl Default for Multiplier {
@@ -160,6 +163,7 @@ impl Multiplier {
             lut: None,
             layer: None,
             conv: ConvRoute::Burn,
+            matmul: MatmulKernel::Burn,
         }
     }
 
@@ -175,6 +179,7 @@ impl Multiplier {
             lut: None,
             layer: None,
             conv: ConvRoute::Burn,
+            matmul: MatmulKernel::Burn,
         }
     }
 
@@ -212,6 +217,7 @@ impl Multiplier {
             lut: Some(Arc::new(lut)),
             layer: None,
             conv: ConvRoute::Burn,
+            matmul: MatmulKernel::Burn,
         }
     }
 
@@ -305,6 +311,19 @@ impl Multiplier {
     /// This multiplier, with native convolutions on `route`.
     pub fn with_conv(mut self, route: ConvRoute) -> Self {
         self.conv = route;
+        self
+    }
+
+    /// Which of cubek's matmul kernels the native products run on a CubeCL runtime (the
+    /// matmuls, the linear layers over tokens and the GEMMs of the native convolution routes;
+    /// approximate products always run Ember's GEMM).
+    pub fn matmul(&self) -> MatmulKernel {
+        self.matmul
+    }
+
+    /// This multiplier, with native products on `kernel`.
+    pub fn with_matmul(mut self, kernel: MatmulKernel) -> Self {
+        self.matmul = kernel;
         self
     }
 

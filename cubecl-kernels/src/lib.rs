@@ -14,6 +14,8 @@
 //!   as timed launches (`ember profile`).
 //! - [`reduce`]: sums and means along one axis on the cube routine where few outputs each reduce
 //!   a long axis on a GPU (batch norm's statistics), burn-cubecl's unit routine otherwise.
+//! - [`matmul`]: the native matmul on one of cubek's matmul kernels chosen by name
+//!   (`--matmul`), burn-cubecl's own where the runtime or the shape refuses it.
 //!
 //! - [`approx`]: ApproxMul's contractions: the batched LUT GEMM kernel with its comptime multiply
 //!   and the multi-threaded host reference beside it, im2col / col2im.
@@ -99,6 +101,7 @@ pub mod fs;
 mod grid;
 pub mod hinm;
 pub mod layer_norm;
+pub mod matmul;
 pub mod norm;
 pub mod optim;
 mod panel;

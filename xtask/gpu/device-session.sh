@@ -13,6 +13,12 @@
 #       of the model-step table's GPU rows, each kernel's launches and device time per step
 #       beside the step's wall time (80 s each, 7 of them: 560 s at most), into
 #       res/profile-NAME.md. ROW names pick some of the rows (the names in the list below).
+#   bash gpu/device-session.sh matmul [ROW [KERNEL...]]
+#       gpu/bundle/ (either kind; no dataset): the wall time of ROW's training step (a name of
+#       the profile list below; resnet18-cifar-b128-native without) on each of cubek's matmul
+#       kernels (`ember profile --wall-only --matmul KERNEL`; the GPU's candidates without
+#       KERNELs: burn and the twelve CMMA, mma and TMA kernels), 35 s each (455 s at most),
+#       into res/matmul-ROW-KERNEL.md and the table res/matmul-ROW.md.
 #   bash gpu/device-session.sh speed
 #       gpu/bundle/ (either kind) and gpu/cifar10-sub.tar.gz: the whole-model speed check of
 #       docs/architecture.md. 1. PyTorch's training step of the five image models, f32 and TF32
@@ -66,6 +72,15 @@ bin=$work/bin
 cp "$work/BUNDLE.txt" "$res/" 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
 
+# `ember profile` rows: a name, then its arguments (CUDA; random inputs of the dataset's shape)
+ROWS='resnet18-cifar-b128-native --model resnet18-cifar --dataset cifar10 --batch-size 128
+resnet18-cifar-b128-afm16 --model resnet18-cifar --dataset cifar10 --batch-size 128 --multiplier afm16
+resnet18-cifar-b128-burn --model resnet18-cifar --dataset cifar10 --batch-size 128 --conv burn
+gru-b64-native --model gru --dataset fsdd --batch-size 64 --frames 48
+resmlp-s12-b64-native --model resmlp-s12 --dataset cifar10 --batch-size 64
+deit-ti-b64-native --model deit-ti --dataset cifar10 --batch-size 64
+lenet5-b64-native --model lenet5 --dataset mnist --batch-size 64'
+
 mode=${1:-checks}
 shift || true
 case $mode in
@@ -97,6 +112,7 @@ profile)
     # optional arguments: the names of the rows to run (all seven without)
     only=" $* "
     while read -r name args; do
+        [ -n "$name" ] || continue
         if [ "$only" != "  " ] && [[ $only != *" $name "* ]]; then continue; fi
         stage "profile $name"
         # shellcheck disable=SC2086
@@ -104,15 +120,32 @@ profile)
             >"$res/profile-$name.log" 2>&1
         echo "profile $name: exit $?" >>"$res/stages.txt"
         pack
-    done <<'ROWS'
-resnet18-cifar-b128-native --model resnet18-cifar --dataset cifar10 --batch-size 128
-resnet18-cifar-b128-afm16 --model resnet18-cifar --dataset cifar10 --batch-size 128 --multiplier afm16
-resnet18-cifar-b128-burn --model resnet18-cifar --dataset cifar10 --batch-size 128 --conv burn
-gru-b64-native --model gru --dataset fsdd --batch-size 64 --frames 48
-resmlp-s12-b64-native --model resmlp-s12 --dataset cifar10 --batch-size 64
-deit-ti-b64-native --model deit-ti --dataset cifar10 --batch-size 64
-lenet5-b64-native --model lenet5 --dataset mnist --batch-size 64
-ROWS
+    done <<<"$ROWS"
+    ;;
+matmul)
+    row=${1:-resnet18-cifar-b128-native}
+    shift || true
+    args=$(awk -v r="$row" '$1 == r { $1 = ""; print }' <<<"$ROWS")
+    [ -n "$args" ] || { echo "unknown row $row" >&2; exit 2; }
+    kernels=${*:-burn simple-cyclic-cmma simple-cyclic-mma simple-multirow-cmma double-cyclic-cmma \
+double-cyclic-mma double-specialized-cmma ordered-double-cmma ordered-double-mma \
+specialized-cyclic-cmma simple-tma-cmma simple-tma-mma specialized-tma-cmma}
+    table=$res/matmul-$row.md
+    printf '| kernel | ms / step | fallbacks / step | exit |\n|---|---:|---:|---:|\n' >"$table"
+    for k in $kernels; do
+        stage "matmul $row $k"
+        md=$res/matmul-$row-$k.md
+        # shellcheck disable=SC2086
+        timeout 35 "$bin/ember" profile --backend cuda $args --matmul "$k" --wall-only \
+            --out "$md" >"$res/matmul-$row-$k.log" 2>&1
+        status=$?
+        ms=$(sed -n 's/.*profiler off: \*\*\([0-9.]*\) ms.*/\1/p' "$md" 2>/dev/null)
+        fb=$(sed -n 's/.* a step, \([0-9.]*\) of them on Burn.*/\1/p' "$md" 2>/dev/null)
+        echo "| $k | ${ms:-—} | ${fb:-—} | $status |" >>"$table"
+        echo "matmul $row $k: exit $status" >>"$res/stages.txt"
+        pack
+    done
+    cat "$table"
     ;;
 speed)
     stage "PyTorch's model steps"
@@ -152,7 +185,7 @@ reproduce)
         -o -name curves.png -o -name '*.args' | tar -czf "$res/runs.tar.gz" -T -)
     ;;
 *)
-    echo "unknown mode $mode: checks, profile, speed or reproduce NAME [ARGS...]" >&2
+    echo "unknown mode $mode: checks, profile, matmul, speed or reproduce NAME [ARGS...]" >&2
     exit 2
     ;;
 esac

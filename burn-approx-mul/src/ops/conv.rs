@@ -27,12 +27,13 @@ use cubecl_kernels::conv as host;
 use cubecl_kernels::decorator::CubeVisitor;
 use cubecl_kernels::decorator::KernelBackend;
 use cubecl_kernels::decorator::with_f32;
+use cubecl_kernels::matmul::MatmulKernel;
 
 /// The GEMM a lowered convolution multiplies with.
 #[derive(Clone, Copy, Debug)]
 pub enum Product<'a> {
-    /// The inner backend's own `float_matmul` (exact: the native im2col route).
-    Native,
+    /// The inner backend's own matmul on this kernel (exact: the native im2col route).
+    Native(MatmulKernel),
     /// Ember's GEMM with every product through this multiply.
     Approx(&'a ApproxMultiply),
 }
@@ -41,7 +42,7 @@ impl Product<'_> {
     /// `lhs: [G, m, k] · rhs: [G, k, n]`.
     fn gemm<B: KernelBackend>(self, lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
         match self {
-            Self::Native => B::float_matmul(lhs, rhs),
+            Self::Native(kernel) => cubecl_kernels::matmul::matmul::<B>(kernel, lhs, rhs).0,
             Self::Approx(mul) => gemm::<B>(lhs, rhs, mul),
         }
     }
@@ -54,7 +55,9 @@ impl Product<'_> {
         rhs_t: FloatTensor<B>,
     ) -> FloatTensor<B> {
         match self {
-            Self::Native => split_k::weight_product::<B>(Layout::Inner, lhs, rhs_t, Split::Auto),
+            Self::Native(kernel) => {
+                split_k::weight_product::<B>(Layout::Inner, lhs, rhs_t, Split::Auto, kernel)
+            }
             Self::Approx(mul) => gemm_nt::<B>(lhs, rhs_t, mul),
         }
     }
@@ -388,8 +391,8 @@ pub fn weight_grad<B: KernelBackend>(
     if let Some(dw) = implicit::<B>(Implicit::WeightGrad, &x, &dy5, &w, product) {
         return reshape::<B>(dw, weight_shape.as_slice());
     }
-    if let Product::Native = product {
-        return native_weight_grad::<B>(x, dy5, g, weight_shape, Split::Auto);
+    if let Product::Native(kernel) = product {
+        return native_weight_grad::<B>(x, dy5, g, weight_shape, Split::Auto, kernel);
     }
     columns_weight_grad::<B>(x, dy5, g, weight_shape, product)
 }
@@ -397,7 +400,8 @@ pub fn weight_grad<B: KernelBackend>(
 /// The exact (native) weight gradient of the convolution of `x: [B, C_in, s...]` with output
 /// gradient `output_grad: [B, C_out, o...]`, its sum over the batch split as `split` says: by
 /// the device ([`Split::Auto`], what [`weight_grad`] runs), or into exactly `n` runs of whole
-/// samples ([`Split::Chunks`]`(n)`, on a CubeCL runtime; the host ignores it).
+/// samples ([`Split::Chunks`]`(n)`, on a CubeCL runtime; the host ignores it); its matmul on
+/// `kernel`.
 ///
 /// # Panics
 /// If [`Split::Chunks`] asks a CubeCL runtime for runs that do not divide the batch, or for more
@@ -408,11 +412,13 @@ pub fn native_weight_grad<B: KernelBackend>(
     g: &Geometry,
     weight_shape: &Shape,
     split: Split,
+    kernel: MatmulKernel,
 ) -> FloatTensor<B> {
     let visitor = SampleSplit {
         g: *g,
         weight: weight_shape.clone(),
         split,
+        kernel,
     };
     B::visit(visitor, vec![to_5d::<B>(x), to_5d::<B>(output_grad)])
 }
@@ -443,6 +449,7 @@ struct SampleSplit {
     g: Geometry,
     weight: Shape,
     split: Split,
+    kernel: MatmulKernel,
 }
 
 impl<B: KernelBackend> CubeVisitor<B> for SampleSplit {
@@ -479,7 +486,7 @@ impl<B: KernelBackend> CubeVisitor<B> for SampleSplit {
                 rewrap(dy),
                 &self.g,
                 &self.weight,
-                Product::Native,
+                Product::Native(self.kernel),
             );
         }
         let run = batch / s * l;
@@ -489,14 +496,15 @@ impl<B: KernelBackend> CubeVisitor<B> for SampleSplit {
         // [B, C_out, L] → [S, C_out, run]: one copy
         let dy = reshape::<B>(rewrap(dy), &[s, batch / s, c_out, l]);
         let dy = reshape::<B>(B::float_permute(dy, &[0, 2, 1, 3]), &[s, c_out, run]);
-        let dw = B::float_sum_dim(B::float_matmul(dy, cols), 0); // [1, C_out, K]
+        let (dw, _) = cubecl_kernels::matmul::matmul::<B>(self.kernel, dy, cols);
+        let dw = B::float_sum_dim(dw, 0); // [1, C_out, K]
         reshape::<B>(dw, self.weight.as_slice())
     }
 
     fn host(self, inputs: Vec<FloatTensor<B>>) -> FloatTensor<B> {
         let mut it = inputs.into_iter();
         let (x, dy) = (it.next().expect("x"), it.next().expect("dy"));
-        columns_weight_grad::<B>(x, dy, &self.g, &self.weight, Product::Native)
+        columns_weight_grad::<B>(x, dy, &self.g, &self.weight, Product::Native(self.kernel))
     }
 }
 

@@ -38,6 +38,7 @@ use burn_std::Shape;
 use cubecl_kernels::approx::im2col::Window;
 use cubecl_kernels::conv::{self as host, DenseConv};
 use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, with_f32};
+use cubecl_kernels::matmul::MatmulKernel;
 
 /// How a native convolution runs (`--conv`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -109,6 +110,8 @@ struct Native<const N: usize> {
     op: Op,
     options: ConvOptions<N>,
     route: ConvRoute,
+    /// The kernel of the im2col route's matmul.
+    matmul: MatmulKernel,
     /// `[B, C_in, in...]` of the convolution's input.
     input: Shape,
     /// `[C_out, C_in/G, k...]`.
@@ -214,10 +217,11 @@ impl<const N: usize> Native<N> {
         let bias = self.has_bias.then(|| inputs.pop().expect("bias"));
         let mut it = inputs.into_iter();
         let (a, b) = (it.next().expect("lhs"), it.next().expect("rhs"));
+        let product = Product::Native(self.matmul);
         match self.op {
-            Op::Forward => lowered::forward::<B>(a, b, bias, &g, Product::Native),
-            Op::InputGrad => lowered::input_grad::<B>(a, b, &g, &self.input[2..], Product::Native),
-            Op::WeightGrad => lowered::weight_grad::<B>(a, b, &g, &self.weight, Product::Native),
+            Op::Forward => lowered::forward::<B>(a, b, bias, &g, product),
+            Op::InputGrad => lowered::input_grad::<B>(a, b, &g, &self.input[2..], product),
+            Op::WeightGrad => lowered::weight_grad::<B>(a, b, &g, &self.weight, product),
         }
     }
 }
@@ -240,10 +244,12 @@ impl<B: KernelBackend, const N: usize> CubeVisitor<B> for Native<N> {
             },
             _ => None,
         };
+        let matmul = self.matmul;
         let out = self.lowered::<B>(inputs.into_iter().map(rewrap).collect());
+        let im2col = on_kernel(IM2COL, matmul);
         let route = match reason {
-            None => IM2COL.to_string(),
-            Some(why) => format!("{IM2COL}; in place of implicit GEMM: {why}"),
+            None => im2col,
+            Some(why) => format!("{im2col}; in place of implicit GEMM: {why}"),
         };
         (out, route)
     }
@@ -287,18 +293,21 @@ fn convolve<B: KernelBackend, const N: usize>(
     B::visit(native, inputs)
 }
 
-/// The forward convolution on `route` (not [`ConvRoute::Burn`]).
+/// The forward convolution on `route` (not [`ConvRoute::Burn`]), its im2col route's matmul on
+/// `matmul`.
 pub(crate) fn forward<B: KernelBackend, const N: usize>(
     x: FloatTensor<B>,
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
     options: ConvOptions<N>,
     route: ConvRoute,
+    matmul: MatmulKernel,
 ) -> (FloatTensor<B>, String) {
     let native = Native {
         op: Op::Forward,
         options,
         route,
+        matmul,
         input: x.shape(),
         weight: weight.shape(),
         has_bias: bias.is_some(),
@@ -308,18 +317,21 @@ pub(crate) fn forward<B: KernelBackend, const N: usize>(
     convolve::<B, N>(native, inputs)
 }
 
-/// The input gradient on `route` (not [`ConvRoute::Burn`]), for an input of shape `input`.
+/// The input gradient on `route` (not [`ConvRoute::Burn`]), for an input of shape `input`; the
+/// im2col route's matmul on `matmul`.
 pub(crate) fn input_grad<B: KernelBackend, const N: usize>(
     input: Shape,
     weight: FloatTensor<B>,
     output_grad: FloatTensor<B>,
     options: ConvOptions<N>,
     route: ConvRoute,
+    matmul: MatmulKernel,
 ) -> (FloatTensor<B>, String) {
     let native = Native {
         op: Op::InputGrad,
         options,
         route,
+        matmul,
         input,
         weight: weight.shape(),
         has_bias: false,
@@ -327,18 +339,21 @@ pub(crate) fn input_grad<B: KernelBackend, const N: usize>(
     convolve::<B, N>(native, vec![output_grad, weight])
 }
 
-/// The weight gradient on `route` (not [`ConvRoute::Burn`]), for a weight of shape `weight`.
+/// The weight gradient on `route` (not [`ConvRoute::Burn`]), for a weight of shape `weight`;
+/// the im2col route's matmul on `matmul`.
 pub(crate) fn weight_grad<B: KernelBackend, const N: usize>(
     x: FloatTensor<B>,
     weight: Shape,
     output_grad: FloatTensor<B>,
     options: ConvOptions<N>,
     route: ConvRoute,
+    matmul: MatmulKernel,
 ) -> (FloatTensor<B>, String) {
     let native = Native {
         op: Op::WeightGrad,
         options,
         route,
+        matmul,
         input: x.shape(),
         weight,
         has_bias: false,
@@ -357,22 +372,51 @@ pub(crate) enum Linear {
     WeightGrad,
 }
 
-/// Whether a linear product on `route` with activations `acts` runs as [`linear`]: on the
+/// Whether a linear product under `cfg` with activations `acts` runs as [`linear`]: on the
 /// GEMM routes, for activations with leading dimensions (without, Burn's op is that one
-/// matmul already).
-pub(crate) fn flattens<B: Backend>(route: ConvRoute, acts: &FloatTensor<B>) -> bool {
-    route != ConvRoute::Burn && acts.shape().num_dims() > 2
+/// matmul already), and wherever the matmul's kernel is chosen (Burn's op would run its own).
+pub(crate) fn flattens<B: Backend>(cfg: &crate::Multiplier, acts: &FloatTensor<B>) -> bool {
+    let rows = cfg.conv() != ConvRoute::Burn && acts.shape().num_dims() > 2;
+    rows || cfg.matmul() != MatmulKernel::Burn
+}
+
+/// `route` with the matmul kernel it runs named, where one was chosen.
+fn on_kernel(route: &str, kernel: MatmulKernel) -> String {
+    match kernel {
+        MatmulKernel::Burn => route.to_string(),
+        k => format!("{route} ({k})"),
+    }
+}
+
+/// A native `lhs · rhs` on `kernel` and the route it ran (`None`: the inner backend's own op,
+/// no kernel chosen or no CubeCL runtime); a kernel that refused is named with its reason.
+pub(crate) fn matmul<B: KernelBackend>(
+    kernel: MatmulKernel,
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+) -> (FloatTensor<B>, Option<String>) {
+    if kernel == MatmulKernel::Burn || B::cube_runtime().is_none() {
+        return (B::float_matmul(lhs, rhs), None);
+    }
+    let (out, refused) = cubecl_kernels::matmul::matmul::<B>(kernel, lhs, rhs);
+    let route = match refused {
+        None => format!("native, matmul on {kernel}"),
+        Some(why) => format!("{BURN_ROUTE}; {why}"),
+    };
+    (out, Some(route))
 }
 
 /// A linear layer's product with every leading dimension of the activations flattened into
-/// rows: one 2-d matmul of the inner backend, reshapes around it (views where the activations
-/// are contiguous); operands as [`Linear`] lists them. The result and its route.
+/// rows: one 2-d matmul of the inner backend (on `kernel`), reshapes around it (views where the
+/// activations are contiguous); operands as [`Linear`] lists them. The result and its route.
 pub(crate) fn linear<B: KernelBackend>(
     op: Linear,
     a: FloatTensor<B>,
     b: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
+    kernel: MatmulKernel,
 ) -> (FloatTensor<B>, Option<String>) {
+    let product = |l, r| cubecl_kernels::matmul::matmul::<B>(kernel, l, r).0;
     fn rows<B: Backend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
         let s = t.shape();
         let d = s[s.num_dims() - 1];
@@ -388,7 +432,7 @@ pub(crate) fn linear<B: KernelBackend>(
         Linear::Forward => {
             let d_out = b.shape()[1];
             let (x, shape) = rows::<B>(a);
-            let y = B::float_matmul(x, b);
+            let y = product(x, b);
             let y = match bias {
                 Some(bias) => B::float_add(y, B::float_reshape(bias, Shape::from([1, d_out]))),
                 None => y,
@@ -398,19 +442,15 @@ pub(crate) fn linear<B: KernelBackend>(
         Linear::InputGrad => {
             let d_in = a.shape()[0];
             let (dy, shape) = rows::<B>(b);
-            back::<B>(
-                B::float_matmul(dy, B::float_swap_dims(a, 0, 1)),
-                shape,
-                d_in,
-            )
+            back::<B>(product(dy, B::float_swap_dims(a, 0, 1)), shape, d_in)
         }
         Linear::WeightGrad => {
             let (x, _) = rows::<B>(a);
             let (dy, _) = rows::<B>(b);
-            split_k::weight_product::<B>(Layout::Outer, x, dy, Split::Auto)
+            split_k::weight_product::<B>(Layout::Outer, x, dy, Split::Auto, kernel)
         }
     };
-    (out, Some(ROWS.to_string()))
+    (out, Some(on_kernel(ROWS, kernel)))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use burn_backend::tensor::FloatTensor;
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl_kernels::decorator::{CubeVisitor, KernelBackend};
+use cubecl_kernels::matmul::{self, MatmulKernel};
 
 /// The fewest terms of the sum one chunk keeps.
 pub const MIN_CHUNK: usize = 256;
@@ -94,6 +95,7 @@ pub enum Split {
 struct Product {
     layout: Layout,
     split: Split,
+    kernel: MatmulKernel,
 }
 
 impl Product {
@@ -118,21 +120,22 @@ impl Product {
             "split-K: {s} chunks of a {k}-term sum"
         );
         let c = k / s;
+        let product = |l, r| matmul::matmul::<B>(self.kernel, l, r).0;
         match (self.layout, s) {
-            (Layout::Inner, 1) => B::float_matmul(a, B::float_swap_dims(b, 1, 2)),
-            (Layout::Outer, 1) => B::float_matmul(B::float_swap_dims(a, 0, 1), b),
+            (Layout::Inner, 1) => product(a, B::float_swap_dims(b, 1, 2)),
+            (Layout::Outer, 1) => product(B::float_swap_dims(a, 0, 1), b),
             (Layout::Inner, _) => {
                 // [G, m, S, c] → [G, S, m, c]; [G, n, S, c] → [G, S, c, n]
                 let a = B::float_permute(reshape::<B>(a, &[g, m, s, c]), &[0, 2, 1, 3]);
                 let b = B::float_permute(reshape::<B>(b, &[g, n, s, c]), &[0, 2, 3, 1]);
-                let partial = B::float_matmul(a, b); // [G, S, m, n]
+                let partial = product(a, b); // [G, S, m, n]
                 reshape::<B>(B::float_sum_dim(partial, 1), &[g, m, n])
             }
             (Layout::Outer, _) => {
                 // [S, c, m] → [S, m, c] (a transposed view); [S, c, n]
                 let a = B::float_swap_dims(reshape::<B>(a, &[s, c, m]), 1, 2);
                 let b = reshape::<B>(b, &[s, c, n]);
-                reshape::<B>(B::float_sum_dim(B::float_matmul(a, b), 0), &[m, n])
+                reshape::<B>(B::float_sum_dim(product(a, b), 0), &[m, n])
             }
         }
     }
@@ -171,15 +174,21 @@ impl<B: KernelBackend> CubeVisitor<B> for Product {
 }
 
 /// The weight-gradient product of `a` and `b` laid out as `layout` says, its sum split as
-/// `split` says (see the module's docs). Panics if [`Split::Chunks`] does not divide the
-/// sum.
+/// `split` says (see the module's docs), its matmuls on `kernel`. Panics if [`Split::Chunks`]
+/// does not divide the sum.
 pub fn weight_product<B: KernelBackend>(
     layout: Layout,
     a: FloatTensor<B>,
     b: FloatTensor<B>,
     split: Split,
+    kernel: MatmulKernel,
 ) -> FloatTensor<B> {
-    B::visit(Product { layout, split }, vec![a, b])
+    let product = Product {
+        layout,
+        split,
+        kernel,
+    };
+    B::visit(product, vec![a, b])
 }
 
 #[cfg(test)]

@@ -378,6 +378,49 @@ cubecl_kernels::runtime_test! {
 }
 
 cubecl_kernels::runtime_test! {
+    fn native_products_run_on_the_matmul_kernel_named<R>() {
+        use burn_approx_mul::MatmulKernel;
+        use cubecl_kernels::decorator::effects;
+        let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+        let tolerance = R::dense_tolerance(1e-5);
+        for (conv, kernel) in [
+            (ConvRoute::Gemm, MatmulKernel::DoubleUnit),
+            (ConvRoute::Burn, MatmulKernel::SimpleUnit),
+            (ConvRoute::Im2col, MatmulKernel::DoubleCyclicCmma),
+        ] {
+            let what = format!("{} --conv {conv} --matmul {kernel}", R::NAME);
+            let mul = Multiplier::native().with_conv(conv).with_matmul(kernel);
+            effects::start();
+            let got = run_cases::<Autodiff<ApproxMul<TestBackend<R>>>>(&ApproxDevice::new(
+                Default::default(),
+                mul.clone(),
+            ));
+            let seen = effects::finish();
+            compare(&got, &plain, tolerance, &what);
+            let routes: Vec<String> = seen.layers[""]
+                .passes
+                .iter()
+                .flatten()
+                .map(|c| c.route.clone())
+                .collect();
+            // the matmul case and the linear layers name the kernel, or why it refused
+            let named = |r: &String| {
+                r == &format!("native, matmul on {kernel}")
+                    || r.ends_with(&format!("({kernel})"))
+                    || r.contains(&format!("{kernel} refused: "))
+            };
+            assert!(routes.iter().any(named), "{what}: {routes:?}");
+            // ndarray runs its own matmul whatever the name
+            let host = run_cases::<Autodiff<ApproxMul<NdArray>>>(&ApproxDevice::new(
+                Default::default(),
+                mul,
+            ));
+            compare(&host, &plain, 1e-5, &format!("ndarray --conv {conv} --matmul {kernel}"));
+        }
+    }
+}
+
+cubecl_kernels::runtime_test! {
     fn burn_cubecl_strided_input_gradients_are_wrong<R>() {
         // ResNet's shortcut: a 1×1 convolution of stride 2. burn-cubecl 0.21 takes its input
         // gradient as a transposed convolution (`conv_data_backward_fallback`) that gets it

@@ -4,6 +4,7 @@
 //! `Split::Auto` is the one product bit for bit. (Which runtimes `Split::Auto` splits on is
 //! `split_k::chunks`'s unit test.) A convolution's native weight gradient in runs of whole
 //! samples (`ops::conv::native_weight_grad`, chunked im2col columns) equals its unsplit one.
+//! Both also run their matmuls on cubek kernels chosen by name (`MatmulKernel`).
 
 use burn::backend::NdArray;
 use burn::tensor::ops::ConvOptions;
@@ -11,6 +12,7 @@ use burn::tensor::{Tensor, TensorPrimitive};
 use burn_approx_mul::ops::conv::{Geometry, native_weight_grad};
 use burn_approx_mul::ops::split_k::{Layout, Split, weight_product};
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::matmul::MatmulKernel;
 use cubecl_kernels::testing::{TestBackend, lcg_data};
 
 fn tensor<B: KernelBackend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
@@ -22,6 +24,7 @@ fn product<B: KernelBackend>(
     a: &Tensor<B, 3>,
     b: &Tensor<B, 3>,
     split: Split,
+    kernel: MatmulKernel,
 ) -> Vec<f32> {
     let prim = |t: &Tensor<B, 3>| match layout {
         Layout::Inner => t.clone().into_primitive().tensor(),
@@ -31,7 +34,7 @@ fn product<B: KernelBackend>(
             t.clone().reshape([k, m]).into_primitive().tensor()
         }
     };
-    let out = weight_product::<B>(layout, prim(a), prim(b), split);
+    let out = weight_product::<B>(layout, prim(a), prim(b), split, kernel);
     Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(out))
         .into_data()
         .to_vec::<f32>()
@@ -92,9 +95,10 @@ fn check<B: KernelBackend>(device: &B::Device, name: &str, host: bool) {
         };
         let values = |t: &Tensor<B, 3>| t.clone().into_data().to_vec::<f32>().unwrap();
         let want = reference(layout, &values(&a), &values(&b), dims);
-        let one = product::<B>(layout, &a, &b, Split::Chunks(1));
+        let burn = MatmulKernel::Burn;
+        let one = product::<B>(layout, &a, &b, Split::Chunks(1), burn);
         close(&one, &want, &format!("{name} {layout:?} {dims:?} unsplit"));
-        let auto = product::<B>(layout, &a, &b, Split::Auto);
+        let auto = product::<B>(layout, &a, &b, Split::Auto, burn);
         close(&auto, &want, &format!("{name} {layout:?} {dims:?} auto"));
         if host {
             assert_eq!(
@@ -103,19 +107,33 @@ fn check<B: KernelBackend>(device: &B::Device, name: &str, host: bool) {
             );
         }
         for s in [2, 3, 8, 16] {
-            let got = product::<B>(layout, &a, &b, Split::Chunks(s));
+            let got = product::<B>(layout, &a, &b, Split::Chunks(s), burn);
             close(
                 &got,
                 &want,
                 &format!("{name} {layout:?} {dims:?} in {s} chunks"),
             );
         }
+        for kernel in [MatmulKernel::SimpleUnit, MatmulKernel::DoubleUnit] {
+            for s in [1, 8] {
+                let got = product::<B>(layout, &a, &b, Split::Chunks(s), kernel);
+                close(
+                    &got,
+                    &want,
+                    &format!("{name} {layout:?} {dims:?} in {s} chunks on {kernel}"),
+                );
+            }
+        }
     }
 }
 
 /// The weight gradient of `x: [6, 3, 7, 5]` convolved with a `[4, 3, 3, 3]` kernel at `stride`
 /// (padding 1), in `split` runs of samples.
-fn conv_weight_grad<B: KernelBackend>(stride: usize, split: Split) -> Vec<f32> {
+fn conv_weight_grad<B: KernelBackend>(
+    stride: usize,
+    split: Split,
+    kernel: MatmulKernel,
+) -> Vec<f32> {
     let device = Default::default();
     let options = ConvOptions::new([stride, stride], [1, 1], [1, 1], 1);
     let (oh, ow) = ((7 + 2 - 3) / stride + 1, (5 + 2 - 3) / stride + 1);
@@ -127,6 +145,7 @@ fn conv_weight_grad<B: KernelBackend>(stride: usize, split: Split) -> Vec<f32> {
         &Geometry::conv(&options),
         &burn::tensor::Shape::new([4, 3, 3, 3]),
         split,
+        kernel,
     );
     Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(dw))
         .into_data()
@@ -137,13 +156,17 @@ fn conv_weight_grad<B: KernelBackend>(stride: usize, split: Split) -> Vec<f32> {
 cubecl_kernels::runtime_test! {
     fn conv_weight_gradients_in_runs_of_samples_equal_the_unsplit_one<R>() {
         for stride in [1, 2] {
-            let want = conv_weight_grad::<NdArray>(stride, Split::Auto);
+            let burn = MatmulKernel::Burn;
+            let want = conv_weight_grad::<NdArray>(stride, Split::Auto, burn);
             for runs in [1, 2, 3, 6] {
-                let got = conv_weight_grad::<TestBackend<R>>(stride, Split::Chunks(runs));
+                let got = conv_weight_grad::<TestBackend<R>>(stride, Split::Chunks(runs), burn);
                 close(&got, &want, &format!("{} stride {stride} in {runs} runs", R::NAME));
+                let unit = MatmulKernel::DoubleUnit;
+                let got = conv_weight_grad::<TestBackend<R>>(stride, Split::Chunks(runs), unit);
+                close(&got, &want, &format!("{} stride {stride} in {runs} runs, {unit}", R::NAME));
             }
             close(
-                &conv_weight_grad::<TestBackend<R>>(stride, Split::Auto),
+                &conv_weight_grad::<TestBackend<R>>(stride, Split::Auto, burn),
                 &want,
                 &format!("{} stride {stride} auto", R::NAME),
             );
@@ -166,5 +189,5 @@ fn a_split_that_does_not_divide_the_sum_is_refused() {
         tensor::<NdArray>([1, 2, 1680], 1, &device),
         tensor::<NdArray>([1, 3, 1680], 2, &device),
     );
-    product::<NdArray>(Layout::Inner, &a, &b, Split::Chunks(11));
+    product::<NdArray>(Layout::Inner, &a, &b, Split::Chunks(11), MatmulKernel::Burn);
 }

@@ -18,6 +18,7 @@ mod identity;
 mod identity_lenet;
 mod im2col;
 mod layer_norm;
+mod matmul;
 mod norm;
 mod optim;
 mod reduce;

@@ -23,7 +23,7 @@ use burn::optim::{GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::Distribution;
 use burn::tensor::backend::AutodiffBackend;
-use burn_approx_mul::Multiplier;
+use burn_approx_mul::{MatmulKernel, Multiplier};
 use burn_sparse_act::Policy;
 use cubecl_kernels::profiler::{self, Launch};
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
@@ -105,10 +105,30 @@ pub struct KernelRow {
 /// What a stage prints (one JSON line).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum StageResult {
-    /// [`Stage::Wall`]: milliseconds per step.
-    Wall(f64),
+    /// [`Stage::Wall`]: milliseconds per step, and the native matmuls' use of the kernel
+    /// `--matmul` chose (`None` without one).
+    Wall {
+        /// Milliseconds per step.
+        ms: f64,
+        /// The chosen matmul kernel's products per step.
+        matmul: Option<MatmulUse>,
+    },
     /// [`Stage::Kernels`]: the kernels, most device time first.
     Kernels(Vec<KernelRow>),
+}
+
+/// How the native matmuls of a measured step used the kernel `--matmul` chose
+/// ([`cubecl_kernels::matmul::tally`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MatmulUse {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Products asked of it per step.
+    pub products: f64,
+    /// Of those, the ones that ran Burn's own matmul instead, per step.
+    pub fallbacks: f64,
+    /// Why the first of the process's fallbacks fell back.
+    pub first_reason: Option<String>,
 }
 
 /// Runs `stage` of `opts` in this process. [`Stage::Kernels`] switches CubeCL's profiler on for
@@ -207,12 +227,22 @@ impl<B: TrainBackend> ModelVisitor<B> for Steps<B> {
         }
         match &self.stage {
             Stage::Wall => {
+                let before = cubecl_kernels::matmul::tally();
                 let start = Instant::now();
                 for _ in 0..self.opts.steps {
                     step()?;
                 }
-                let ms = start.elapsed().as_secs_f64() * 1e3 / self.opts.steps as f64;
-                Ok(StageResult::Wall(ms))
+                let steps = self.opts.steps as f64;
+                let ms = start.elapsed().as_secs_f64() * 1e3 / steps;
+                let after = cubecl_kernels::matmul::tally();
+                let kernel = self.opts.multiplier.matmul();
+                let matmul = (kernel != MatmulKernel::Burn).then(|| MatmulUse {
+                    kernel: kernel.to_string(),
+                    products: (after.products - before.products) as f64 / steps,
+                    fallbacks: (after.fallbacks - before.fallbacks) as f64 / steps,
+                    first_reason: after.first_reason,
+                });
+                Ok(StageResult::Wall { ms, matmul })
             }
             Stage::Kernels(log) => {
                 // the launches logged so far are the model's initialisation and the warm-up's
@@ -360,8 +390,10 @@ pub struct ProfileReport {
     pub steps: usize,
     /// Warm-up steps before them.
     pub warmup: usize,
-    /// The kernels, most device time first.
+    /// The kernels, most device time first (empty where they were not profiled).
     pub kernels: Vec<KernelRow>,
+    /// The native matmuls' use of the kernel `--matmul` chose, if it chose one.
+    pub matmul: Option<MatmulUse>,
 }
 
 impl ProfileReport {
@@ -392,6 +424,23 @@ impl ProfileReport {
              **{:.2} ms** (mean of {} steps after {} warm-up steps).\n",
             self.wall_ms, self.steps, self.warmup
         ));
+        if let Some(m) = &self.matmul {
+            s.push_str(&format!(
+                "- Native matmuls on `{}`: {:.0} a step, {:.0} of them on Burn's own matmul \
+                 instead{}.\n",
+                m.kernel,
+                m.products,
+                m.fallbacks,
+                match (&m.first_reason, m.fallbacks > 0.0) {
+                    (Some(why), true) => format!(" (the first: {why})"),
+                    _ => String::new(),
+                }
+            ));
+        }
+        if self.kernels.is_empty() {
+            s.push_str("- Kernels not profiled.\n");
+            return s;
+        }
         s.push_str(&format!(
             "- Device time of a step, every kernel's (profiler on, the same steps): **{:.2} ms** \
              in {:.0} launches: the device is busy {:.0} % of the wall time{}.\n\n",
@@ -547,6 +596,7 @@ mod tests {
             wall_ms: 10.0,
             steps: 3,
             warmup: 1,
+            matmul: None,
             kernels: kernel_rows(
                 &[
                     launch("gemm", Some("(2, 1, 1)"), 2000),
@@ -567,6 +617,40 @@ mod tests {
         );
         assert!(
             md.contains("| 2 other kernels | 2 | 1.000 | 33.3 % |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_chosen_matmul_kernel_and_its_fallbacks_are_reported() {
+        let mut report = ProfileReport {
+            title: "t".into(),
+            wall_ms: 2.0,
+            steps: 1,
+            warmup: 0,
+            kernels: Vec::new(),
+            matmul: Some(MatmulUse {
+                kernel: "double-cyclic-cmma".into(),
+                products: 62.0,
+                fallbacks: 0.0,
+                first_reason: None,
+            }),
+        };
+        let md = report.markdown(10);
+        assert!(
+            md.contains("- Native matmuls on `double-cyclic-cmma`: 62 a step, 0 of them on Burn's own matmul instead.\n"),
+            "{md}"
+        );
+        assert!(md.ends_with("- Kernels not profiled.\n"), "{md}");
+        report.matmul = Some(MatmulUse {
+            kernel: "simple-tma-cmma".into(),
+            products: 62.0,
+            fallbacks: 2.0,
+            first_reason: Some("simple-tma-cmma refused: the runtime has no TMA".into()),
+        });
+        let md = report.markdown(10);
+        assert!(
+            md.contains("2 of them on Burn's own matmul instead (the first: simple-tma-cmma refused: the runtime has no TMA)."),
             "{md}"
         );
     }
@@ -598,6 +682,7 @@ mod tests {
             steps: 1,
             warmup: 0,
             kernels: rows,
+            matmul: None,
         }
         .markdown(10);
         assert!(

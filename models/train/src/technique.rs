@@ -40,7 +40,7 @@ pub struct Registration {
 /// ApproxMul: the multiplier of every contraction, on the device.
 pub const APPROX_MUL: Registration = Registration {
     name: "approx-mul",
-    flags: &["--multiplier", "--conv"],
+    flags: &["--multiplier", "--conv", "--matmul"],
     packs: false,
     state: false,
     routes: &[],
@@ -347,7 +347,11 @@ impl<B: AutodiffBackend, M: Module<B>> Technique<B, M> for burn_approx_mul::Mult
         &APPROX_MUL
     }
     fn settings(&self) -> Vec<String> {
-        vec![self.name().to_string(), self.conv().to_string()]
+        vec![
+            self.name().to_string(),
+            self.conv().to_string(),
+            self.matmul().to_string(),
+        ]
     }
     fn boxed(&self) -> Box<dyn Technique<B, M>> {
         Box::new(self.clone())

@@ -11,7 +11,7 @@ pub mod prune;
 pub mod train;
 pub mod tune_bcr;
 
-use burn_approx_mul::{BUILT_IN_HELP, ConvRoute, Multiplier};
+use burn_approx_mul::{BUILT_IN_HELP, ConvRoute, MatmulKernel, Multiplier};
 use ember_train::EmberError;
 
 /// Runs this same command line with `flag value` added, in a child process of its own with the
@@ -52,7 +52,7 @@ pub fn multiplier_help(what: &str) -> String {
     format!("{what}: {BUILT_IN_HELP}; or a LUT file (NAME_M.bin or .lut)")
 }
 
-/// `--conv`, shared by the commands that run a model.
+/// `--conv` and `--matmul`, shared by the commands that run a model.
 #[derive(clap::Args)]
 pub struct ConvArgs {
     /// How native (exact) convolutions and their gradients run: gemm (a GEMM: burn-cubecl's
@@ -61,12 +61,26 @@ pub struct ConvArgs {
     /// bit for bit).
     #[arg(long, default_value = "gemm")]
     conv: ConvRoute,
+    /// Which of cubek's matmul kernels the native matmuls run on wgpu and CUDA (the linear
+    /// layers, attention, the convolutions' GEMMs): burn (burn-cubecl's own choice) or one of
+    /// the candidates Burn's autotune would time. A kernel the GPU or a shape refuses runs
+    /// Burn's instead (the effects report and `ember profile` say so); ndarray ignores it.
+    #[arg(long, value_parser = matmul_kernel(), default_value = "burn")]
+    matmul: MatmulKernel,
+}
+
+/// `--matmul`'s parser: the kernels' names, listed in the help and in the error.
+fn matmul_kernel() -> impl clap::builder::TypedValueParser<Value = MatmulKernel> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(MatmulKernel::ALL.map(MatmulKernel::name))
+        .try_map(|name| name.parse::<MatmulKernel>())
 }
 
 impl ConvArgs {
-    /// `multiplier` with native convolutions on the chosen route.
+    /// `multiplier` with native convolutions on the chosen route and native matmuls on the
+    /// chosen kernel.
     pub fn apply(&self, multiplier: Multiplier) -> Multiplier {
-        multiplier.with_conv(self.conv)
+        multiplier.with_conv(self.conv).with_matmul(self.matmul)
     }
 }
 

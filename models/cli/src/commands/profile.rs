@@ -1,7 +1,7 @@
 //! `ember profile`.
 
 use crate::choice;
-use burn_approx_mul::Multiplier;
+use burn_approx_mul::{MatmulKernel, Multiplier};
 use burn_sparse_act::{Policy, Pruning};
 use ember_models::classifier::ModelKind;
 use ember_models::data::DatasetKind;
@@ -45,6 +45,10 @@ pub struct ProfileArgs {
     /// Kernels listed by name (the rest are summed in one row).
     #[arg(long, default_value_t = 25)]
     top: usize,
+    /// Only the wall time (and the use of the --matmul kernel): no kernel-by-kernel profile,
+    /// one child process instead of two.
+    #[arg(long)]
+    wall_only: bool,
     /// Also write the report to this Markdown file (never overwritten).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -72,13 +76,17 @@ impl ProfileArgs {
     fn title(&self) -> String {
         let opts = self.options();
         let mut t = format!(
-            "{}, batch {}, {} backend, multiplier {} (--conv {})",
+            "{}, batch {}, {} backend, multiplier {} (--conv {}",
             self.model,
             self.batch_size,
             self.backend,
             opts.multiplier,
             opts.multiplier.conv()
         );
+        match opts.multiplier.matmul() {
+            MatmulKernel::Burn => t.push(')'),
+            kernel => t.push_str(&format!(", --matmul {kernel})")),
+        }
         if let Some(p) = self.sparse_act {
             t.push_str(&format!(", SparseAct {p}"));
         }
@@ -117,22 +125,29 @@ pub fn run(args: ProfileArgs) -> Result<(), EmberError> {
         "timing {} steps after {} warm-up steps (in a process of its own) ...",
         args.steps, args.warmup
     );
-    let StageResult::Wall(wall_ms) = in_child("wall")? else {
+    let StageResult::Wall { ms, matmul } = in_child("wall")? else {
         return Err(EmberError::Invalid("the wall stage printed kernels".into()));
     };
-    eprintln!("profiling the same steps kernel by kernel (in a process of its own) ...");
-    let StageResult::Kernels(kernels) = in_child(&format!("kernels:{}", log.path().display()))?
-    else {
-        return Err(EmberError::Invalid(
-            "the kernel stage printed a time".into(),
-        ));
+    let kernels = match args.wall_only {
+        true => Vec::new(),
+        false => {
+            eprintln!("profiling the same steps kernel by kernel (in a process of its own) ...");
+            let log = format!("kernels:{}", log.path().display());
+            let StageResult::Kernels(kernels) = in_child(&log)? else {
+                return Err(EmberError::Invalid(
+                    "the kernel stage printed a time".into(),
+                ));
+            };
+            kernels
+        }
     };
     let report = ProfileReport {
         title: args.title(),
-        wall_ms,
+        wall_ms: ms,
         steps: args.steps,
         warmup: args.warmup,
         kernels,
+        matmul,
     };
     let table = report.markdown(args.top);
     print!("{table}");

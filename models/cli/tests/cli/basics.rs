@@ -27,7 +27,7 @@ fn unknown_model_and_backend_are_rejected() {
         &ember(&["train", "--epochs", "0", "--out", "/nonexistent/x"]),
         "--epochs must be at least 1",
     );
-    let bad: [(&[&str], &str); 18] = [
+    let bad: [(&[&str], &str); 19] = [
         (&["train", "--optimizer", "lion"], "invalid value 'lion'"),
         (&["train", "--schedule", "step"], "invalid value 'step'"),
         (
@@ -53,6 +53,10 @@ fn unknown_model_and_backend_are_rejected() {
         (
             &["eval", "--conv", "direct", "--checkpoint"],
             "unknown convolution route `direct`",
+        ),
+        (
+            &["train", "--matmul", "cublas"],
+            "invalid value 'cublas' for '--matmul <MATMUL>'",
         ),
         (
             &["train", "--batch-size", "0"],

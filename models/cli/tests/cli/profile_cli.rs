@@ -82,6 +82,26 @@ fn a_lenet_step_is_profiled_kernel_by_kernel_and_the_report_kept() {
     std::fs::remove_dir_all(&tmp).unwrap();
 }
 
+#[test]
+fn a_chosen_matmul_kernel_is_timed_without_the_kernel_profile_and_its_use_reported() {
+    let mut args = lenet(&["--matmul", "simple-unit"]);
+    args.push("--wall-only".into());
+    let stdout = ok(&run(&args));
+    assert!(
+        stdout.contains("(--conv gemm, --matmul simple-unit)"),
+        "{stdout}"
+    );
+    // the convolutions' GEMMs and the linear layers: a few products a step, none refused
+    let products = number_after(&stdout, "Native matmuls on `simple-unit`: ");
+    assert!(products >= 4.0, "{stdout}");
+    assert!(
+        stdout.contains(" a step, 0 of them on Burn's own matmul instead."),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("- Kernels not profiled.\n"), "{stdout}");
+    assert!(!stdout.contains("| kernel |"), "{stdout}");
+}
+
 /// The number after `marker` in `text`.
 fn number_after(text: &str, marker: &str) -> f64 {
     let rest = text.split_once(marker).expect(marker).1;

@@ -81,11 +81,15 @@ pub(crate) fn resumed(
 impl Manifest {
     /// What this manifest recorded of a technique's flag, as [`technique::settings`] gives
     /// it: from the typed fields of the first four techniques, from [`Manifest::settings`] for
-    /// any other (`off` when absent: the run did not use it).
+    /// any other (`off` when absent: the run did not use it; `burn` for `--matmul`, which
+    /// runs before it ran Burn's matmul and did not record).
     pub fn recorded_setting(&self, flag: &str) -> String {
         self.typed_setting(flag).unwrap_or_else(|| {
             let recorded = self.settings.get(flag).cloned();
-            recorded.unwrap_or_else(|| technique::OFF.to_string())
+            recorded.unwrap_or_else(|| match flag {
+                "--matmul" => "burn".into(),
+                _ => technique::OFF.to_string(),
+            })
         })
     }
 

@@ -133,8 +133,12 @@ fn a_technique_without_a_typed_field_is_recorded_by_flag_and_off_when_absent() {
     // a manifest without the field reads (every such technique off)
     let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
     old.as_object_mut().unwrap().remove("settings");
-    let old: Manifest = serde_json::from_value(old).unwrap();
+    let mut old: Manifest = serde_json::from_value(old).unwrap();
     assert_eq!(old.recorded_setting("--quant"), OFF);
+    // runs before `--matmul` ran Burn's matmul; a kernel chosen is recorded by flag
+    assert_eq!(old.recorded_setting("--matmul"), "burn");
+    old.record_settings(&[("--matmul", "double-cyclic-cmma".into())]);
+    assert_eq!(old.recorded_setting("--matmul"), "double-cyclic-cmma");
 }
 
 #[test]
