@@ -315,8 +315,8 @@ impl Multiplier {
     }
 
     /// Which of cubek's matmul kernels the native products run on a CubeCL runtime (the
-    /// matmuls, the linear layers over tokens and the GEMMs of the native convolution routes;
-    /// approximate products always run Ember's GEMM).
+    /// matmuls, the linear layers and the GEMMs of the native convolution routes; approximate
+    /// products always run Ember's GEMM).
     pub fn matmul(&self) -> MatmulKernel {
         self.matmul
     }

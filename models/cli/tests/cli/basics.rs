@@ -287,8 +287,8 @@ fn trains_resumes_evaluates_and_protects_runs() {
     let csv = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "header + 2 epochs: {csv}");
 
-    // Resuming with another model or another convolution route, or past the last epoch, is
-    // refused.
+    // Resuming with another model, another convolution route or matmul kernel, or past the
+    // last epoch, is refused.
     let mut other = resume.clone();
     other[2] = "lenet5";
     fails_with(&ember(&other), "not lenet5");
@@ -296,6 +296,10 @@ fn trains_resumes_evaluates_and_protects_runs() {
     other[4] = "3";
     other.extend(["--conv", "burn"]);
     fails_with(&ember(&other), "--conv gemm, not burn");
+    let mut other = resume.clone();
+    other[4] = "3";
+    other.extend(["--matmul", "simple-unit"]);
+    fails_with(&ember(&other), "--matmul burn, not simple-unit");
     fails_with(&ember(&resume), "already completed 2 epochs");
 
     // Evaluation of the run, of its checkpoint file, and of another model's checkpoint.
