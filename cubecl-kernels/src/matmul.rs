@@ -305,21 +305,32 @@ fn count(fallback: Option<&str>) {
     }
 }
 
+/// How a product of [`matmul`] ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// The backend's own `float_matmul`: no kernel chosen ([`MatmulKernel::Burn`]), or no
+    /// CubeCL runtime.
+    Own,
+    /// The chosen kernel.
+    Chosen,
+    /// Burn's matmul in place of the chosen kernel, which refused for this reason.
+    Refused(String),
+}
+
 /// `lhs · rhs` (Burn's `float_matmul`: batch dimensions broadcast) on `kernel` where `B` runs
-/// CubeCL kernels, with the reason where the kernel refused and Burn's op ran instead (also
-/// counted in [`tally`]). [`MatmulKernel::Burn`] and backends without CubeCL kernels run
-/// `B::float_matmul` with no reason.
+/// CubeCL kernels, and how it ran: Burn's op where the kernel refused (counted in [`tally`]),
+/// and where no kernel was chosen or `B` has no CubeCL runtime.
 pub fn matmul<B: KernelBackend>(
     kernel: MatmulKernel,
     lhs: FloatTensor<B>,
     rhs: FloatTensor<B>,
-) -> (FloatTensor<B>, Option<String>) {
+) -> (FloatTensor<B>, Ran) {
     if kernel == MatmulKernel::Burn || B::cube_runtime().is_none() {
-        return (B::float_matmul(lhs, rhs), None);
+        return (B::float_matmul(lhs, rhs), Ran::Own);
     }
     let (out, why) = B::visit(Chosen(kernel), vec![lhs, rhs]);
     count(why.as_deref());
-    (out, why)
+    (out, why.map_or(Ran::Chosen, Ran::Refused))
 }
 
 /// The largest difference from Burn's product a kernel's may have on its first product of a

@@ -38,7 +38,7 @@ use burn_std::Shape;
 use cubecl_kernels::approx::im2col::Window;
 use cubecl_kernels::conv::{self as host, DenseConv};
 use cubecl_kernels::decorator::{CubeVisitor, KernelBackend, with_f32};
-use cubecl_kernels::matmul::MatmulKernel;
+use cubecl_kernels::matmul::{MatmulKernel, Ran};
 
 /// How a native convolution runs (`--conv`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -395,15 +395,13 @@ pub(crate) fn matmul<B: KernelBackend>(
     lhs: FloatTensor<B>,
     rhs: FloatTensor<B>,
 ) -> (FloatTensor<B>, Option<String>) {
-    if kernel == MatmulKernel::Burn || B::cube_runtime().is_none() {
-        return (B::float_matmul(lhs, rhs), None);
-    }
-    let (out, refused) = cubecl_kernels::matmul::matmul::<B>(kernel, lhs, rhs);
-    let route = match refused {
-        None => format!("native, matmul on {kernel}"),
-        Some(why) => format!("{BURN_ROUTE}; {why}"),
+    let (out, ran) = cubecl_kernels::matmul::matmul::<B>(kernel, lhs, rhs);
+    let route = match ran {
+        Ran::Own => None,
+        Ran::Chosen => Some(format!("native, matmul on {kernel}")),
+        Ran::Refused(why) => Some(format!("{BURN_ROUTE}; {why}")),
     };
-    (out, Some(route))
+    (out, route)
 }
 
 /// A linear layer's product with every leading dimension of the activations flattened into

@@ -9,7 +9,7 @@
 use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use cubecl_kernels::decorator::KernelBackend;
-use cubecl_kernels::matmul::{self, MatmulKernel};
+use cubecl_kernels::matmul::{self, MatmulKernel, Ran};
 use cubecl_kernels::testing::{TestBackend, lcg_data};
 
 /// `[batch, m, k] · [batch', k, n]` in f64 (a batch of one broadcasts), as f32.
@@ -53,11 +53,26 @@ fn product<B: KernelBackend>(
             Tensor::<B, 3>::from_data(TensorData::new(t, [bb, n, k]), &device).swap_dims(1, 2)
         }
     };
-    let (out, refused) = matmul::matmul::<B>(
+    let (out, ran) = matmul::matmul::<B>(
         kernel,
         lhs.into_primitive().tensor(),
         rhs.into_primitive().tensor(),
     );
+    let refused = match ran {
+        Ran::Refused(why) => Some(why),
+        Ran::Chosen => {
+            assert_ne!(kernel, MatmulKernel::Burn);
+            None
+        }
+        Ran::Own => {
+            let own = kernel == MatmulKernel::Burn || B::cube_runtime().is_none();
+            assert!(
+                own,
+                "{kernel}: the backend's own matmul where a kernel was chosen"
+            );
+            None
+        }
+    };
     let out = Tensor::<B, 3>::from_primitive(TensorPrimitive::Float(out));
     (out.into_data().to_vec::<f32>().unwrap(), refused)
 }
