@@ -409,7 +409,8 @@ impl<B: KernelBackend> CubeVisitor<B> for Chosen {
         let want = burns(lhs, rhs);
         let (diff, scale) = difference::<B>(out.clone(), want.clone());
         if !scale.is_finite() {
-            // no verdict from values that overflow or are not numbers: check the next product
+            // no verdict from products that overflow (NaN entries are left out of the maximum):
+            // check the next product
             return (
                 want,
                 refused(

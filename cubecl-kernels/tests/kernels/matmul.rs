@@ -3,8 +3,9 @@
 //! `MatmulKernel::ALL` either runs (within the runtime's dense tolerance: TF32 on CUDA) or
 //! refuses with its reason and hands back Burn's product (bit for bit); a kernel needing
 //! instructions the runtime lacks says which, and one that gets a shape wrong (cubek's
-//! `double-unit` on lavapipe) is refused for it; plain, batched, broadcast and transposed
-//! operands; ndarray runs its own matmul whatever the name; the tally counts both.
+//! `double-unit` on lavapipe) is refused for it, and a first product that overflows decides
+//! nothing; plain, batched, broadcast and transposed operands; ndarray runs its own
+//! matmul whatever the name; the tally counts both.
 
 use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -176,5 +177,30 @@ fn a_backend_without_cubecl_kernels_runs_its_own_matmul_whatever_the_name() {
         let (got, refused) = product::<NdArray>(kernel, &a, &b, dims, false);
         assert_eq!(refused, None, "{kernel}");
         assert_eq!(got, burn, "{kernel}: ndarray's own matmul");
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn a_first_product_that_overflows_gives_no_verdict<R>() {
+        // a shape no other test multiplies, so this is its first product in the process
+        let dims = [1, 1, 5, 7, 3];
+        let mut a = lcg_data(&[1, 5, 7], 5).to_vec::<f32>().unwrap();
+        let b: Vec<f32> = lcg_data(&[1, 7, 3], 6).to_vec::<f32>().unwrap().iter().map(|v| v.abs() + 0.1).collect();
+        // the first row's products overflow to +∞
+        a[3] = f32::INFINITY;
+        let kernel = MatmulKernel::SimpleUnit;
+        let (got, why) = product::<TestBackend<R>>(kernel, &a, &b, dims, false);
+        assert_eq!(
+            why.as_deref(),
+            Some("simple-unit refused: its first product of this shape was not finite (checked again on the next)"),
+        );
+        let (burn, _) = product::<TestBackend<R>>(MatmulKernel::Burn, &a, &b, dims, false);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&burn), "Burn's product, the infinite row included");
+        // finite values next: checked, and the kernel runs
+        a[3] = 0.5;
+        let (got, why) = product::<TestBackend<R>>(kernel, &a, &b, dims, false);
+        assert_eq!(why, None);
+        assert_close(&got, &reference(&a, &b, dims), R::dense_tolerance(1e-5), "after the check");
     }
 }
