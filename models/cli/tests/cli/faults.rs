@@ -65,6 +65,17 @@ fn idx_dataset(dir: &Path, n: u32) {
 /// Starts `ember args`, waits for a stderr line containing `when`, then sends `signal` (by
 /// pid, with kill(1)) and returns the exit status and everything it printed on stderr.
 pub fn kill_when(args: &[&str], when: &str, signal: &str) -> (std::process::ExitStatus, String) {
+    kill_after(args, when, std::time::Duration::ZERO, signal)
+}
+
+/// [`kill_when`], the signal sent `wait` after the line is seen (so that what the line
+/// announces has begun).
+pub fn kill_after(
+    args: &[&str],
+    when: &str,
+    wait: std::time::Duration,
+    signal: &str,
+) -> (std::process::ExitStatus, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ember"))
         .args(args)
         .env("XDG_RUNTIME_DIR", std::env::temp_dir())
@@ -79,6 +90,7 @@ pub fn kill_when(args: &[&str], when: &str, signal: &str) -> (std::process::Exit
     while stderr.read_line(&mut line).unwrap() > 0 {
         seen.push_str(&line);
         if !sent && line.contains(when) {
+            std::thread::sleep(wait);
             let status = Command::new("kill")
                 .args([&format!("-{signal}"), &child.id().to_string()])
                 .status()
@@ -636,16 +648,16 @@ fn an_interrupted_prune_exits_130_and_its_rerun_resumes_or_starts_clean() {
 fn a_sequence_past_the_cap_is_refused_and_a_batch_that_outlasts_a_signal_ends_in_bounded_time() {
     let tmp = scratch("long-sequence");
     let jv = crate::common::jv_dir(&tmp);
-    // three series of 300,000 frames (every channel its first value, repeated): one batch of 3
-    // that takes well over the 20 s grace period on 2 cores (at 100,000 frames it sometimes
-    // ended within it)
+    // three series of 20,000 frames (every channel its first value, repeated): one batch of 3
+    // that takes over 10 minutes on 2 cores (burn-autodiff's graph registration grows with the
+    // sequence: the step is quadratic in its length), far past the 20 s grace period
     let train = std::fs::read_to_string(jv.join("JapaneseVowels_TRAIN.ts")).unwrap();
     let (head, data) = train.split_once("@data\n").unwrap();
     let first = data.lines().next().unwrap();
     let (channels, label) = first.rsplit_once(':').unwrap();
     let long: Vec<String> = channels
         .split(':')
-        .map(|c| vec![c.split(',').next().unwrap(); 300_000].join(","))
+        .map(|c| vec![c.split(',').next().unwrap(); 20_000].join(","))
         .collect();
     let series = format!("{}:{label}\n", long.join(":"));
     std::fs::write(
@@ -658,12 +670,18 @@ fn a_sequence_past_the_cap_is_refused_and_a_batch_that_outlasts_a_signal_ends_in
     // the default cap refuses the series by its place in the file
     fails_with(
         &ember(&args(&[])),
-        "JapaneseVowels_TRAIN.ts: series 1 has 300000 frames, more than the 1000",
+        "JapaneseVowels_TRAIN.ts: series 1 has 20000 frames, more than the 1000",
     );
     assert!(!out.exists());
-    // allowed, its one batch outlasts the signal: the process ends within the grace period
+    // allowed, its one batch outlasts the signal, sent 3 s into the epoch (a signal before the
+    // first batch ends the run cleanly instead): the process ends within the grace period
     let started = std::time::Instant::now();
-    let (status, stderr) = kill_when(&args(&["--max-frames", "300000"]), "training gru", "TERM");
+    let (status, stderr) = kill_after(
+        &args(&["--max-frames", "20000"]),
+        "training gru",
+        std::time::Duration::from_secs(3),
+        "TERM",
+    );
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("did not end within 20 s"), "{stderr}");
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
