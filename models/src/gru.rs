@@ -10,6 +10,10 @@
 //!
 //! Burn's `Gru` multiplies its gate weights with `float_matmul`, not `linear`, so a decorator
 //! that replaces the GRU's products (ApproxMul, BCR's packed weights) must take that path.
+//!
+//! The forward pass first puts the parameters in one autodiff graph
+//! ([`crate::graph::join_params`]): without it, burn-autodiff 0.21's graph merges make a
+//! training step's cost grow with the square of the sequence length.
 
 use burn::nn::gru::{Gru, GruConfig};
 use burn::nn::{Linear, LinearConfig};
@@ -62,6 +66,8 @@ impl<B: Backend> GruClassifier<B> {
             lengths.len() == batch && lengths.iter().all(|&l| (1..=steps).contains(&l)),
             "one length in 1..={steps} per sequence of the batch, got {lengths:?}"
         );
+        // each gate's parameters are used at every step: one graph for them first
+        crate::graph::join_params(self);
         let mut h = x;
         for gru in &self.grus {
             h = gru.forward(h, None);

@@ -11,6 +11,9 @@
 //!   [`deit`]: DeiT-Ti/S/B. Their trainable parameter counts are the published ones (tested).
 //! - [`vgg`]: VGG-16 in its CIFAR-10 configuration (parameter count tested), for BCR's tuner and
 //!   kernel shapes; a library model for now.
+//! - [`graph`]: one autodiff graph for a module's parameters before a pass that reuses them
+//!   at every time step (burn-autodiff's graph merges otherwise grow with the square of the
+//!   sequence length).
 //! - [`gru`]: a GRU sequence classifier (stacked stock `burn::nn::Gru`, logits from each
 //!   sequence's last valid step) for the speech and speaker tasks of BCR; a library model for now.
 //! - [`act`]: ReLU or PReLU(channels) for the LeNets and the ResNets (`--act prelu`).
@@ -64,6 +67,7 @@ pub mod classifier;
 pub mod data;
 pub mod deit;
 pub mod error;
+pub mod graph;
 pub mod gru;
 pub mod lenet;
 pub mod params;
