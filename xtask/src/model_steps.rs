@@ -162,17 +162,22 @@ fn csv_of(
 }
 
 /// Writes `fresh` (a CSV with [`CSV_HEADER`]) to `path`, keeping the rows `path` had of the
-/// devices `fresh` has none of (the CPU rows and a GPU run's rows are measured apart).
+/// (device, model) pairs `fresh` has none of: the CPU rows and a GPU run's rows are measured
+/// apart, and a run of some models (`EMBER_BENCH_MODELS`) keeps the others' rows.
 fn write_csv(path: &Path, fresh: &str) -> Result<()> {
-    let device = |line: &str| line.split(',').nth(2).map(str::to_string);
-    let ours: std::collections::BTreeSet<String> =
-        fresh.lines().skip(1).filter_map(device).collect();
+    let key = |line: &str| {
+        let mut cells = line.split(',');
+        let model = cells.next()?.to_string();
+        Some((cells.nth(1)?.to_string(), model))
+    };
+    let ours: std::collections::BTreeSet<(String, String)> =
+        fresh.lines().skip(1).filter_map(key).collect();
     let old = std::fs::read_to_string(path).unwrap_or_default();
     let mut lines: Vec<&str> = fresh.lines().skip(1).collect();
     lines.extend(
         old.lines()
             .skip(1)
-            .filter(|l| device(l).is_some_and(|d| !ours.contains(&d))),
+            .filter(|l| key(l).is_some_and(|k| !ours.contains(&k))),
     );
     lines.sort();
     let mut out = format!("{CSV_HEADER}\n");
@@ -366,6 +371,74 @@ fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str
     md
 }
 
+/// The model-step section of `report` (empty where it has none).
+fn current_section(report: &str) -> &str {
+    report.find(SECTION).map_or("", |at| {
+        let rest = &report[at + SECTION.len()..];
+        &report[at..rest
+            .find("\n## ")
+            .map_or(report.len(), |e| at + SECTION.len() + e)]
+    })
+}
+
+/// The model-step section after a run of some models (`measured`, as `fresh` gives them):
+/// `old`'s header and its rows of the other models, `fresh`'s rows, and a line under the
+/// header naming the models re-run alone at `when` (as `cargo xtask bench --filter` does).
+/// Without an old section, `fresh` as it is.
+fn merge_section(
+    old: &str,
+    fresh: &str,
+    measured: &std::collections::BTreeSet<String>,
+    when: &str,
+) -> String {
+    if old.is_empty() {
+        return fresh.to_string();
+    }
+    let model = |line: &str| {
+        let cell = line.strip_prefix("| ")?.split(" |").next()?;
+        (cell != "model" && !line.starts_with("|---")).then(|| cell.to_string())
+    };
+    let names = measured
+        .iter()
+        .map(|m| format!("`{m}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let note = format!("Rows of {names}: re-run alone at {when}.");
+    let (mut head, mut rows) = (Vec::new(), Vec::new());
+    for line in old.lines() {
+        match model(line) {
+            Some(m) if measured.contains(&m) => {}
+            Some(_) => rows.push(line),
+            None if line.starts_with("Rows of ") && line.contains(&format!("{names}:")) => {}
+            None => head.push(line),
+        }
+    }
+    rows.extend(fresh.lines().filter(|l| model(l).is_some()));
+    // by model, batch, device, threads and route, as a full run writes them
+    let cells = |l: &str| -> Vec<String> { l.split(" | ").map(str::to_string).collect() };
+    rows.sort_by_key(|l| {
+        let c = cells(l);
+        let number = |i: usize| c.get(i).and_then(|v| v.trim().parse::<usize>().ok());
+        (
+            c.first().cloned(),
+            number(1),
+            c.get(2).cloned(),
+            number(3),
+            c.get(4).cloned(),
+        )
+    });
+    let table = head
+        .iter()
+        .position(|l| l.starts_with("| model"))
+        .unwrap_or(head.len());
+    let mut md = format!("{}\n\n{note}\n\n", head[..table].join("\n").trim_end());
+    for l in head[table..].iter().chain(&rows) {
+        md += l;
+        md += "\n";
+    }
+    md
+}
+
 /// `report` with its model-step section replaced by `section` (added at the end where it had
 /// none: after the GPU runs, which the bench table's writer keeps as they are).
 pub(crate) fn replace_section(report: &str, section: &str) -> String {
@@ -427,10 +500,15 @@ pub(crate) fn run() -> Result<()> {
     let report_path = root.join("docs/benchmarks.md");
     let report = std::fs::read_to_string(&report_path)
         .with_context(|| format!("reading {}", report_path.display()))?;
-    crate::write_atomic(
-        &report_path,
-        &replace_section(&report, &section(&steps, &times, &what, &when)),
-    )?;
+    let fresh = section(&steps, &times, &what, &when);
+    let fresh = match std::env::var("EMBER_BENCH_MODELS") {
+        Ok(models) if !models.trim().is_empty() => {
+            let measured = steps.iter().map(|s| s.model.clone()).collect();
+            merge_section(current_section(&report), &fresh, &measured, &when)
+        }
+        _ => fresh,
+    };
+    crate::write_atomic(&report_path, &replace_section(&report, &fresh))?;
     println!("wrote docs/model-steps.csv ({} rows)", steps.len());
     Ok(())
 }
@@ -520,6 +598,79 @@ mod tests {
         assert!(merged.contains("lenet5,64,ndarray,1,native"), "{merged}");
         assert!(!merged.contains("99.000"), "{merged}");
         assert_eq!(merged.lines().count(), 1 + 1 + 3, "{merged}");
+    }
+
+    #[test]
+    fn a_run_of_some_models_replaces_their_rows_alone() {
+        let row = |model: &str, threads: usize, ms: &str| {
+            format!("| {model} | 64 | ndarray | {threads} | native | {ms} | 1 ms | 2.00× |")
+        };
+        let head = format!(
+            "{SECTION}\n\nWritten by a full run.\n\n\
+             | model | batch | device | threads | route | Ember | PyTorch | Ember ÷ PyTorch |\n\
+             |---|---:|---|---:|---|---:|---:|---:|\n"
+        );
+        let old = format!(
+            "{head}{}\n{}\n{}\n",
+            row("deit-ti", 1, "old"),
+            row("gru", 1, "old"),
+            row("lenet5", 2, "old")
+        );
+        let report = format!("# B\n\n| a |\n{old}\n## Whole-model steps on a GPU\n\ng\n");
+        assert_eq!(current_section(&report), old.trim_end());
+        let fresh = format!("{head}{}\n{}\n", row("gru", 1, "new"), row("gru", 2, "new"));
+        let gru = std::collections::BTreeSet::from(["gru".to_string()]);
+        let merged = merge_section(current_section(&report), &fresh, &gru, "commit abc");
+        let rows: Vec<&str> = merged
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| model"))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                row("deit-ti", 1, "old"),
+                row("gru", 1, "new"),
+                row("gru", 2, "new"),
+                row("lenet5", 2, "old")
+            ]
+        );
+        assert!(merged.starts_with(&format!("{SECTION}\n\nWritten by a full run.\n\nRows of `gru`: re-run alone at commit abc.\n\n| model")), "{merged}");
+        // again: one note for the same models, the table written once
+        let again = merge_section(&merged, &fresh, &gru, "commit def");
+        assert_eq!(again.matches("Rows of `gru`").count(), 1, "{again}");
+        assert!(again.contains("commit def") && !again.contains("commit abc"));
+        assert_eq!(again.matches("| model").count(), 1);
+        // into the report: the GPU section after it stays
+        let written = replace_section(&report, &merged);
+        assert!(
+            written.ends_with("## Whole-model steps on a GPU\n\ng\n"),
+            "{written}"
+        );
+        // no old section: the fresh one
+        assert_eq!(merge_section("", &fresh, &gru, "c"), fresh);
+        // the CSV: the other models' rows of the same device stay
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model-steps.csv");
+        std::fs::write(
+            &path,
+            format!(
+                "{CSV_HEADER}\ngru,64,ndarray,1,native,f32,9.000,1.000,9.00\n\
+                 lenet5,64,ndarray,1,native,f32,8.000,4.000,2.00\n"
+            ),
+        )
+        .unwrap();
+        write_csv(
+            &path,
+            &format!("{CSV_HEADER}\ngru,64,ndarray,1,native,f32,3.000,1.000,3.00\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!(
+                "{CSV_HEADER}\ngru,64,ndarray,1,native,f32,3.000,1.000,3.00\n\
+                 lenet5,64,ndarray,1,native,f32,8.000,4.000,2.00\n"
+            )
+        );
     }
 
     #[test]
