@@ -617,7 +617,7 @@ mod tests {
             row("lenet5", 2, "old")
         );
         let report = format!("# B\n\n| a |\n{old}\n## Whole-model steps on a GPU\n\ng\n");
-        assert_eq!(current_section(&report), old.trim_end());
+        assert_eq!(current_section(&report), old);
         let fresh = format!("{head}{}\n{}\n", row("gru", 1, "new"), row("gru", 2, "new"));
         let gru = std::collections::BTreeSet::from(["gru".to_string()]);
         let merged = merge_section(current_section(&report), &fresh, &gru, "commit abc");
