@@ -14,8 +14,8 @@
 //!
 //! [`join_params`] gives every tracked parameter one graph up front, with a single operation
 //! that has them all as parents (a concatenation of one element of each, then dropped). No
-//! later operation of the pass then has parents in two graphs, and the pass costs the same
-//! per step at any length. It changes no value and no gradient (tested).
+//! later operation of the pass then has parents in two graphs, and the cost of a step
+//! barely grows with the length. It changes no value and no gradient (tested).
 //! [`crate::gru::GruClassifier`] calls it at the start of its forward pass; a model of your own
 //! that unrolls `burn::nn` recurrent layers should too. On a backend without autodiff, or with
 //! no tracked parameter, it does nothing.
