@@ -36,12 +36,10 @@ pub fn join_params<B: Backend, M: Module<B>>(module: &M) {
     }
     let mut firsts = Firsts(Vec::new());
     module.visit(&mut firsts);
-    let Some(dtype) = firsts.0.first().map(Tensor::dtype) else {
-        return;
-    };
     if firsts.0.len() < 2 {
         return;
     }
+    let dtype = firsts.0[0].dtype();
     // a concatenation takes one dtype: parameters of another are cast (one element each)
     let firsts = firsts
         .0

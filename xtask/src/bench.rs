@@ -111,22 +111,32 @@ fn merge(old: &str, filter: &str, fresh: Vec<(String, String)>, when: &str) -> S
         }
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    // the header (up to the table's two first lines), the refresh note, the table
-    let table = head
+    let note = format!("Rows containing `{filter}`: re-run alone at {when}.");
+    let head = head.iter().map(String::as_str).collect::<Vec<_>>();
+    with_note(
+        &head,
+        "| benchmark",
+        &note,
+        rows.iter().map(|(_, l)| l.as_str()),
+    )
+}
+
+/// A merged report section: `head`'s lines before the one starting with `table` (the text
+/// above the table), a blank line, `note`, a blank line, then `head`'s table lines (its header
+/// and separator) and `rows`, each line ending in a newline.
+pub(crate) fn with_note<'a>(
+    head: &[&'a str],
+    table: &str,
+    note: &str,
+    rows: impl Iterator<Item = &'a str>,
+) -> String {
+    let at = head
         .iter()
-        .position(|l| l.starts_with("| benchmark"))
+        .position(|l| l.starts_with(table))
         .unwrap_or(head.len());
-    let text = head[..table].join("\n");
-    let mut md = format!(
-        "{}\n\nRows containing `{filter}`: re-run alone at {when}.\n\n",
-        text.trim_end()
-    );
-    for l in &head[table..] {
+    let mut md = format!("{}\n\n{note}\n\n", head[..at].join("\n").trim_end());
+    for l in head[at..].iter().copied().chain(rows) {
         md += l;
-        md += "\n";
-    }
-    for (_, line) in rows {
-        md += &line;
         md += "\n";
     }
     md

@@ -427,16 +427,7 @@ fn merge_section(
             c.get(4).cloned(),
         )
     });
-    let table = head
-        .iter()
-        .position(|l| l.starts_with("| model"))
-        .unwrap_or(head.len());
-    let mut md = format!("{}\n\n{note}\n\n", head[..table].join("\n").trim_end());
-    for l in head[table..].iter().chain(&rows) {
-        md += l;
-        md += "\n";
-    }
-    md
+    crate::bench::with_note(&head, "| model", &note, rows.into_iter())
 }
 
 /// `report` with its model-step section replaced by `section` (added at the end where it had
