@@ -16,8 +16,11 @@ use crate::ops::conv::{self, Product};
 use crate::ops::elementwise;
 use crate::ops::matmul;
 use crate::ops::native::{self, ConvRoute, Linear};
-use burn_backend::ops::{ConvOptions, ConvTransposeOptions, UnfoldOptions};
-use burn_backend::tensor::FloatTensor;
+use crate::ops::pool;
+use burn_backend::ops::{
+    ConvOptions, ConvTransposeOptions, MaxPool2dBackward, MaxPool2dWithIndices, UnfoldOptions,
+};
+use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_backend::{Scalar, Shape, TensorMetadata};
 use cubecl_kernels::activation::{Activation, ops as activation};
 use cubecl_kernels::approx::ApproxMultiply;
@@ -27,6 +30,7 @@ use cubecl_kernels::decorator::{
     MultiplyStrategy, Wrapped,
 };
 use cubecl_kernels::elementwise::Binary;
+use cubecl_kernels::pool::Pool2d;
 use cubecl_kernels::reduce::Reduction;
 
 /// The decoration: its configuration is the device's [`Multiplier`].
@@ -384,6 +388,23 @@ fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<
     Wrapped::new(out, cfg)
 }
 
+/// A max pooling's window from Burn's arguments.
+fn window(
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    ceil_mode: bool,
+) -> Pool2d {
+    Pool2d {
+        kernel,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    }
+}
+
 impl cubecl_kernels::decorator::PlainFloat for Approx {}
 
 impl<B: KernelBackend> DecoratorOps<B> for Approx {
@@ -559,6 +580,78 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
             }
         };
         Wrapped::new(out, x.config)
+    }
+
+    /// On the GEMM routes, Ember's host loops where the host views the input
+    /// ([`cubecl_kernels::pool`], bit-identical to burn-ndarray's); the inner backend's op on
+    /// CubeCL runtimes and on `--conv burn`.
+    fn max_pool2d(
+        x: T<B>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+    ) -> T<B> {
+        let w = window(kernel, stride, padding, dilation, ceil_mode);
+        let route = x.config.conv();
+        Wrapped::new(pool::max_pool2d::<B>(x.inner, w, route), x.config)
+    }
+
+    /// As [`Self::max_pool2d`], with the index of each window's maximum in its input plane
+    /// (autodiff's forward pass).
+    fn max_pool2d_with_indices(
+        x: T<B>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+    ) -> MaxPool2dWithIndices<ApproxMul<B>> {
+        let w = window(kernel, stride, padding, dilation, ceil_mode);
+        let out = pool::max_pool2d_with_indices::<B>(x.inner, w, x.config.conv());
+        MaxPool2dWithIndices {
+            output: Wrapped::new(out.output, x.config.clone()),
+            indices: Wrapped::new(out.indices, x.config),
+        }
+    }
+
+    /// As [`Self::max_pool2d`]: each output gradient added at its maximum's index.
+    fn max_pool2d_with_indices_backward(
+        x: T<B>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        ceil_mode: bool,
+        output_grad: T<B>,
+        indices: IntTensor<ApproxMul<B>>,
+    ) -> MaxPool2dBackward<ApproxMul<B>> {
+        let w = window(kernel, stride, padding, dilation, ceil_mode);
+        let route = x.config.conv();
+        let dx =
+            pool::max_pool2d_backward::<B>(x.inner, w, output_grad.inner, indices.inner, route);
+        MaxPool2dBackward {
+            x_grad: Wrapped::new(dx, x.config),
+        }
+    }
+
+    /// burn-backend's default (the output gradient's `swap_dims(0, 1)`, a reshape to
+    /// `[channels, batch·h·w]`, a sum along the last axis) through this decorator's ops: on the
+    /// GEMM routes the reshape of the swapped view is copied on the host (burn-ndarray walks it
+    /// value by value; the same values, summed alike) and the sum takes the routed reduction.
+    /// The inner backend's op on `--conv burn`.
+    fn conv2d_bias_backward(x: T<B>, bias: T<B>, output_grad: T<B>) -> T<B> {
+        if x.config.conv() == ConvRoute::Burn {
+            let dbias = B::conv2d_bias_backward(x.inner, bias.inner, output_grad.inner);
+            return Wrapped::new(dbias, x.config);
+        }
+        let batch = x.inner.shape()[0];
+        let [_, channels, h, w] = output_grad.inner.shape().dims();
+        let grad = <Self as DecoratorOps<B>>::float_swap_dims(output_grad, 0, 1);
+        let grad = <Self as DecoratorOps<B>>::float_reshape(grad, [channels, batch * h * w].into());
+        let grad = <Self as DecoratorOps<B>>::float_sum_dim(grad, 1);
+        <Self as DecoratorOps<B>>::float_reshape(grad, bias.inner.shape())
     }
 
     conv_ops!(

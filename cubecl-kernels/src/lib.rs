@@ -25,6 +25,9 @@
 //! - [`elementwise`]: Burn's element-wise arithmetic (binary ops with broadcasting, ReLU's
 //!   backward, the copy of a strided view) on host memory in one pass each, bit-identical to
 //!   burn-ndarray's: the GEMM routes' element-wise ops on backends without CubeCL kernels.
+//! - [`pool`]: 2-d max pooling (forward with the maxima's indices, backward) on host memory,
+//!   bit-identical to burn-ndarray's: the GEMM routes' max pooling on backends without CubeCL
+//!   kernels.
 //! - [`bsr`]: SparseAct's block-sparse activations: pruning kernels (block norms, per-sample
 //!   top-k, compression to BSR) and the block-sparse weight-gradient kernel, with their host
 //!   reference.
@@ -105,6 +108,7 @@ pub mod matmul;
 pub mod norm;
 pub mod optim;
 mod panel;
+pub mod pool;
 pub mod profiler;
 pub mod reduce;
 pub mod runtime;

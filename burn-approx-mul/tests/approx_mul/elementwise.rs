@@ -1,7 +1,8 @@
 //! Burn's element-wise arithmetic on the GEMM routes of ndarray (Ember's host loops) equals
 //! burn-ndarray's bit for bit: batch norm in training mode and ReLU, forward and every
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
-//! with NaN and infinities in the data. On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
+//! with NaN and infinities in the data, and a convolution's bias gradient (a sum of the swapped
+//! and reshaped output gradient). On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
 //! ReLU and GELU, forward and backward (one kernel each on the GEMM routes), equal Burn's
 //! composites bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
 //! not. Divisions by a scalar (one, which the GEMM routes answer with the tensor itself, and
@@ -166,6 +167,53 @@ fn divisions_by_a_scalar_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
         let device =
             ApproxDevice::<NdArray>::new(Default::default(), Multiplier::native().with_conv(route));
         let got = scalar_run::<Autodiff<ApproxMul<NdArray>>>(&device);
+        assert_eq!(bits(&got), bits(&plain), "{route}");
+    }
+}
+
+/// The bias gradient of two convolutions (LeNet-5's shapes, batch 3) under a loss linear in
+/// their outputs: the output gradient, and so the bias gradient, is the same on every route.
+fn bias_grads<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    use burn::tensor::module::conv2d;
+    use burn::tensor::ops::ConvOptions;
+    let mut out = Vec::new();
+    for ([n, c, side], [co, k, pad]) in [([3, 1, 28], [6, 5, 2]), ([3, 6, 14], [16, 5, 0])] {
+        let data = |len: usize, seed: u64, shape: Vec<usize>| {
+            TensorData::new(cubecl_kernels::testing::uniform(len, seed), shape)
+        };
+        let x =
+            Tensor::<B, 4>::from_data(data(n * c * side * side, 1, vec![n, c, side, side]), device);
+        let w = Tensor::<B, 4>::from_data(data(co * c * k * k, 2, vec![co, c, k, k]), device);
+        let b = Tensor::<B, 1>::from_data(data(co, 3, vec![co]), device).require_grad();
+        let options = ConvOptions::new([1, 1], [pad, pad], [1, 1], 1);
+        let y = conv2d(x, w, Some(b.clone()), options);
+        let dy = Tensor::<B, 4>::from_data(
+            TensorData::new(
+                cubecl_kernels::testing::with_specials(y.shape().num_elements(), 4, false),
+                y.shape(),
+            ),
+            device,
+        );
+        let grads = (y * dy).sum().backward();
+        out.push(
+            b.grad(&grads)
+                .expect("a gradient")
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap(),
+        );
+    }
+    out
+}
+
+#[test]
+fn convolution_bias_gradients_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
+    let plain = bias_grads::<Autodiff<NdArray>>(&Default::default());
+    assert_eq!(plain.iter().map(Vec::len).collect::<Vec<_>>(), [6, 16]);
+    for route in [ConvRoute::Gemm, ConvRoute::Im2col, ConvRoute::Burn] {
+        let device =
+            ApproxDevice::<NdArray>::new(Default::default(), Multiplier::native().with_conv(route));
+        let got = bias_grads::<Autodiff<ApproxMul<NdArray>>>(&device);
         assert_eq!(bits(&got), bits(&plain), "{route}");
     }
 }

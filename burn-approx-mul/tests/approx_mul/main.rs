@@ -6,5 +6,6 @@ mod decorator;
 mod elementwise;
 mod exhaustive;
 mod modules;
+mod pool;
 mod split_k;
 mod transpose;
