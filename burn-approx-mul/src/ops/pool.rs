@@ -69,8 +69,9 @@ pub(crate) fn max_pool2d_with_indices<B: KernelBackend>(
 
 /// Burn's `max_pool2d_with_indices_backward`: the gradient of the input `x` of a max pooling by
 /// `window` from its output gradient and the maxima's `indices`, on the host where `route` and
-/// the backend allow it, the gradient is row-major, the indices are readable and each falls in
-/// its input plane; the inner backend's op otherwise.
+/// the backend allow it, the gradient is row-major, the indices are readable (borrowed where the
+/// backend holds them as `i64` in host memory, [`KernelBackend::int_host_i64`]) and each falls
+/// in its input plane; the inner backend's op otherwise.
 pub(crate) fn max_pool2d_backward<B: KernelBackend>(
     x: FloatTensor<B>,
     w: Pool2d,
@@ -88,11 +89,16 @@ pub(crate) fn max_pool2d_backward<B: KernelBackend>(
         (_, Some(x_shape), Some([batch, channels, out_h, out_w]), Some(grad))
             if [batch, channels] == [x_shape[0], x_shape[1]] =>
         {
-            burn_std::reader::try_read_sync(B::int_into_data(indices.clone()))
-                .and_then(Result::ok)
-                .and_then(|data| data.convert::<i64>().into_vec::<i64>().ok())
-                .and_then(|index| pool::max_pool2d_backward(grad, &index, x_shape, [out_h, out_w]))
-                .map(|dx| (dx, x_shape))
+            let out = [out_h, out_w];
+            match B::int_host_i64(&indices) {
+                Some(index) => pool::max_pool2d_backward(grad, index, x_shape, out),
+                // other int elements: read (value by value on ndarray)
+                None => burn_std::reader::try_read_sync(B::int_into_data(indices.clone()))
+                    .and_then(Result::ok)
+                    .and_then(|data| data.convert::<i64>().into_vec::<i64>().ok())
+                    .and_then(|index| pool::max_pool2d_backward(grad, &index, x_shape, out)),
+            }
+            .map(|dx| (dx, x_shape))
         }
         _ => None,
     };

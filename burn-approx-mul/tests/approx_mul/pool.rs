@@ -2,7 +2,8 @@
 //! for bit: outputs, the maxima's indices and the input gradients, for LeNet's and VGG's 2 × 2
 //! windows, ResNet's padded 3 × 3 stem pool, overlapping windows (whose gradients add up),
 //! dilation and `ceil_mode`, with ties, NaN and infinities in the data; a strided input (which
-//! the host loops hand back to burn-ndarray) and a backend without autodiff too. On the CubeCL
+//! the host loops hand back to burn-ndarray), a backend without autodiff and one with i32
+//! indices too. On the CubeCL
 //! runtime `EMBER_TEST_RUNTIME` selects, the routes keep the runtime's own pooling.
 
 use burn::backend::{Autodiff, NdArray};
@@ -112,6 +113,10 @@ fn max_pooling_on_the_gemm_routes_equals_burn_ndarray_bit_for_bit() {
             assert_eq!(bits(&got), bits(&plain_infer), "{route}, no autodiff");
         }
     }
+    // i32 indices, which the host cannot borrow as i64: read, then the same loops
+    let device = ApproxDevice::<NdArray<f32, i32>>::new(Default::default(), Multiplier::native());
+    let got = run::<Autodiff<ApproxMul<NdArray<f32, i32>>>>(&device);
+    assert_eq!(bits(&got), bits(&plain), "i32 indices");
 }
 
 cubecl_kernels::runtime_test! {

@@ -7,7 +7,7 @@
 
 use super::{Decorated, Decoration, DecoratorOps, LayerSettings, Wrapped};
 use burn_backend::Backend;
-use burn_backend::tensor::FloatTensor;
+use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use core::marker::PhantomData;
@@ -68,6 +68,15 @@ pub trait KernelBackend: Backend {
     /// order (ndarray); `None` elsewhere. The host paths read their operands through it
     /// ([`with_f32`]) instead of copying them.
     fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
+        let _ = t;
+        None
+    }
+
+    /// `t`'s values, borrowed, where the backend holds them in host memory in row-major order
+    /// as `i64` (ndarray's default int element); `None` elsewhere. Max pooling's backward on the
+    /// host reads the maxima's indices through it (burn-ndarray's `into_data` of an int tensor
+    /// collects it value by value: a fifth of LeNet-5's training step).
+    fn int_host_i64(t: &IntTensor<Self>) -> Option<&[i64]> {
         let _ = t;
         None
     }
@@ -142,6 +151,13 @@ where
     fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
         match t {
             burn_ndarray::NdArrayTensor::F32(storage) => storage.view().to_slice(),
+            _ => None,
+        }
+    }
+
+    fn int_host_i64(t: &IntTensor<Self>) -> Option<&[i64]> {
+        match t {
+            burn_ndarray::NdArrayTensor::I64(storage) => storage.view().to_slice(),
             _ => None,
         }
     }
@@ -280,6 +296,10 @@ impl<B: KernelBackend, D: DecoratorOps<B>> KernelBackend for Decorated<B, D> {
 
     fn float_host_slice(t: &FloatTensor<Self>) -> Option<&[f32]> {
         B::float_host_slice(D::float_peek(&t.inner))
+    }
+
+    fn int_host_i64(t: &IntTensor<Self>) -> Option<&[i64]> {
+        B::int_host_i64(&t.inner)
     }
 
     fn visit<V: CubeVisitor<Self>>(visitor: V, inputs: Vec<FloatTensor<Self>>) -> V::Output {
