@@ -39,7 +39,7 @@ fn host<B: KernelBackend>(
     Ok((out, index))
 }
 
-/// Burn's `max_pool2d` of `x` by `window` on `route`.
+/// Burn's `max_pool2d` of `x` by the window `w` on `route`.
 pub(crate) fn max_pool2d<B: KernelBackend>(
     x: FloatTensor<B>,
     w: Pool2d,
@@ -51,7 +51,7 @@ pub(crate) fn max_pool2d<B: KernelBackend>(
     }
 }
 
-/// Burn's `max_pool2d_with_indices` of `x` by `window` on `route`.
+/// Burn's `max_pool2d_with_indices` of `x` by the window `w` on `route`.
 pub(crate) fn max_pool2d_with_indices<B: KernelBackend>(
     x: FloatTensor<B>,
     w: Pool2d,
@@ -68,7 +68,7 @@ pub(crate) fn max_pool2d_with_indices<B: KernelBackend>(
 }
 
 /// Burn's `max_pool2d_with_indices_backward`: the gradient of the input `x` of a max pooling by
-/// `window` from its output gradient and the maxima's `indices`, on the host where `route` and
+/// the window `w` from its output gradient and the maxima's `indices`, on the host where `route` and
 /// the backend allow it, the gradient is row-major, the indices are readable (borrowed where the
 /// backend holds them as `i64` in host memory, [`KernelBackend::int_host_i64`]) and each falls
 /// in its input plane; the inner backend's op otherwise.
