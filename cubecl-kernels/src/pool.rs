@@ -89,16 +89,22 @@ impl Pool2d {
     }
 }
 
+/// A max pooling's result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pooled {
+    /// The output values, row-major.
+    pub values: Vec<f32>,
+    /// The index of each output's maximum in its input plane (`ih · width + iw`), where asked.
+    pub indices: Option<Vec<i64>>,
+    /// The output shape, `[batch, channels, out_h, out_w]`.
+    pub shape: [usize; 4],
+}
+
 /// The max pooling of `x` (`shape` = `[batch, channels, height, width]`, row-major): the output
 /// values, the index of each one's maximum in its input plane (where `indices`), and the output
 /// shape. `None` where `x` does not hold `shape`'s values or the window does not fit
 /// ([`Pool2d::output_size`]).
-pub fn max_pool2d(
-    x: &[f32],
-    shape: [usize; 4],
-    pool: &Pool2d,
-    indices: bool,
-) -> Option<(Vec<f32>, Option<Vec<i64>>, [usize; 4])> {
+pub fn max_pool2d(x: &[f32], shape: [usize; 4], pool: &Pool2d, indices: bool) -> Option<Pooled> {
     let [batch, channels, height, width] = shape;
     if x.len() != shape.iter().product::<usize>() {
         return None;
@@ -109,8 +115,13 @@ pub fn max_pool2d(
     let out_shape = [batch, channels, out_h, out_w];
     let mut out = vec![f32::NEG_INFINITY; planes * plane_out];
     let mut index = vec![0i64; if indices { planes * plane_out } else { 0 }];
+    let pooled = |values, index| Pooled {
+        values,
+        indices: indices.then_some(index),
+        shape: out_shape,
+    };
     if planes * plane_out == 0 {
-        return Some((out, indices.then_some(index), out_shape));
+        return Some(pooled(out, index));
     }
     let rows = pool.windows(0, height, out_h);
     let cols = pool.windows(1, width, out_w);
@@ -191,7 +202,7 @@ pub fn max_pool2d(
             .enumerate()
             .for_each(|(p, o)| plane(p, o, None)),
     }
-    Some((out, indices.then_some(index), out_shape))
+    Some(pooled(out, index))
 }
 
 /// The gradient of a max pooling's input `[batch, channels, height, width]` (`x_shape`): each
@@ -319,7 +330,11 @@ mod tests {
         ];
         for (shape, pool) in cases {
             let x = values(shape.iter().product(), 3);
-            let (out, index, out_shape) = max_pool2d(&x, shape, &pool, true).unwrap();
+            let Pooled {
+                values: out,
+                indices: index,
+                shape: out_shape,
+            } = max_pool2d(&x, shape, &pool, true).unwrap();
             let (want, want_index) = reference(&x, shape, &pool);
             let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&out), bits(&want), "{shape:?} {pool:?}");
@@ -327,9 +342,9 @@ mod tests {
             let [b, c, oh, ow] = out_shape;
             assert_eq!([b, c], [shape[0], shape[1]]);
             assert_eq!(out.len(), b * c * oh * ow);
-            let (plain, none, _) = max_pool2d(&x, shape, &pool, false).unwrap();
-            assert_eq!(bits(&plain), bits(&out));
-            assert!(none.is_none());
+            let plain = max_pool2d(&x, shape, &pool, false).unwrap();
+            assert_eq!(bits(&plain.values), bits(&out));
+            assert!(plain.indices.is_none());
         }
     }
 
@@ -345,10 +360,9 @@ mod tests {
             f32::NAN,
             f32::NEG_INFINITY,
         ];
-        let (out, index, _) =
-            max_pool2d(&x, [1, 2, 2, 2], &pool([2, 2], [2, 2], [0, 0]), true).unwrap();
-        assert_eq!(out, [3.0, f32::NEG_INFINITY]);
-        assert_eq!(index.unwrap(), [1, 0]);
+        let p = max_pool2d(&x, [1, 2, 2, 2], &pool([2, 2], [2, 2], [0, 0]), true).unwrap();
+        assert_eq!(p.values, [3.0, f32::NEG_INFINITY]);
+        assert_eq!(p.indices.unwrap(), [1, 0]);
     }
 
     #[test]
@@ -356,8 +370,8 @@ mod tests {
         let shape = [2, 3, 6, 5];
         let pool = pool([3, 3], [1, 1], [1, 1]);
         let x = values(shape.iter().product(), 9);
-        let (_, index, [_, _, oh, ow]) = max_pool2d(&x, shape, &pool, true).unwrap();
-        let index = index.unwrap();
+        let p = max_pool2d(&x, shape, &pool, true).unwrap();
+        let ([_, _, oh, ow], index) = (p.shape, p.indices.unwrap());
         let grad: Vec<f32> = (0..index.len()).map(|i| (i as f32 * 0.37).sin()).collect();
         let dx = max_pool2d_backward(&grad, &index, shape, [oh, ow]).unwrap();
         let (plane_in, plane_out) = (shape[2] * shape[3], oh * ow);
@@ -376,11 +390,11 @@ mod tests {
         let pool = pool([2, 2], [2, 2], [0, 0]);
         let x = values(shape.iter().product(), 5);
         assert!(x.len() >= PARALLEL_VALUES);
-        let (out, index, [_, _, oh, ow]) = max_pool2d(&x, shape, &pool, true).unwrap();
+        let p = max_pool2d(&x, shape, &pool, true).unwrap();
+        let ([_, _, oh, ow], out, index) = (p.shape, p.values, p.indices.unwrap());
         let (want, want_index) = reference(&x, shape, &pool);
         let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&out), bits(&want));
-        let index = index.unwrap();
         assert_eq!(index, want_index);
         let grad = vec![1.0f32; index.len()];
         let dx = max_pool2d_backward(&grad, &index, shape, [oh, ow]).unwrap();
@@ -397,9 +411,9 @@ mod tests {
         assert!(max_pool2d(&[0.0; 4], [1, 1, 2, 2], &pool([2, 2], [0, 1], [0, 0]), true).is_none());
         assert!(max_pool2d(&[0.0; 4], [1, 1, 2, 2], &pool([0, 2], [1, 1], [0, 0]), true).is_none());
         // an empty batch: empty results
-        let (out, index, shape) = max_pool2d(&[], [0, 3, 4, 4], &p, true).unwrap();
-        assert!(out.is_empty() && index.unwrap().is_empty());
-        assert_eq!(shape, [0, 3, 2, 2]);
+        let empty = max_pool2d(&[], [0, 3, 4, 4], &p, true).unwrap();
+        assert!(empty.values.is_empty() && empty.indices.unwrap().is_empty());
+        assert_eq!(empty.shape, [0, 3, 2, 2]);
         // indices outside their plane, negative, or of another length
         assert!(max_pool2d_backward(&[1.0], &[4], [1, 1, 2, 2], [1, 1]).is_none());
         assert!(max_pool2d_backward(&[1.0], &[-1], [1, 1, 2, 2], [1, 1]).is_none());

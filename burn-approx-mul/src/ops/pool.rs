@@ -17,6 +17,9 @@ fn dims4(shape: &Shape) -> Option<[usize; 4]> {
     (shape.num_dims() == 4).then(|| [shape[0], shape[1], shape[2], shape[3]])
 }
 
+/// A pooled tensor and, where asked for, its maxima's indices.
+type PooledTensors<B> = (FloatTensor<B>, Option<IntTensor<B>>);
+
 /// The max pooling of `x` by `window` on the host where `route` and the backend allow it (with
 /// the maxima's indices where `indices`), else `x` back.
 fn host<B: KernelBackend>(
@@ -24,18 +27,23 @@ fn host<B: KernelBackend>(
     window: &Pool2d,
     indices: bool,
     route: ConvRoute,
-) -> Result<(FloatTensor<B>, Option<IntTensor<B>>), FloatTensor<B>> {
+) -> Result<PooledTensors<B>, FloatTensor<B>> {
     let pooled = match (route, B::float_host_slice(&x), dims4(&x.shape())) {
         (ConvRoute::Burn, _, _) => None,
         (_, Some(values), Some(shape)) => pool::max_pool2d(values, shape, window, indices),
         _ => None,
     };
-    let Some((out, index, shape)) = pooled else {
+    let Some(pool::Pooled {
+        values,
+        indices,
+        shape,
+    }) = pooled
+    else {
         return Err(x);
     };
     let device = B::float_device(&x);
-    let out = B::float_from_data(TensorData::new(out, shape), &device);
-    let index = index.map(|i| B::int_from_data(TensorData::new(i, shape), &device));
+    let out = B::float_from_data(TensorData::new(values, shape), &device);
+    let index = indices.map(|i| B::int_from_data(TensorData::new(i, shape), &device));
     Ok((out, index))
 }
 
