@@ -20,8 +20,10 @@
 
 use rayon::prelude::*;
 
-/// Input values a call reads at least before its planes are spread over rayon's threads: below
-/// it one thread is faster than the handoff (LeNet-5's pools at batch 64 read 301,056 and 102,400 values).
+/// Input values a call reads at least before its planes are spread over rayon's threads. Not
+/// tuned: smaller calls stay on the calling thread, as Ember's other memory-bound host loops do
+/// (spread over rayon they made LeNet-5's step slower, `crate::elementwise`); LeNet-5's pools at
+/// batch 64 read 301,056 and 102,400 values.
 pub const PARALLEL_VALUES: usize = 1 << 20;
 
 /// A 2-d pooling window: kernel, stride, padding and dilation (height, width), and whether the
