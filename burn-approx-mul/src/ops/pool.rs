@@ -17,34 +17,19 @@ fn dims4(shape: &Shape) -> Option<[usize; 4]> {
     (shape.num_dims() == 4).then(|| [shape[0], shape[1], shape[2], shape[3]])
 }
 
-/// A pooled tensor and, where asked for, its maxima's indices.
-type PooledTensors<B> = (FloatTensor<B>, Option<IntTensor<B>>);
-
-/// The max pooling of `x` by `window` on the host where `route` and the backend allow it (with
-/// the maxima's indices where `indices`), else `x` back.
+/// The max pooling of `x` by `window` on the host (with the maxima's indices where `indices`),
+/// where `route` and the backend allow it; `None` elsewhere.
 fn host<B: KernelBackend>(
-    x: FloatTensor<B>,
+    x: &FloatTensor<B>,
     window: &Pool2d,
     indices: bool,
     route: ConvRoute,
-) -> Result<PooledTensors<B>, FloatTensor<B>> {
-    let pooled = match (route, B::float_host_slice(&x), dims4(&x.shape())) {
+) -> Option<pool::Pooled> {
+    match (route, B::float_host_slice(x), dims4(&x.shape())) {
         (ConvRoute::Burn, _, _) => None,
         (_, Some(values), Some(shape)) => pool::max_pool2d(values, shape, window, indices),
         _ => None,
-    };
-    let Some(pool::Pooled {
-        values,
-        indices,
-        shape,
-    }) = pooled
-    else {
-        return Err(x);
-    };
-    let device = B::float_device(&x);
-    let out = B::float_from_data(TensorData::new(values, shape), &device);
-    let index = indices.map(|i| B::int_from_data(TensorData::new(i, shape), &device));
-    Ok((out, index))
+    }
 }
 
 /// Burn's `max_pool2d` of `x` by the window `w` on `route`.
@@ -53,9 +38,9 @@ pub(crate) fn max_pool2d<B: KernelBackend>(
     w: Pool2d,
     route: ConvRoute,
 ) -> FloatTensor<B> {
-    match host::<B>(x, &w, false, route) {
-        Ok((out, _)) => out,
-        Err(x) => B::max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode),
+    match host::<B>(&x, &w, false, route) {
+        Some(p) => B::float_from_data(TensorData::new(p.values, p.shape), &B::float_device(&x)),
+        None => B::max_pool2d(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode),
     }
 }
 
@@ -65,13 +50,19 @@ pub(crate) fn max_pool2d_with_indices<B: KernelBackend>(
     w: Pool2d,
     route: ConvRoute,
 ) -> MaxPool2dWithIndices<B> {
-    let inner =
-        |x| B::max_pool2d_with_indices(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode);
-    match host::<B>(x, &w, true, route) {
-        Ok((output, Some(indices))) => MaxPool2dWithIndices { output, indices },
-        // (`host` returns indices whenever they are asked for)
-        Ok((output, None)) => inner(output),
-        Err(x) => inner(x),
+    match host::<B>(&x, &w, true, route) {
+        Some(pool::Pooled {
+            values,
+            indices: Some(indices),
+            shape,
+        }) => {
+            let device = B::float_device(&x);
+            MaxPool2dWithIndices {
+                output: B::float_from_data(TensorData::new(values, shape), &device),
+                indices: B::int_from_data(TensorData::new(indices, shape), &device),
+            }
+        }
+        _ => B::max_pool2d_with_indices(x, w.kernel, w.stride, w.padding, w.dilation, w.ceil_mode),
     }
 }
 
