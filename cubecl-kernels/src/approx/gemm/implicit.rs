@@ -363,9 +363,10 @@ impl<'a> Input<'a> {
                 } else {
                     last.as_ref().expect("tail plan")
                 };
-                let cols = plan.run(lhs, columns(i * group, samples), m);
+                let mut cols = plan.run(lhs, columns(i * group, samples), m);
                 for (g, dx) in dx.chunks_mut(sample_len).enumerate() {
-                    crate::approx::im2col::runs::col2im_add(&cols, [samples * l, g * l], w, dx);
+                    let at = [samples * l, g * l];
+                    crate::approx::im2col::runs::col2im_add(&mut cols, at, w, dx);
                 }
             });
         Some(dx)
