@@ -21,7 +21,7 @@ use burn_backend::ops::{
     ConvOptions, ConvTransposeOptions, MaxPool2dBackward, MaxPool2dWithIndices, UnfoldOptions,
 };
 use burn_backend::tensor::{FloatTensor, IntTensor};
-use burn_backend::{Scalar, Shape, TensorMetadata};
+use burn_backend::{FloatDType, Scalar, Shape, TensorData, TensorMetadata};
 use cubecl_kernels::activation::{Activation, ops as activation};
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
@@ -388,6 +388,23 @@ fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<
     Wrapped::new(out, cfg)
 }
 
+/// An f32 zero tensor of `shape` as one zeroed allocation on the GEMM routes of a backend
+/// without CubeCL; the shape back elsewhere.
+fn host_zeros<B: KernelBackend>(
+    cfg: &Multiplier,
+    shape: Shape,
+    device: &B::Device,
+    dtype: FloatDType,
+) -> Result<FloatTensor<B>, Shape> {
+    match (cfg.conv(), B::cube_runtime(), dtype) {
+        (ConvRoute::Gemm | ConvRoute::Im2col, None, FloatDType::F32) => {
+            let zeros = vec![0f32; shape.num_elements()];
+            Ok(B::float_from_data(TensorData::new(zeros, shape), device))
+        }
+        _ => Err(shape),
+    }
+}
+
 /// A max pooling's window from Burn's arguments.
 fn window(
     kernel: [usize; 2],
@@ -500,6 +517,33 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
             },
             |mul| matmul::linear_weight_backward::<B>(x.inner, output_grad.inner, mul),
         )
+    }
+
+    /// On the GEMM routes of a backend without CubeCL (ndarray), an f32 zero tensor is one
+    /// zeroed allocation; Burn's default fills its data value by value. Autodiff's backward of a
+    /// slice makes one the size of the sliced tensor: every step of an unrolled `burn::nn::Gru`.
+    fn float_zeros(
+        shape: Shape,
+        device: &DecoratedDevice<B, Multiplier>,
+        dtype: FloatDType,
+    ) -> T<B> {
+        let cfg = device.config.clone();
+        let out = host_zeros::<B>(&cfg, shape, &device.inner, dtype)
+            .unwrap_or_else(|shape| B::float_zeros(shape, &device.inner, dtype));
+        Wrapped::new(out, cfg)
+    }
+
+    /// As [`Self::float_zeros`] where the host would zero the tensor anyway (burn-ndarray's
+    /// empty tensor is its zero tensor); the inner backend's op elsewhere.
+    fn float_empty(
+        shape: Shape,
+        device: &DecoratedDevice<B, Multiplier>,
+        dtype: FloatDType,
+    ) -> T<B> {
+        let cfg = device.config.clone();
+        let out = host_zeros::<B>(&cfg, shape, &device.inner, dtype)
+            .unwrap_or_else(|shape| B::float_empty(shape, &device.inner, dtype));
+        Wrapped::new(out, cfg)
     }
 
     elementwise_ops!(

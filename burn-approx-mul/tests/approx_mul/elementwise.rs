@@ -247,3 +247,40 @@ cubecl_kernels::runtime_test! {
         }
     }
 }
+
+/// Zero and empty tensors of both float widths (an f32 one is a zeroed allocation on the GEMM
+/// routes of ndarray, an f64 one the inner backend's), and the input gradient of a sequence of
+/// slices (autodiff's backward of each slice starts from a zero tensor of the input's size).
+fn zeros_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    use burn::tensor::DType;
+    let mut out = Vec::new();
+    for dtype in [DType::F32, DType::F64] {
+        let zeros = Tensor::<B, 3>::zeros([2, 3, 5], (device, dtype));
+        let empty = Tensor::<B, 3>::empty([2, 3, 5], (device, dtype));
+        for t in [zeros, empty] {
+            assert_eq!((t.dtype(), t.dims()), (dtype, [2, 3, 5]));
+            out.push(t.cast(DType::F32).into_data().to_vec::<f32>().unwrap());
+        }
+    }
+    B::seed(device, 5);
+    let x = Tensor::<B, 3>::random([4, 6, 3], Distribution::Default, device).require_grad();
+    let steps: Vec<_> = (0..6)
+        .map(|t| x.clone().slice([0..4, t..t + 1, 0..3]) * (t as f32 + 0.5))
+        .collect();
+    let grads = Tensor::cat(steps, 1).sum().backward();
+    out.push(x.grad(&grads).expect("a gradient").into_data().to_vec().unwrap());
+    out
+}
+
+#[test]
+fn zero_tensors_and_slice_gradients_on_every_route_equal_burn_ndarray() {
+    let plain = zeros_run::<Autodiff<NdArray>>(&Default::default());
+    assert_eq!(plain.len(), 5);
+    assert!(plain[..4].iter().flatten().all(|v| v.to_bits() == 0));
+    for route in [ConvRoute::Gemm, ConvRoute::Im2col, ConvRoute::Burn] {
+        let device =
+            ApproxDevice::<NdArray>::new(Default::default(), Multiplier::native().with_conv(route));
+        let got = zeros_run::<Autodiff<ApproxMul<NdArray>>>(&device);
+        assert_eq!(bits(&got), bits(&plain), "{route}");
+    }
+}
