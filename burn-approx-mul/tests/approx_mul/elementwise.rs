@@ -268,7 +268,13 @@ fn zeros_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
         .map(|t| x.clone().slice([0..4, t..t + 1, 0..3]) * (t as f32 + 0.5))
         .collect();
     let grads = Tensor::cat(steps, 1).sum().backward();
-    out.push(x.grad(&grads).expect("a gradient").into_data().to_vec().unwrap());
+    out.push(
+        x.grad(&grads)
+            .expect("a gradient")
+            .into_data()
+            .to_vec()
+            .unwrap(),
+    );
     out
 }
 
