@@ -1,4 +1,5 @@
-//! The host implementation: per-sample im2col into a reused buffer, `gemm` per group.
+//! The host implementation: im2col of a sample (or a group of samples with few output
+//! positions) into a reused buffer, `gemm` per group.
 
 use crate::approx::im2col::Window;
 use crate::approx::im2col::runs::{col2im_add, col2im_channel, im2col_channel};
@@ -65,6 +66,17 @@ impl DenseConv {
         self.groups() * self.k() * self.l()
     }
 
+    /// Samples one product takes: enough for [`GROUP_COLUMNS`] output positions, at most the
+    /// batch; one where a sample's input is its own columns.
+    fn group(&self) -> usize {
+        if self.reads_input_as_columns() {
+            return 1;
+        }
+        GROUP_COLUMNS
+            .div_ceil(self.l().max(1))
+            .clamp(1, self.batch.max(1))
+    }
+
     fn check(&self, what: &str, len: usize, per: usize) {
         assert_eq!(len, self.batch * per, "dense conv: {what} length");
     }
@@ -79,9 +91,17 @@ impl DenseConv {
     }
 }
 
+/// Output positions a product has at least where the batch allows: samples with fewer are
+/// multiplied together, their columns side by side. A GEMM as narrow as one sample of
+/// ResNet-18-w16's last stage (16 positions) ran at less than half the `gemm` crate's speed
+/// (`cargo bench -p cubecl-kernels --bench conv`).
+const GROUP_COLUMNS: usize = 128;
+
 thread_local! {
-    /// One sample's columns, kept per thread between calls and grown where short.
+    /// A group of samples' columns, kept per thread between calls and grown where short.
     static COLUMNS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// A group's output (or output gradient) with its samples side by side, `[C_out, S·L]`.
+    static PACKED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `f` of this thread's column buffer of `len` values (contents unspecified).
@@ -89,11 +109,42 @@ fn with_columns<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     crate::scratch::with_scratch(&COLUMNS, len, usize::MAX, f)
 }
 
-/// One sample's columns `[C·kvol, L]` of `x: [C, d, h, w]`, zero in the padding.
+/// `f` of this thread's buffer for a group's packed output of `len` values (contents
+/// unspecified).
+fn with_packed<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    crate::scratch::with_scratch(&PACKED, len, usize::MAX, f)
+}
+
+/// The columns `[C·kvol, S·L]` of the `S` samples `x: [S, C, d, h, w]`, sample `j` from
+/// column `j·L`, zero in the padding.
 fn im2col(x: &[f32], w: &Window, cols: &mut [f32]) {
     let (l, kvol, plane) = (w.positions(), w.kvol(), w.input.iter().product::<usize>());
-    for (c, rows) in cols.chunks_mut(kvol * l).take(w.channels).enumerate() {
-        im2col_channel(&x[c * plane..][..plane], w, rows, l, 0);
+    let samples = x.len() / (w.channels * plane).max(1);
+    let ld = samples * l;
+    for (j, x) in x.chunks_exact(w.channels * plane).enumerate() {
+        for (c, rows) in cols.chunks_mut(kvol * ld).take(w.channels).enumerate() {
+            im2col_channel(&x[c * plane..][..plane], w, rows, ld, j * l);
+        }
+    }
+}
+
+/// The `S` samples `src: [S, R, L]` side by side: `packed: [R, S·L]`.
+fn pack(src: &[f32], packed: &mut [f32], [rows, l]: [usize; 2]) {
+    let samples = src.len() / (rows * l).max(1);
+    for (j, sample) in src.chunks_exact(rows * l).enumerate() {
+        for (r, run) in sample.chunks_exact(l).enumerate() {
+            packed[(r * samples + j) * l..][..l].copy_from_slice(run);
+        }
+    }
+}
+
+/// [`pack`] undone: `packed: [R, S·L]` into `dst: [S, R, L]`.
+fn unpack(packed: &[f32], dst: &mut [f32], [rows, l]: [usize; 2]) {
+    let samples = dst.len() / (rows * l).max(1);
+    for (j, sample) in dst.chunks_exact_mut(rows * l).enumerate() {
+        for (r, run) in sample.chunks_exact_mut(l).enumerate() {
+            run.copy_from_slice(&packed[(r * samples + j) * l..][..l]);
+        }
     }
 }
 
@@ -249,36 +300,46 @@ pub fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, conv: &DenseConv
     if y.is_empty() {
         return y;
     }
-    let par = conv.parallelism(conv.batch);
-    let sample = |yb: &mut [f32], cols: &[f32]| {
+    let (group, out_len, in_len) = (conv.group(), conv.output_len(), conv.input_len());
+    let par = conv.parallelism(conv.batch.div_ceil(group));
+    // `y: [C_out, ld]` of a group's columns `[G, K, ld]`, bias added
+    let product = |y: &mut [f32], cols: &[f32], ld: usize| {
         for g in 0..conv.groups() {
             gemm_into(
-                [og, l, k],
-                &mut yb[g * og * l..],
-                [l, 1],
+                [og, ld, k],
+                &mut y[g * og * ld..],
+                [ld, 1],
                 false,
                 Mat::rows(&weight[g * og * k..], k),
-                Mat::rows(&cols[g * k * l..], l),
+                Mat::rows(&cols[g * k * ld..], ld),
                 par,
             );
         }
         if let Some(bias) = bias {
-            for (row, b) in yb.chunks_mut(l).zip(bias) {
+            for (row, b) in y.chunks_mut(ld).zip(bias) {
                 row.iter_mut().for_each(|v| *v += b);
             }
         }
     };
-    y.par_chunks_mut(conv.output_len())
-        .zip(x.par_chunks(conv.input_len().max(1)))
+    y.par_chunks_mut(group * out_len)
+        .zip(x.par_chunks(group * in_len.max(1)))
         .for_each(|(yb, xb)| {
+            let samples = yb.len() / out_len;
+            let ld = samples * l;
             if conv.reads_input_as_columns() {
-                sample(yb, xb)
-            } else {
-                with_columns(conv.columns_len(), |cols| {
-                    im2col(xb, w, cols);
-                    sample(yb, cols)
-                })
+                return product(yb, xb, ld);
             }
+            with_columns(samples * conv.columns_len(), |cols| {
+                im2col(xb, w, cols);
+                match samples {
+                    // one sample's `[C_out, L]` is its output
+                    1 => product(yb, cols, ld),
+                    _ => with_packed(yb.len(), |y| {
+                        product(y, cols, ld);
+                        unpack(y, yb, [conv.out_channels, l]);
+                    }),
+                }
+            })
         });
     y
 }
@@ -296,32 +357,43 @@ pub fn input_grad(output_grad: &[f32], weight: &[f32], conv: &DenseConv) -> Vec<
     if dx.is_empty() {
         return dx;
     }
-    let par = conv.parallelism(conv.batch);
-    // dcols[g] (K × L) = W[g]ᵀ (K × og) · dy[b][g] (og × L)
-    let columns = |dyb: &[f32], dcols: &mut [f32]| {
+    let (group, out_len, in_len) = (conv.group(), conv.output_len(), conv.input_len());
+    let par = conv.parallelism(conv.batch.div_ceil(group));
+    // dcols[g] (K × ld) = W[g]ᵀ (K × og) · dy[g] (og × ld), the group's samples side by side
+    let columns = |dy: &[f32], dcols: &mut [f32], ld: usize| {
         for g in 0..conv.groups() {
             gemm_into(
-                [k, l, og],
-                &mut dcols[g * k * l..],
-                [l, 1],
+                [k, ld, og],
+                &mut dcols[g * k * ld..],
+                [ld, 1],
                 false,
                 Mat::transposed(&weight[g * og * k..], k),
-                Mat::rows(&dyb[g * og * l..], l),
+                Mat::rows(&dy[g * og * ld..], ld),
                 par,
             );
         }
     };
-    dx.par_chunks_mut(conv.input_len())
-        .zip(output_grad.par_chunks(conv.output_len().max(1)))
+    dx.par_chunks_mut(group * in_len)
+        .zip(output_grad.par_chunks(group * out_len.max(1)))
         .for_each(|(dxb, dyb)| {
+            let samples = dxb.len() / in_len;
+            let ld = samples * l;
             if conv.reads_input_as_columns() {
-                columns(dyb, dxb)
-            } else {
-                with_columns(conv.columns_len(), |dcols| {
-                    columns(dyb, dcols);
-                    col2im_add(dcols, [l, 0], w, dxb);
-                })
+                return columns(dyb, dxb, ld);
             }
+            with_columns(samples * conv.columns_len(), |dcols| {
+                match samples {
+                    // one sample's `[C_out, L]` is its packed output gradient
+                    1 => columns(dyb, dcols, ld),
+                    _ => with_packed(dyb.len(), |dy| {
+                        pack(dyb, dy, [conv.out_channels, l]);
+                        columns(dy, dcols, ld);
+                    }),
+                }
+                for (j, dx) in dxb.chunks_exact_mut(in_len).enumerate() {
+                    col2im_add(dcols, [ld, j * l], w, dx);
+                }
+            })
         });
     dx
 }
@@ -339,11 +411,15 @@ pub fn weight_grad(x: &[f32], output_grad: &[f32], conv: &DenseConv) -> Vec<f32>
     if batch == 0 || conv.weight_len() == 0 {
         return vec![0.0; conv.weight_len()];
     }
-    let runs = rayon::current_num_threads().clamp(1, batch);
-    let per_run = batch.div_ceil(runs);
+    // runs of whole groups of samples, one per thread, summed in order at the end
+    let group = conv.group();
+    let groups = batch.div_ceil(group);
+    let runs = rayon::current_num_threads().clamp(1, groups);
+    let per_run = groups.div_ceil(runs);
     let par = conv.parallelism(runs);
     let (in_len, out_len) = (conv.input_len(), conv.output_len());
-    // dW[g] (og × K) += dy[b][g] (og × L) · cols[g]ᵀ (L × K). With `og` and K multiples of 16
+    // dW[g] (og × K) += dy[g] (og × ld) · cols[g]ᵀ (ld × K), a group's samples side by side.
+    // With `og` and K multiples of 16
     // (a 512-bit register of f32) the sums are kept column-major (`og` the unit step): the
     // GEMM then reads the columns as they lie (K rows, L values each) and packs only `dy`,
     // where a row-major sum first repacks every column value (the `gemm` crate's packing was
@@ -353,16 +429,15 @@ pub fn weight_grad(x: &[f32], output_grad: &[f32], conv: &DenseConv) -> Vec<f32>
         true => [1, og],
         false => [k, 1],
     };
-    let add = |dw: &mut [f32], b: usize, cols: &[f32], first: bool| {
-        let dyb = &output_grad[b * out_len..][..out_len];
+    let add = |dw: &mut [f32], dy: &[f32], cols: &[f32], ld: usize, first: bool| {
         for g in 0..conv.groups() {
             gemm_into(
-                [og, k, l],
+                [og, k, ld],
                 &mut dw[g * og * k..],
                 dst,
                 !first,
-                Mat::rows(&dyb[g * og * l..], l),
-                Mat::transposed(&cols[g * k * l..], l),
+                Mat::rows(&dy[g * og * ld..], ld),
+                Mat::transposed(&cols[g * k * ld..], ld),
                 par,
             );
         }
@@ -371,18 +446,29 @@ pub fn weight_grad(x: &[f32], output_grad: &[f32], conv: &DenseConv) -> Vec<f32>
         .into_par_iter()
         .map(|run| {
             let mut dw = vec![0f32; conv.weight_len()];
-            let samples = run * per_run..((run + 1) * per_run).min(batch);
-            let first = samples.start;
-            for b in samples {
-                let xb = &x[b * in_len..][..in_len];
+            let first = run * per_run;
+            for i in first..((run + 1) * per_run).min(groups) {
+                let (b0, b1) = (i * group, ((i + 1) * group).min(batch));
+                let (xb, dyb) = (
+                    &x[b0 * in_len..b1 * in_len],
+                    &output_grad[b0 * out_len..b1 * out_len],
+                );
+                let ld = (b1 - b0) * l;
                 if conv.reads_input_as_columns() {
-                    add(&mut dw, b, xb, b == first);
-                } else {
-                    with_columns(conv.columns_len(), |cols| {
-                        im2col(xb, w, cols);
-                        add(&mut dw, b, cols, b == first);
-                    });
+                    add(&mut dw, dyb, xb, ld, i == first);
+                    continue;
                 }
+                with_columns((b1 - b0) * conv.columns_len(), |cols| {
+                    im2col(xb, w, cols);
+                    match b1 - b0 {
+                        // one sample's `[C_out, L]` is its packed output gradient
+                        1 => add(&mut dw, dyb, cols, ld, i == first),
+                        _ => with_packed(dyb.len(), |dy| {
+                            pack(dyb, dy, [conv.out_channels, l]);
+                            add(&mut dw, dy, cols, ld, i == first);
+                        }),
+                    }
+                });
             }
             dw
         })

@@ -81,6 +81,12 @@ fn cases() -> Vec<DenseConv> {
             window: wide,
             out_channels: 2,
         },
+        // 49 positions a sample: products of 3 samples' columns, the last of 2
+        DenseConv {
+            batch: 5,
+            window: Window::dense(3, [1, 9, 9], [1, 3, 3]),
+            out_channels: 4,
+        },
     ]
 }
 
