@@ -304,7 +304,15 @@ mod tests {
             let x: Vec<f32> = (0..batch * w.channels * w.input.iter().product::<usize>())
                 .map(|i| (i as f32 * 0.37).sin() + 2.0)
                 .collect();
-            let cols = crate::conv::im2col_batch(&x, batch, &w);
+            let (plane, kvol, l) = (w.input.iter().product::<usize>(), w.kvol(), w.positions());
+            let ld = batch * l;
+            let mut cols = vec![f32::NAN; w.channels * kvol * ld];
+            for (c, rows) in cols.chunks_mut(kvol * ld).enumerate() {
+                for b in 0..batch {
+                    let x = &x[(b * w.channels + c) * plane..][..plane];
+                    super::im2col_channel(x, &w, rows, ld, b * l);
+                }
+            }
             assert_eq!(cols, im2col(&x, batch, &w), "im2col {w:?}");
             // columns in the padding hold NaN and infinities, which col2im must drop
             let y: Vec<f32> = (0..cols.len())
@@ -315,16 +323,18 @@ mod tests {
                 })
                 .collect();
             let want = col2im(&y, batch, &w);
-            let got = crate::conv::col2im_batch(&y, batch, &w);
+            let mut got = vec![0f32; want.len()];
+            for (bc, dst) in got.chunks_mut(plane).enumerate() {
+                let (b, c) = (bc / w.channels, bc % w.channels);
+                super::col2im_channel(&y[c * kvol * ld..][..kvol * ld], ld, b * l, &w, dst);
+            }
             let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "col2im {w:?}");
             // the scratch columns' contiguous adds, sample by sample
-            let sample = want.len() / batch;
             let mut scratch = y.clone();
             let mut dx = vec![0f32; want.len()];
-            for (b, dx) in dx.chunks_mut(sample).enumerate() {
-                let at = [y.len() / (w.channels * w.kvol()), b * w.positions()];
-                col2im_add(&mut scratch, at, &w, dx);
+            for (b, dx) in dx.chunks_mut(w.channels * plane).enumerate() {
+                col2im_add(&mut scratch, [ld, b * l], &w, dx);
             }
             assert_eq!(bits(&dx), bits(&want), "col2im_add {w:?}");
         }
