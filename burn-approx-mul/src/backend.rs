@@ -389,20 +389,22 @@ fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<
 }
 
 /// An f32 zero tensor of `shape` as one zeroed allocation on the GEMM routes of a backend
-/// without CubeCL; the shape back elsewhere.
+/// without CubeCL; `inner` (the inner backend's op) elsewhere.
 fn host_zeros<B: KernelBackend>(
-    cfg: &Multiplier,
     shape: Shape,
-    device: &B::Device,
+    device: &DecoratedDevice<B, Multiplier>,
     dtype: FloatDType,
-) -> Result<FloatTensor<B>, Shape> {
-    match (cfg.conv(), B::cube_runtime(), dtype) {
+    inner: fn(Shape, &B::Device, FloatDType) -> FloatTensor<B>,
+) -> T<B> {
+    let cfg = device.config.clone();
+    let out = match (cfg.conv(), B::cube_runtime(), dtype) {
         (ConvRoute::Gemm | ConvRoute::Im2col, None, FloatDType::F32) => {
             let zeros = vec![0f32; shape.num_elements()];
-            Ok(B::float_from_data(TensorData::new(zeros, shape), device))
+            B::float_from_data(TensorData::new(zeros, shape), &device.inner)
         }
-        _ => Err(shape),
-    }
+        _ => inner(shape, &device.inner, dtype),
+    };
+    Wrapped::new(out, cfg)
 }
 
 /// A max pooling's window from Burn's arguments.
@@ -527,10 +529,7 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         device: &DecoratedDevice<B, Multiplier>,
         dtype: FloatDType,
     ) -> T<B> {
-        let cfg = device.config.clone();
-        let out = host_zeros::<B>(&cfg, shape, &device.inner, dtype)
-            .unwrap_or_else(|shape| B::float_zeros(shape, &device.inner, dtype));
-        Wrapped::new(out, cfg)
+        host_zeros::<B>(shape, device, dtype, B::float_zeros)
     }
 
     /// As [`Self::float_zeros`] where the host would zero the tensor anyway (burn-ndarray's
@@ -540,10 +539,7 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         device: &DecoratedDevice<B, Multiplier>,
         dtype: FloatDType,
     ) -> T<B> {
-        let cfg = device.config.clone();
-        let out = host_zeros::<B>(&cfg, shape, &device.inner, dtype)
-            .unwrap_or_else(|shape| B::float_empty(shape, &device.inner, dtype));
-        Wrapped::new(out, cfg)
+        host_zeros::<B>(shape, device, dtype, B::float_empty)
     }
 
     elementwise_ops!(

@@ -407,6 +407,7 @@ mod tests {
             "bcrc",
             "broadcast",
             "bspmm",
+            "conv",
             "gemm",
             "hinm",
             "model_step",

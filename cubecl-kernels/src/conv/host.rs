@@ -419,8 +419,8 @@ pub fn weight_grad(x: &[f32], output_grad: &[f32], conv: &DenseConv) -> Vec<f32>
     let par = conv.parallelism(runs);
     let (in_len, out_len) = (conv.input_len(), conv.output_len());
     // dW[g] (og × K) += dy[g] (og × ld) · cols[g]ᵀ (ld × K), a group's samples side by side.
-    // With `og` and K multiples of 16
-    // (a 512-bit register of f32) the sums are kept column-major (`og` the unit step): the
+    // With `og` and K multiples of 16 (a 512-bit register of f32) the sums are kept
+    // column-major (`og` the unit step): the
     // GEMM then reads the columns as they lie (K rows, L values each) and packs only `dy`,
     // where a row-major sum first repacks every column value (the `gemm` crate's packing was
     // a quarter of ResNet-18-w16's step). Other shapes stay row-major: LeNet-5's second layer
