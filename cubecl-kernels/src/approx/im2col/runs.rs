@@ -68,6 +68,17 @@ struct Block {
     hi: usize,
 }
 
+impl Block {
+    /// Zeroes the values outside `lo..hi` of each row of `ow` values in `rows` (the entries of
+    /// a block's valid rows that read the padding).
+    fn zero_ends(&self, rows: &mut [f32], ow: usize) {
+        for row in rows.chunks_exact_mut(ow) {
+            zero_run(&mut row[..self.lo]);
+            zero_run(&mut row[self.hi..]);
+        }
+    }
+}
+
 /// Visits a [`rows_contiguous`] window's blocks in kernel-offset order, then output depth:
 /// `f(offset, block)`.
 fn for_each_block(w: &Window, mut f: impl FnMut(usize, Block)) {
@@ -111,10 +122,7 @@ fn im2col_blocks(plane: &[f32], w: &Window, rows: &mut [f32], ld: usize, at: usi
         zero_run(after);
         let len = (n - 1) * ow + b.hi - b.lo;
         valid[b.lo..b.lo + len].copy_from_slice(&plane[src..src + len]);
-        for row in valid.chunks_exact_mut(ow) {
-            zero_run(&mut row[..b.lo]);
-            zero_run(&mut row[b.hi..]);
-        }
+        b.zero_ends(valid, ow);
     });
 }
 
@@ -235,22 +243,19 @@ pub(crate) fn col2im_channel(rows: &[f32], ld: usize, at: usize, w: &Window, pla
 /// adding `+0` leaves every other value, NaN and infinities included, as it is.
 pub(crate) fn col2im_add(cols: &mut [f32], [ld, at]: [usize; 2], w: &Window, dx: &mut [f32]) {
     let (kvol, plane) = (w.kvol(), w.input.iter().product::<usize>());
+    let (contiguous, ow) = (rows_contiguous(w), w.out()[2]);
     for (c, dst) in dx.chunks_mut(plane).take(w.channels).enumerate() {
         let rows = &mut cols[c * kvol * ld..][..kvol * ld];
-        if !rows_contiguous(w) {
+        if !contiguous {
             col2im_channel(rows, ld, at, w, dst);
             continue;
         }
-        let ow = w.out()[2];
         for_each_block(w, |offset, b| {
             let Some((v0, n, src)) = b.read else {
                 return;
             };
             let block = &mut rows[offset * ld + at + b.dst + v0 * ow..][..n * ow];
-            for row in block.chunks_exact_mut(ow) {
-                zero_run(&mut row[..b.lo]);
-                zero_run(&mut row[b.hi..]);
-            }
+            b.zero_ends(block, ow);
             let len = (n - 1) * ow + b.hi - b.lo;
             for (d, v) in dst[src..src + len].iter_mut().zip(&block[b.lo..]) {
                 *d += *v;
