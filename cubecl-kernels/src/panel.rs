@@ -75,8 +75,27 @@ pub(crate) fn product<W: PanelWeight>(x: &[f32], m: usize, w: &W) -> Vec<f32> {
 /// # Panics
 /// As [`product`].
 pub(crate) fn product_as<W: PanelWeight>(x: &[f32], m: usize, w: &W, orient: Orient) -> Vec<f32> {
+    let mut y = vec![0f32; m * w.out()];
+    product_into(x, m, w, orient, &mut y);
+    y
+}
+
+/// The product of [`product_as`] written into `y` (`m · out` values, whatever they held).
+///
+/// # Panics
+/// As [`product`], and if `y` does not have `m · out` values.
+pub(crate) fn product_into<W: PanelWeight>(
+    x: &[f32],
+    m: usize,
+    w: &W,
+    orient: Orient,
+    y: &mut [f32],
+) {
     let (k, out) = (w.k(), w.out());
     assert_eq!(x.len(), m * k, "sparse product: x is not [{m}, {k}]");
+    assert_eq!(y.len(), m * out, "sparse product: y is not [{m}, {out}]");
+    // an output column that no task returns (a weight row without a kept value) is zero
+    y.fill(0.0);
     // whole panels, and a remainder of more than `NARROW` rows as one more (partial) panel of
     // the same call; a smaller remainder in a panel just wide enough for it
     let wide = if m % WIDE > NARROW {
@@ -84,15 +103,13 @@ pub(crate) fn product_as<W: PanelWeight>(x: &[f32], m: usize, w: &W, orient: Ori
     } else {
         m / WIDE * WIDE
     };
-    let mut y = vec![0f32; m * out];
     let src = Src { x, m, k, orient };
-    panels::<WIDE, W>(src, 0..wide, w, &mut y);
+    panels::<WIDE, W>(src, 0..wide, w, y);
     if m - wide > SLIM {
-        panels::<NARROW, W>(src, wide..m, w, &mut y);
+        panels::<NARROW, W>(src, wide..m, w, y);
     } else {
-        panels::<SLIM, W>(src, wide..m, w, &mut y);
+        panels::<SLIM, W>(src, wide..m, w, y);
     }
-    y
 }
 
 /// A product's activations: `m` rows of `k` values, laid out as `orient` says.

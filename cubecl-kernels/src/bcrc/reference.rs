@@ -18,7 +18,7 @@
 //! bit.
 
 use super::{Bcrc, Csr};
-use crate::panel::{Line, Orient, PanelWeight, product, product_as};
+use crate::panel::{Line, Orient, PanelWeight, product, product_as, product_into};
 
 /// Rows of one task at most.
 pub const UNIT_ROWS: usize = 32;
@@ -46,6 +46,14 @@ pub fn spmm(x: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
 /// As [`spmm`].
 pub fn spmm_cols(xt: &[f32], m: usize, w: &Bcrc) -> Vec<f32> {
     product_as(xt, m, &Units::new(w, true), Orient::Cols)
+}
+
+/// [`spmm_cols`] written into `yt` (`out · m` values, whatever they held).
+///
+/// # Panics
+/// As [`spmm`], and if `yt` does not have `out · m` values.
+pub fn spmm_cols_into(xt: &[f32], m: usize, w: &Bcrc, yt: &mut [f32]) {
+    product_into(xt, m, &Units::new(w, true), Orient::Cols, yt)
 }
 
 /// [`spmm`] without load-redundancy elimination: the same arrays, each row loading its lines
@@ -448,6 +456,10 @@ mod tests {
                 transposed(&want, m, out),
                 "{out}x{k} m={m}, transposed"
             );
+            // into a buffer that held something else: every value overwritten
+            let mut into = vec![f32::NAN; m * out];
+            spmm_cols_into(&transposed(&x, m, k), m, &w, &mut into);
+            assert_eq!(into, cols, "{out}x{k} m={m}, into a used buffer");
         }
     }
 

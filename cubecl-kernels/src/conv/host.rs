@@ -290,20 +290,13 @@ fn gemm_into(
 /// # Panics
 /// If a length disagrees with `conv`.
 pub fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, conv: &DenseConv) -> Vec<f32> {
-    let (k, l, og, w) = (conv.k(), conv.l(), conv.og(), &conv.window);
-    conv.check("input", x.len(), conv.input_len());
+    let (k, og) = (conv.k(), conv.og());
     assert_eq!(weight.len(), conv.weight_len(), "dense conv: weight length");
     if let Some(b) = bias {
         assert_eq!(b.len(), conv.out_channels, "dense conv: bias length");
     }
-    let mut y = vec![0f32; conv.batch * conv.output_len()];
-    if y.is_empty() {
-        return y;
-    }
-    let (group, out_len, in_len) = (conv.group(), conv.output_len(), conv.input_len());
-    let par = conv.parallelism(conv.batch.div_ceil(group));
-    // `y: [C_out, ld]` of a group's columns `[G, K, ld]`, bias added
-    let product = |y: &mut [f32], cols: &[f32], ld: usize| {
+    let par = conv.parallelism(conv.batch.div_ceil(conv.group()));
+    forward_with(x, conv, |y, cols, ld| {
         for g in 0..conv.groups() {
             gemm_into(
                 [og, ld, k],
@@ -320,7 +313,29 @@ pub fn forward(x: &[f32], weight: &[f32], bias: Option<&[f32]>, conv: &DenseConv
                 row.iter_mut().for_each(|v| *v += b);
             }
         }
-    };
+    })
+}
+
+/// A convolution's forward pass through any product of its columns: `x: [B, C, d, h, w]` →
+/// `y: [B, C_out, od, oh, ow]`, where `product(y, cols, ld)` writes `y: [C_out, ld]` of the
+/// columns `cols: [G, C/G · kvol, ld]` of a group of `ld / L` samples (side by side, as in
+/// [`forward`]). The groups run in parallel on rayon's threads, their columns and packed
+/// outputs in per-thread buffers: no buffer of the whole batch's columns.
+///
+/// # Panics
+/// If `x`'s length disagrees with `conv`.
+pub fn forward_with(
+    x: &[f32],
+    conv: &DenseConv,
+    product: impl Fn(&mut [f32], &[f32], usize) + Sync,
+) -> Vec<f32> {
+    let (l, w) = (conv.l(), &conv.window);
+    conv.check("input", x.len(), conv.input_len());
+    let mut y = vec![0f32; conv.batch * conv.output_len()];
+    if y.is_empty() {
+        return y;
+    }
+    let (group, out_len, in_len) = (conv.group(), conv.output_len(), conv.input_len());
     y.par_chunks_mut(group * out_len)
         .zip(x.par_chunks(group * in_len.max(1)))
         .for_each(|(yb, xb)| {

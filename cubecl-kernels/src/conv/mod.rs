@@ -32,4 +32,6 @@
 
 mod host;
 
-pub use host::{DenseConv, col2im_batch, forward, im2col_batch, input_grad, weight_grad};
+pub use host::{
+    DenseConv, col2im_batch, forward, forward_with, im2col_batch, input_grad, weight_grad,
+};

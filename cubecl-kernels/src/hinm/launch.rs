@@ -106,7 +106,7 @@ impl crate::decorator::packed::PackedWeight for super::Packed {
     fn host_product(&self, x: &[f32], m: usize) -> Vec<f32> {
         super::reference::spmm(x, m, self)
     }
-    fn host_product_cols(&self, xt: &[f32], m: usize) -> Vec<f32> {
-        super::reference::spmm_cols(xt, m, self)
+    fn host_product_cols(&self, xt: &[f32], m: usize, yt: &mut [f32]) {
+        super::reference::spmm_cols_into(xt, m, self, yt)
     }
 }

@@ -12,7 +12,7 @@
 //! order, bit for bit.
 
 use super::{GROUPS_PER_WORD, Packed, meta_words};
-use crate::panel::{Line, Orient, PanelWeight, product_as};
+use crate::panel::{Line, Orient, PanelWeight, product_as, product_into};
 
 /// Groups of 4 walked together by every row of a tile: 32 groups touch at most 128 lines of a
 /// panel (16 KiB for 32 lanes), which stay in L1 while the tile's rows read them.
@@ -39,6 +39,14 @@ pub fn spmm(x: &[f32], m: usize, w: &Packed) -> Vec<f32> {
 /// As [`spmm`].
 pub fn spmm_cols(xt: &[f32], m: usize, w: &Packed) -> Vec<f32> {
     product_as(xt, m, &Tiles::checked(w), Orient::Cols)
+}
+
+/// [`spmm_cols`] written into `yt` (`out · m` values, whatever they held).
+///
+/// # Panics
+/// As [`spmm`], and if `yt` does not have `out · m` values.
+pub fn spmm_cols_into(xt: &[f32], m: usize, w: &Packed, yt: &mut [f32]) {
+    product_into(xt, m, &Tiles::checked(w), Orient::Cols, yt)
 }
 
 /// A packed weight whose output permutation is one (checked by [`Tiles::checked`]), run tile
@@ -267,6 +275,10 @@ mod tests {
                 transposed(&want, m, out),
                 "{out}x{k} V={v} m={m}, transposed"
             );
+            // into a buffer that held something else: every value overwritten
+            let mut into = vec![f32::NAN; m * out];
+            spmm_cols_into(&transposed(&x, m, k), m, &w, &mut into);
+            assert_eq!(into, cols, "{out}x{k} V={v} m={m}, into a used buffer");
         }
     }
 
