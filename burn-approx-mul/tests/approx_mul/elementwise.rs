@@ -19,6 +19,7 @@ use cubecl_kernels::testing::TestBackend;
 
 /// Values, then every gradient, of the element-wise ops batch norm and ReLU are made of.
 fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let _rng = crate::seeded_rng();
     B::seed(device, 11);
     let mut out = Vec::new();
     let values = |t: burn::tensor::TensorData| t.to_vec::<f32>().unwrap();
@@ -84,6 +85,7 @@ fn scalar_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
         values(x.clone().div_scalar(1).into_data()),
         values(x.div_scalar(2.0).into_data()),
     ];
+    let _rng = crate::seeded_rng();
     B::seed(device, 3);
     let bn = BatchNormConfig::new(3).init::<B>(device);
     for _ in 0..2 {
@@ -262,6 +264,7 @@ fn zeros_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
             out.push(t.cast(DType::F32).into_data().to_vec::<f32>().unwrap());
         }
     }
+    let _rng = crate::seeded_rng();
     B::seed(device, 5);
     let x = Tensor::<B, 3>::random([4, 6, 3], Distribution::Default, device).require_grad();
     let steps: Vec<_> = (0..6)

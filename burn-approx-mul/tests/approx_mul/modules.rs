@@ -28,6 +28,7 @@ impl<B: AutodiffBackend> ModuleVisitor<B> for Grads<'_, B> {
 
 /// Outputs and parameter gradients of the four modules (same seed on every backend).
 fn run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let _rng = crate::seeded_rng();
     B::seed(device, 3);
     let mut all = Vec::new();
     let mut finish = |y: Tensor<B, 3>, module_grads: &dyn Fn(&B::Gradients) -> Vec<Vec<f32>>| {
