@@ -5,7 +5,8 @@
 //! instructions the runtime lacks says which, and one that gets a shape wrong (cubek's
 //! `double-unit` on lavapipe) is refused for it, and a first product that overflows decides
 //! nothing; plain, batched, broadcast and transposed operands; ndarray runs its own
-//! matmul whatever the name; the tally counts both.
+//! matmul whatever the name, with its bits on operands read in place (`matmul::host`); the
+//! tally counts both.
 
 use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -177,6 +178,82 @@ fn a_backend_without_cubecl_kernels_runs_its_own_matmul_whatever_the_name() {
         let (got, refused) = product::<NdArray>(kernel, &a, &b, dims, false);
         assert_eq!(refused, None, "{kernel}");
         assert_eq!(got, burn, "{kernel}: ndarray's own matmul");
+    }
+}
+
+/// `[ba, bb, m, k, n]` of the host product's bit-for-bit test: past matrixmultiply's blocks
+/// (`k` over 256, `m` over 64, `n` over 1024 for f32), a batch, broadcasts either way, a row, a
+/// column, an inner dimension of one.
+const HOST_SHAPES: [[usize; 5]; 7] = [
+    [1, 1, 70, 300, 1030],
+    [3, 3, 17, 40, 9],
+    [1, 4, 8, 16, 24],
+    [5, 1, 9, 33, 7],
+    [1, 1, 1, 64, 200],
+    [2, 2, 65, 31, 1],
+    [1, 1, 12, 1, 12],
+];
+
+#[test]
+fn the_host_product_has_burn_ndarrays_bits_on_strided_and_broadcast_operands() {
+    use burn::tensor::ops::FloatTensorOps;
+    type T = Tensor<NdArray, 3>;
+    let device = Default::default();
+    // a `[batch, rows, cols]` tensor of `values`, as it is or as the transposed view of a
+    // `[batch, cols, rows]` tensor holding them
+    let tensor = |values: &[f32], [batch, rows, cols]: [usize; 3], view: bool| -> T {
+        match view {
+            false => T::from_data(
+                TensorData::new(values.to_vec(), [batch, rows, cols]),
+                &device,
+            ),
+            true => {
+                let mut t = vec![0f32; values.len()];
+                for (i, v) in values.iter().enumerate() {
+                    let (b, r, c) = (i / (rows * cols), i / cols % rows, i % cols);
+                    t[(b * cols + c) * rows + r] = *v;
+                }
+                T::from_data(TensorData::new(t, [batch, cols, rows]), &device).swap_dims(1, 2)
+            }
+        }
+    };
+    let bits = |t: T| -> Vec<u32> {
+        let v = t.into_data().to_vec::<f32>().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    for (s, dims) in HOST_SHAPES.into_iter().enumerate() {
+        let [ba, bb, m, k, n] = dims;
+        let mut a = lcg_data(&[ba, m, k], 11 + s as u64)
+            .to_vec::<f32>()
+            .unwrap();
+        let b = lcg_data(&[bb, k, n], 12 + s as u64)
+            .to_vec::<f32>()
+            .unwrap();
+        // a NaN and an infinity travel through the sums as burn-ndarray's do
+        if s == 1 {
+            a[5] = f32::NAN;
+            a[k + 2] = f32::NEG_INFINITY;
+        }
+        for (lhs_t, rhs_t) in [(false, false), (true, false), (false, true), (true, true)] {
+            let what = format!("{dims:?} transposed lhs {lhs_t} rhs {rhs_t}");
+            let (lhs, rhs) = (tensor(&a, [ba, m, k], lhs_t), tensor(&b, [bb, k, n], rhs_t));
+            let own = NdArray::<f32>::float_matmul(
+                lhs.clone().into_primitive().tensor(),
+                rhs.clone().into_primitive().tensor(),
+            );
+            let (host, ran) = matmul::matmul::<NdArray>(
+                MatmulKernel::Burn,
+                lhs.into_primitive().tensor(),
+                rhs.into_primitive().tensor(),
+            );
+            assert_eq!(ran, Ran::Own, "{what}");
+            let (own, host) = (
+                T::from_primitive(TensorPrimitive::Float(own)),
+                T::from_primitive(TensorPrimitive::Float(host)),
+            );
+            assert_eq!(host.dims(), own.dims(), "{what}: shape");
+            assert_eq!(bits(host), bits(own), "{what}: bits");
+        }
     }
 }
 

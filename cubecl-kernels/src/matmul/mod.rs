@@ -13,7 +13,8 @@
 //! A kernel the runtime or a shape does not take (CMMA without cooperative-matrix instructions,
 //! TMA without a tensor memory accelerator, a shape the kernel's tiling refuses) runs Burn's op
 //! instead, and [`matmul`] says why; [`tally`] counts those fallbacks for the process. A
-//! backend without CubeCL kernels (ndarray) runs its own matmul whatever the name.
+//! backend without CubeCL kernels (ndarray) runs its own arithmetic whatever the name, with
+//! strided operands read in place ([`host`]).
 //!
 //! **Each shape is checked once.** Not every cubek kernel is right for every shape: on lavapipe
 //! `double-unit` returns wrong sums where the inner dimension is not a multiple of 16 and the
@@ -23,9 +24,11 @@
 //! difference in its reason. The check costs one more product and one read of two numbers per
 //! distinct shape (a model's first step).
 
+pub mod host;
+
 use crate::decorator::{CubeVisitor, KernelBackend};
-use burn_backend::DType;
 use burn_backend::tensor::FloatTensor;
+use burn_backend::{DType, TensorData};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::kernel::matmul::init_matmul_output;
 use burn_cubecl::tensor::CubeTensor;
@@ -319,18 +322,39 @@ pub enum Ran {
 
 /// `lhs · rhs` (Burn's `float_matmul`: batch dimensions broadcast) on `kernel` where `B` runs
 /// CubeCL kernels, and how it ran: Burn's op where the kernel refused (counted in [`tally`]),
-/// and where no kernel was chosen or `B` has no CubeCL runtime.
+/// and where no kernel was chosen. Where `B` has no CubeCL runtime, [`host::matmul`] where the
+/// host can view both operands (burn-ndarray's own arithmetic on its operands as they lie: its
+/// bits, without its copy of a strided operand), else `B`'s op.
 pub fn matmul<B: KernelBackend>(
     kernel: MatmulKernel,
     lhs: FloatTensor<B>,
     rhs: FloatTensor<B>,
 ) -> (FloatTensor<B>, Ran) {
-    if kernel == MatmulKernel::Burn || B::cube_runtime().is_none() {
+    if B::cube_runtime().is_none() {
+        return (on_host::<B>(lhs, rhs), Ran::Own);
+    }
+    if kernel == MatmulKernel::Burn {
         return (B::float_matmul(lhs, rhs), Ran::Own);
     }
     let (out, why) = B::visit(Chosen(kernel), vec![lhs, rhs]);
     count(why.as_deref());
     (out, why.map_or(Ran::Chosen, Ran::Refused))
+}
+
+/// `lhs · rhs` on a backend without CubeCL kernels: [`host::matmul`] (burn-ndarray's
+/// arithmetic, operands read in place) where the host can view both operands, the backend's
+/// own op otherwise.
+fn on_host<B: KernelBackend>(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+    let out = match (B::float_host_view(&lhs), B::float_host_view(&rhs)) {
+        (Some(a), Some(b)) => host::matmul(&a, &b),
+        _ => None,
+    };
+    match out {
+        Some((values, shape)) => {
+            B::float_from_data(TensorData::new(values, shape), &B::float_device(&lhs))
+        }
+        None => B::float_matmul(lhs, rhs),
+    }
 }
 
 /// The largest difference from Burn's product a kernel's may have on its first product of a
