@@ -107,18 +107,7 @@ pub enum Binary {
 pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32>, Vec<usize>)> {
     a.check();
     b.check();
-    if a.shape.len() != b.shape.len() {
-        return None;
-    }
-    let mut shape = Vec::with_capacity(a.shape.len());
-    for (&m, &n) in a.shape.iter().zip(&b.shape) {
-        shape.push(match (m, n) {
-            _ if m == n => m,
-            (1, n) => n,
-            (m, 1) => m,
-            _ => return None,
-        });
-    }
+    let shape = broadcast_shape(&a.shape, &b.shape)?;
     let strides = [broadcast(a, &shape), broadcast(b, &shape)];
     let walk = Walk::new(&shape, strides);
     let values = match op {
@@ -129,6 +118,23 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
         Binary::ReluBackward => walk.run(a.values, b.values, relu_backward_value),
     };
     Some((values, shape))
+}
+
+/// The shape two shapes broadcast to (an axis of length 1 takes the other's length); `None`
+/// when the ranks differ or an axis is neither 1 nor the other's length.
+pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    if a.len() != b.len() {
+        return None;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(&m, &n)| match (m, n) {
+            _ if m == n => Some(m),
+            (1, n) => Some(n),
+            (m, 1) => Some(m),
+            _ => None,
+        })
+        .collect()
 }
 
 /// ReLU's backward at one value: `0` where the forward's output `y ≤ 0`, else the gradient

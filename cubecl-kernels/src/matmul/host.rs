@@ -10,7 +10,7 @@
 //! entries run in parallel as burn-ndarray runs them (each is one `sgemm`, whose own threads are
 //! matrixmultiply's).
 
-use crate::elementwise::HostView;
+use crate::elementwise::{HostView, broadcast_shape};
 use rayon::prelude::*;
 
 /// `lhs · rhs` of host views `lhs: [..., m, k]` and `rhs: [..., k, n]` of one rank `≥ 2`, leading
@@ -30,15 +30,7 @@ pub fn matmul(lhs: &HostView<'_>, rhs: &HostView<'_>) -> Option<(Vec<f32>, Vec<u
     if rhs.shape[rank - 2] != k {
         return None;
     }
-    let mut shape = Vec::with_capacity(rank);
-    for (&a, &b) in lhs.shape[..rank - 2].iter().zip(&rhs.shape[..rank - 2]) {
-        shape.push(match (a, b) {
-            _ if a == b => a,
-            (1, b) => b,
-            (a, 1) => a,
-            _ => return None,
-        });
-    }
+    let mut shape = broadcast_shape(&lhs.shape[..rank - 2], &rhs.shape[..rank - 2])?;
     let batch: usize = shape.iter().product();
     shape.extend([m, n]);
     let mut out = vec![0f32; batch * m * n];
