@@ -9,7 +9,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::module::{conv2d, linear};
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Tensor, TensorData};
-use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
+use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, MatmulKernel, Multiplier};
 
 use cubecl_kernels::testing::{TestBackend, TestRuntime, lcg_data as data, leaf};
 
@@ -101,11 +101,25 @@ fn approximate_products_reach_forward_and_both_gradients() {
     );
 }
 
+/// The CubeCL kernels give the host path's values under `mul`. One test per multiplier (MBM's
+/// per-product path, Mitchell at full width, AFM32's table, an accurate 3-bit table): each
+/// compiles its own kernels, so the test threads compile them side by side.
+fn kernel_path_equals_host_path<R: TestRuntime>(mul: &str) {
+    compare(&on_cubecl::<R>(mul), &on_ndarray(mul), 1e-5, mul);
+}
+
 cubecl_kernels::runtime_test! {
-    fn kernel_path_equals_host_path<R>() {
-        for mul in ["mbm7", "mitchell23", "afm32", "acc3"] {
-            compare(&on_cubecl::<R>(mul), &on_ndarray(mul), 1e-5, mul);
-        }
+    fn kernel_path_equals_host_path_mbm7<R>() {
+        kernel_path_equals_host_path::<R>("mbm7");
+    }
+    fn kernel_path_equals_host_path_mitchell23<R>() {
+        kernel_path_equals_host_path::<R>("mitchell23");
+    }
+    fn kernel_path_equals_host_path_afm32<R>() {
+        kernel_path_equals_host_path::<R>("afm32");
+    }
+    fn kernel_path_equals_host_path_acc3<R>() {
+        kernel_path_equals_host_path::<R>("acc3");
     }
 }
 
@@ -377,46 +391,67 @@ cubecl_kernels::runtime_test! {
     }
 }
 
+/// Native products on a CubeCL runtime under `--conv conv --matmul kernel` equal the plain
+/// backend's, the effects report names the kernel (or why it refused), and ndarray runs its own
+/// matmul whatever the name. One test per pair, each its own kernels, compiled side by side.
+fn native_products_run_on_the_matmul_kernel_named<R: TestRuntime>(
+    conv: ConvRoute,
+    kernel: MatmulKernel,
+) {
+    use cubecl_kernels::decorator::effects;
+    let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
+    let tolerance = R::dense_tolerance(1e-5);
+    let what = format!("{} --conv {conv} --matmul {kernel}", R::NAME);
+    let mul = Multiplier::native().with_conv(conv).with_matmul(kernel);
+    effects::start();
+    let got = run_cases::<Autodiff<ApproxMul<TestBackend<R>>>>(&ApproxDevice::new(
+        Default::default(),
+        mul.clone(),
+    ));
+    let seen = effects::finish();
+    compare(&got, &plain, tolerance, &what);
+    let routes: Vec<String> = seen.layers[""]
+        .passes
+        .iter()
+        .flatten()
+        .map(|c| c.route.clone())
+        .collect();
+    // the matmul case and the linear layers name the kernel, or why it refused
+    let named = |r: &String| {
+        r == &format!("native, matmul on {kernel}")
+            || r.ends_with(&format!("({kernel})"))
+            || r.contains(&format!("{kernel} refused: "))
+    };
+    assert!(routes.iter().any(named), "{what}: {routes:?}");
+    // ndarray runs its own matmul whatever the name
+    let host =
+        run_cases::<Autodiff<ApproxMul<NdArray>>>(&ApproxDevice::new(Default::default(), mul));
+    compare(
+        &host,
+        &plain,
+        1e-5,
+        &format!("ndarray --conv {conv} --matmul {kernel}"),
+    );
+}
+
 cubecl_kernels::runtime_test! {
-    fn native_products_run_on_the_matmul_kernel_named<R>() {
-        use burn_approx_mul::MatmulKernel;
-        use cubecl_kernels::decorator::effects;
-        let plain = run_cases::<Autodiff<NdArray>>(&Default::default());
-        let tolerance = R::dense_tolerance(1e-5);
-        for (conv, kernel) in [
-            (ConvRoute::Gemm, MatmulKernel::DoubleUnit),
-            (ConvRoute::Burn, MatmulKernel::SimpleUnit),
-            (ConvRoute::Im2col, MatmulKernel::DoubleCyclicCmma),
-        ] {
-            let what = format!("{} --conv {conv} --matmul {kernel}", R::NAME);
-            let mul = Multiplier::native().with_conv(conv).with_matmul(kernel);
-            effects::start();
-            let got = run_cases::<Autodiff<ApproxMul<TestBackend<R>>>>(&ApproxDevice::new(
-                Default::default(),
-                mul.clone(),
-            ));
-            let seen = effects::finish();
-            compare(&got, &plain, tolerance, &what);
-            let routes: Vec<String> = seen.layers[""]
-                .passes
-                .iter()
-                .flatten()
-                .map(|c| c.route.clone())
-                .collect();
-            // the matmul case and the linear layers name the kernel, or why it refused
-            let named = |r: &String| {
-                r == &format!("native, matmul on {kernel}")
-                    || r.ends_with(&format!("({kernel})"))
-                    || r.contains(&format!("{kernel} refused: "))
-            };
-            assert!(routes.iter().any(named), "{what}: {routes:?}");
-            // ndarray runs its own matmul whatever the name
-            let host = run_cases::<Autodiff<ApproxMul<NdArray>>>(&ApproxDevice::new(
-                Default::default(),
-                mul,
-            ));
-            compare(&host, &plain, 1e-5, &format!("ndarray --conv {conv} --matmul {kernel}"));
-        }
+    fn native_products_run_on_double_unit_with_gemm_convolutions<R>() {
+        native_products_run_on_the_matmul_kernel_named::<R>(
+            ConvRoute::Gemm,
+            MatmulKernel::DoubleUnit,
+        );
+    }
+    fn native_products_run_on_simple_unit_with_burn_convolutions<R>() {
+        native_products_run_on_the_matmul_kernel_named::<R>(
+            ConvRoute::Burn,
+            MatmulKernel::SimpleUnit,
+        );
+    }
+    fn native_products_run_on_double_cyclic_cmma_with_im2col_convolutions<R>() {
+        native_products_run_on_the_matmul_kernel_named::<R>(
+            ConvRoute::Im2col,
+            MatmulKernel::DoubleCyclicCmma,
+        );
     }
 }
 

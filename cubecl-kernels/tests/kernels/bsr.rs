@@ -108,45 +108,75 @@ cubecl_kernels::runtime_test! {
     }
 }
 
-cubecl_kernels::runtime_test! {
-    fn weight_gradient_equals_the_host_reference_under_every_multiply<R>() {
-        // (dims, b, s, out): tile edges along out (70 > 64 columns: the staged tile; 150 > 128,
-        // the direct one) and rows (b = 20, 40, 48: one staged tile of 32 rows or two; b = 72:
-        // two direct tiles, the second of 8 rows), runs longer than the 16 staged blocks
-        let shapes = [
-            ([2, 5, 8], 2, 0.5, 5),
-            ([3, 30, 20], 20, 0.4, 70),
-            ([2, 50, 48], 16, 0.5, 33),
-            ([2, 7, 40], 48, 0.0, 9),
-            ([4, 12, 64], 64, 0.8, 64),
-            ([2, 9, 80], 40, 0.3, 150),
-            ([2, 6, 150], 72, 0.3, 20),
-        ];
-        for (name, mul) in multipliers() {
-            for (dims, b, s, out) in shapes {
-                let [samples, rows, d] = dims;
-                let x = uniform(samples * rows * d, 21);
-                let g = uniform(samples * rows * out, 22);
-                let bsr = host::prune(&x, dims, b, s);
-                let want = host::weight_grad(&bsr, &g, out, &mul);
-                let pruned = prune_on_device::<R>(&x, dims, b, s);
-                let grad = cube::<R, 2>(&g, [samples * rows, out]);
-                // the tile the device gets, then the other one
-                let dw = spmm::launch_weight_grad(&pruned, dims, b, &grad, &mul);
-                let case = format!("{name} {dims:?} b={b} s={s} out={out}");
-                assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
-                let kind = mul.kind();
-                let chosen = spmm::device_tile(&grad, b, kind);
-                for tile in [spmm::Tile::staged(b), spmm::Tile::direct(b, kind)] {
-                    if tile == chosen {
-                        continue;
-                    }
-                    let dw = spmm::launch_weight_grad_tiled(&pruned, dims, b, &grad, &mul, tile);
-                    let case = format!("{case}, {} tile", tile.name());
-                    assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
-                }
+/// The weight gradient under `multipliers()[which]` equals the host reference on every tile
+/// edge, through the tile the device gets and then the other one. One test per multiply: each
+/// compiles its own kernels (minutes on lavapipe), so the test threads compile them side by side.
+fn weight_gradient_equals_the_host_reference<R: TestRuntime>(which: usize) {
+    let every = multipliers();
+    assert_eq!(
+        every.len(),
+        7,
+        "each multiply of `multipliers()` has a test below"
+    );
+    let (name, mul) = &every[which];
+    // (dims, b, s, out): tile edges along out (70 > 64 columns: the staged tile; 150 > 128,
+    // the direct one) and rows (b = 20, 40, 48: one staged tile of 32 rows or two; b = 72:
+    // two direct tiles, the second of 8 rows), runs longer than the 16 staged blocks
+    let shapes = [
+        ([2, 5, 8], 2, 0.5, 5),
+        ([3, 30, 20], 20, 0.4, 70),
+        ([2, 50, 48], 16, 0.5, 33),
+        ([2, 7, 40], 48, 0.0, 9),
+        ([4, 12, 64], 64, 0.8, 64),
+        ([2, 9, 80], 40, 0.3, 150),
+        ([2, 6, 150], 72, 0.3, 20),
+    ];
+    for (dims, b, s, out) in shapes {
+        let [samples, rows, d] = dims;
+        let x = uniform(samples * rows * d, 21);
+        let g = uniform(samples * rows * out, 22);
+        let bsr = host::prune(&x, dims, b, s);
+        let want = host::weight_grad(&bsr, &g, out, mul);
+        let pruned = prune_on_device::<R>(&x, dims, b, s);
+        let grad = cube::<R, 2>(&g, [samples * rows, out]);
+        // the tile the device gets, then the other one
+        let dw = spmm::launch_weight_grad(&pruned, dims, b, &grad, mul);
+        let case = format!("{name} {dims:?} b={b} s={s} out={out}");
+        assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
+        let kind = mul.kind();
+        let chosen = spmm::device_tile(&grad, b, kind);
+        for tile in [spmm::Tile::staged(b), spmm::Tile::direct(b, kind)] {
+            if tile == chosen {
+                continue;
             }
+            let dw = spmm::launch_weight_grad_tiled(&pruned, dims, b, &grad, mul, tile);
+            let case = format!("{case}, {} tile", tile.name());
+            assert_matches_host::<R>(&floats::<R, 2>(dw), &want, &case);
         }
+    }
+}
+
+cubecl_kernels::runtime_test! {
+    fn weight_gradient_equals_the_host_reference_plain<R>() {
+        weight_gradient_equals_the_host_reference::<R>(0);
+    }
+    fn weight_gradient_equals_the_host_reference_mitchell23<R>() {
+        weight_gradient_equals_the_host_reference::<R>(1);
+    }
+    fn weight_gradient_equals_the_host_reference_mbm23<R>() {
+        weight_gradient_equals_the_host_reference::<R>(2);
+    }
+    fn weight_gradient_equals_the_host_reference_lut3_shared<R>() {
+        weight_gradient_equals_the_host_reference::<R>(3);
+    }
+    fn weight_gradient_equals_the_host_reference_lut7_packed<R>() {
+        weight_gradient_equals_the_host_reference::<R>(4);
+    }
+    fn weight_gradient_equals_the_host_reference_lut7_unpackable<R>() {
+        weight_gradient_equals_the_host_reference::<R>(5);
+    }
+    fn weight_gradient_equals_the_host_reference_lut8_global<R>() {
+        weight_gradient_equals_the_host_reference::<R>(6);
     }
 }
 
