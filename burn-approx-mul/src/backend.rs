@@ -13,7 +13,7 @@
 
 use crate::multiplier::Multiplier;
 use crate::ops::conv::{self, Product};
-use crate::ops::elementwise;
+use crate::ops::elementwise::{self, activation_backward, activation_forward};
 use crate::ops::matmul;
 use crate::ops::native::{self, ConvRoute, Linear};
 use crate::ops::pool;
@@ -22,7 +22,7 @@ use burn_backend::ops::{
 };
 use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_backend::{FloatDType, Scalar, Shape, TensorData, TensorMetadata};
-use cubecl_kernels::activation::{Activation, ops as activation};
+use cubecl_kernels::activation::Activation;
 use cubecl_kernels::approx::ApproxMultiply;
 use cubecl_kernels::decorator::effects::{self, Pass};
 use cubecl_kernels::decorator::{
@@ -334,45 +334,6 @@ macro_rules! elementwise_ops {
     )*};
 }
 
-/// `op` of `x` by one kernel on a CubeCL runtime on the GEMM routes, by `inner` (the inner
-/// backend's op) where that declines and on `--conv burn`.
-fn activation_forward<B: KernelBackend>(
-    op: Activation,
-    x: T<B>,
-    inner: fn(FloatTensor<B>) -> FloatTensor<B>,
-) -> T<B> {
-    let cfg = x.config;
-    let out = match cfg.conv() {
-        ConvRoute::Burn => inner(x.inner),
-        _ => activation::forward::<B>(op, x.inner).unwrap_or_else(inner),
-    };
-    Wrapped::new(out, cfg)
-}
-
-/// `op`'s backward from `saved` (ReLU's output, GELU's input) and `grad` on the GEMM routes:
-/// Ember's host loop for ReLU where the host views both operands, one kernel on a CubeCL
-/// runtime; by `inner` (the inner backend's op) where those decline and on `--conv burn`.
-fn activation_backward<B: KernelBackend>(
-    op: Activation,
-    saved: T<B>,
-    grad: T<B>,
-    inner: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> T<B> {
-    let cfg = saved.config;
-    let out = match cfg.conv() {
-        ConvRoute::Burn => inner(saved.inner, grad.inner),
-        _ => match op {
-            Activation::Relu => {
-                elementwise::binary::<B>(Binary::ReluBackward, saved.inner, grad.inner)
-            }
-            Activation::Gelu => Err((saved.inner, grad.inner)),
-        }
-        .or_else(|(s, g)| activation::backward::<B>(op, s, g))
-        .unwrap_or_else(|(s, g)| inner(s, g)),
-    };
-    Wrapped::new(out, cfg)
-}
-
 /// `t` summed or averaged along `dim`: [`cubecl_kernels::reduce::reduce_dim_routed`] on the GEMM
 /// routes, the inner backend's op where that declines and on `--conv burn`.
 fn reduce_dim<B: KernelBackend>(t: T<B>, dim: usize, reduction: Reduction) -> T<B> {
@@ -583,6 +544,19 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
     /// a CubeCL runtime; the inner backend's op elsewhere and on `--conv burn`.
     fn relu_backward(output: T<B>, grad: T<B>) -> T<B> {
         activation_backward::<B>(Activation::Relu, output, grad, B::relu_backward)
+    }
+
+    /// On the GEMM routes, Ember's one host pass where the host views the tensor (bit for bit
+    /// Burn's composite), one kernel on a CubeCL runtime (within the rounding of its `exp` and
+    /// `ln`), in place of Burn's six element-wise passes; the inner backend's op elsewhere and
+    /// on `--conv burn`.
+    fn sigmoid(x: T<B>) -> T<B> {
+        activation_forward::<B>(Activation::Sigmoid, x, B::sigmoid)
+    }
+
+    /// As [`Self::relu_backward`], in place of Burn's four element-wise passes.
+    fn sigmoid_backward(output: T<B>, grad: T<B>) -> T<B> {
+        activation_backward::<B>(Activation::Sigmoid, output, grad, B::sigmoid_backward)
     }
 
     /// On the GEMM routes over a GPU, cubek's cube routine where few outputs each reduce a long

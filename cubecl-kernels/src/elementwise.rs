@@ -1,5 +1,6 @@
 //! Burn's element-wise arithmetic on host memory: the binary ops with broadcasting (`add`,
-//! `sub`, `mul`, `div`), ReLU's backward, and the copy of a strided view into row-major order.
+//! `sub`, `mul`, `div`), ReLU's and sigmoid's backward, sigmoid, and the copy of a strided view
+//! into row-major order.
 //!
 //! burn-ndarray 0.21 (built without its `simd` feature, `docs/architecture.md`) runs these
 //! through ndarray's dynamic-rank `Zip` and iterators: a broadcast operand or a permuted view
@@ -11,10 +12,14 @@
 //! training step on 2 cores 1.6× slower (7.6 ms against 4.7 ms, `cargo xtask bench --filter
 //! model`) and ResNet-18-w16's no faster.
 //!
-//! Each result value is the one IEEE f32 operation burn-ndarray computes for it (`a + b`,
+//! Each result value is the IEEE f32 operation burn-ndarray computes for it (`a + b`,
 //! `a - b`, `a · b`, `a / b`; ReLU's backward is `grad` where `output > 0`, else `0`, NaN
-//! outputs passing the gradient), so the results equal burn-ndarray's bit for bit: nothing is
-//! summed, so no order of additions can differ.
+//! outputs passing the gradient), or the chain of them burn-backend's default composite runs
+//! (sigmoid's six passes, its backward's four), so the results equal burn-ndarray's bit for
+//! bit: nothing is summed, so no order of additions can differ, and `exp` and `ln` are the
+//! same calls of the host's `f32` functions that burn-ndarray makes.
+
+use crate::activation::reference::{sigmoid_backward_value, sigmoid_value};
 
 /// A read-only host view of f32 values: the value at index `i` is
 /// `values[Σ i[d] · strides[d]]` (non-negative strides; any value for an axis of length 1).
@@ -96,6 +101,9 @@ pub enum Binary {
     /// `a > 0` (or `a` is NaN), `0` where `a ≤ 0` (burn-backend's `mask_fill(grad, output ≤ 0,
     /// 0)`).
     ReluBackward,
+    /// Sigmoid's backward with `a` the sigmoid's output and `b` its output gradient:
+    /// `a · (a · −1 + 1) · b` (burn-backend's `sigmoid_backward`, operation for operation).
+    SigmoidBackward,
 }
 
 /// `op` of `a` and `b` broadcast against each other (an axis of length 1 repeats), as
@@ -116,6 +124,7 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
         Binary::Mul => walk.run(a.values, b.values, |x, y| x * y),
         Binary::Div => walk.run(a.values, b.values, |x, y| x / y),
         Binary::ReluBackward => walk.run(a.values, b.values, relu_backward_value),
+        Binary::SigmoidBackward => walk.run(a.values, b.values, sigmoid_backward_value),
     };
     Some((values, shape))
 }
@@ -144,6 +153,23 @@ pub fn relu_backward_value(y: f32, g: f32) -> f32 {
         true => 0.0,
         false => g,
     }
+}
+
+/// Burn's sigmoid of the view's values, in row-major order: each value the composite
+/// burn-backend's default `sigmoid` computes with burn-ndarray's element-wise ops
+/// ([`sigmoid_value`]), in one pass.
+///
+/// # Panics
+/// If the view's strides reach past its values.
+pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
+    a.check();
+    if a.is_row_major() {
+        let n = a.shape.iter().product::<usize>();
+        return a.values[..n].iter().map(|&v| sigmoid_value(v)).collect();
+    }
+    let mut values = to_row_major(a);
+    values.iter_mut().for_each(|v| *v = sigmoid_value(*v));
+    values
 }
 
 /// The view's values in row-major order.
@@ -298,7 +324,7 @@ impl<'w> Odometer<'w> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Binary, HostView, binary, to_row_major};
+    use super::{Binary, HostView, binary, sigmoid, to_row_major};
 
     /// The value of `v` at the row-major position `flat` of `shape` (`v` broadcast to it).
     fn at(v: &HostView<'_>, shape: &[usize], mut flat: usize) -> f32 {
@@ -331,6 +357,8 @@ mod tests {
                             y
                         }
                     }
+                    // burn-backend's `sigmoid_backward`: mul(mul(x, neg(x) + 1), y)
+                    Binary::SigmoidBackward => (x * (x * -1.0 + 1.0)) * y,
                 }
             })
             .collect()
@@ -355,12 +383,13 @@ mod tests {
         }
     }
 
-    const OPS: [Binary; 5] = [
+    const OPS: [Binary; 6] = [
         Binary::Add,
         Binary::Sub,
         Binary::Mul,
         Binary::Div,
         Binary::ReluBackward,
+        Binary::SigmoidBackward,
     ];
 
     fn assert_bits(got: &[f32], want: &[f32]) {
@@ -368,6 +397,25 @@ mod tests {
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
             assert_eq!(g.to_bits(), w.to_bits(), "value {i}: {g} against {w}");
         }
+    }
+
+    #[test]
+    fn sigmoid_is_burns_composite_in_row_major_order() {
+        // burn-backend's default: exp(neg(log(exp(neg(x)) + 1))), negation a product by −1
+        let composite = |x: f32| (((x * -1.0).exp() + 1.0).ln() * -1.0).exp();
+        let mut values = values(60, 5);
+        values[..4].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0]);
+        values[4] = 95.0;
+        for (shape, order) in [(vec![60], vec![0]), (vec![3, 4, 5], vec![2, 0, 1])] {
+            let view = permuted(&values, &shape, &order);
+            let want: Vec<f32> = to_row_major(&view).into_iter().map(composite).collect();
+            assert_bits(&sigmoid(&view), &want);
+        }
+        assert_eq!(
+            sigmoid(&HostView::row_major(&values[1..3], &[2])),
+            [1.0, 0.0]
+        );
+        assert!(sigmoid(&HostView::row_major(&[], &[0, 3])).is_empty());
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Burn's element-wise arithmetic on the GEMM routes of a backend without CubeCL kernels:
-//! binary ops with broadcasting, ReLU's backward and the reshape of a strided view run through
-//! [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's. On
-//! CubeCL backends, on [`ConvRoute::Burn`](super::native::ConvRoute::Burn), and for operands
-//! the host cannot view (other element types), the inner backend's op runs.
+//! binary ops with broadcasting, sigmoid, ReLU's and sigmoid's backward and the reshape of a
+//! strided view run through [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's.
+//! On CubeCL backends the activations run [`cubecl_kernels::activation`]'s kernels. On
+//! [`ConvRoute::Burn`], and for operands neither takes (other element types), the inner
+//! backend's op runs.
 
+use super::native::ConvRoute;
+use crate::ApproxMul;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Shape, TensorData};
-use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::activation::{Activation, ops as activation};
+use cubecl_kernels::decorator::{KernelBackend, Wrapped};
 use cubecl_kernels::elementwise::{self, Binary};
 
 /// `op` of `lhs` and `rhs` on the host, or both back when the host cannot view them or their
@@ -52,4 +56,62 @@ pub(crate) fn reshape<B: KernelBackend>(
         }
         None => Err(t),
     }
+}
+
+/// Burn's sigmoid of `t` on the host in one pass ([`elementwise::sigmoid`], bit for bit the
+/// composite of burn-ndarray's ops), or `t` back when the host cannot view it.
+fn sigmoid<B: KernelBackend>(t: FloatTensor<B>) -> Result<FloatTensor<B>, FloatTensor<B>> {
+    let values = B::float_host_view(&t).map(|view| (elementwise::sigmoid(&view), view.shape));
+    match values {
+        Some((values, shape)) => {
+            let device = B::float_device(&t);
+            Ok(B::float_from_data(TensorData::new(values, shape), &device))
+        }
+        None => Err(t),
+    }
+}
+
+/// `op` of `x` on the GEMM routes: one kernel on a CubeCL runtime, Ember's host pass for
+/// sigmoid where the host views `x`; by `inner` (the inner backend's op) where those decline
+/// and on `--conv burn`.
+pub(crate) fn activation_forward<B: KernelBackend>(
+    op: Activation,
+    x: FloatTensor<ApproxMul<B>>,
+    inner: fn(FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<ApproxMul<B>> {
+    let cfg = x.config;
+    let out = match cfg.conv() {
+        ConvRoute::Burn => inner(x.inner),
+        _ => activation::forward::<B>(op, x.inner)
+            .or_else(|x| match op {
+                Activation::Sigmoid => sigmoid::<B>(x),
+                Activation::Relu | Activation::Gelu => Err(x),
+            })
+            .unwrap_or_else(inner),
+    };
+    Wrapped::new(out, cfg)
+}
+
+/// `op`'s backward from `saved` (ReLU's and sigmoid's output, GELU's input) and `grad` on the
+/// GEMM routes: Ember's host loop for ReLU and sigmoid where the host views both operands, one
+/// kernel on a CubeCL runtime; by `inner` (the inner backend's op) where those decline and on
+/// `--conv burn`.
+pub(crate) fn activation_backward<B: KernelBackend>(
+    op: Activation,
+    saved: FloatTensor<ApproxMul<B>>,
+    grad: FloatTensor<ApproxMul<B>>,
+    inner: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<ApproxMul<B>> {
+    let cfg = saved.config;
+    let out = match cfg.conv() {
+        ConvRoute::Burn => inner(saved.inner, grad.inner),
+        _ => match op {
+            Activation::Relu => binary::<B>(Binary::ReluBackward, saved.inner, grad.inner),
+            Activation::Sigmoid => binary::<B>(Binary::SigmoidBackward, saved.inner, grad.inner),
+            Activation::Gelu => Err((saved.inner, grad.inner)),
+        }
+        .or_else(|(s, g)| activation::backward::<B>(op, s, g))
+        .unwrap_or_else(|(s, g)| inner(s, g)),
+    };
+    Wrapped::new(out, cfg)
 }

@@ -2,16 +2,18 @@
 //! burn-ndarray's bit for bit: batch norm in training mode and ReLU, forward and every
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
 //! with NaN and infinities in the data, and a convolution's bias gradient (a sum of the swapped
-//! and reshaped output gradient). On the CubeCL runtime `EMBER_TEST_RUNTIME` selects,
-//! ReLU and GELU, forward and backward (one kernel each on the GEMM routes), equal Burn's
-//! composites bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
+//! and reshaped output gradient); ReLU, GELU and sigmoid (one host pass each way for sigmoid),
+//! forward and backward, sigmoid also at NaN, the infinities and past `exp`'s range. On the
+//! CubeCL runtime `EMBER_TEST_RUNTIME` selects, ReLU, GELU and sigmoid, forward and backward
+//! (one kernel each on the GEMM routes), equal Burn's composites (sigmoid within 10⁻⁶ of the
+//! largest value, the others) bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
 //! not. Divisions by a scalar (one, which the GEMM routes answer with the tensor itself, and
 //! others) and a batch norm's running statistics equal the plain backend's on both.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
 use burn::nn::BatchNormConfig;
-use burn::tensor::activation::{gelu, relu};
+use burn::tensor::activation::{gelu, relu, sigmoid};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
@@ -129,15 +131,16 @@ fn element_wise_ops_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
     }
 }
 
-/// ReLU's and GELU's outputs and input gradients: packs of 4 and single values, special
-/// values (NaN and infinities through ReLU only), an input the kernel overwrites (held by
-/// nothing else), one it must not (held twice), a strided view.
+/// ReLU's, GELU's and sigmoid's outputs and input gradients (twelve tensors each): packs of 4
+/// and single values, special values (NaN and infinities through ReLU only), an input the
+/// kernel overwrites (held by nothing else), one it must not (held twice), a strided view.
 fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
     let values = |t: TensorData| t.to_vec::<f32>().unwrap();
     let mut out = Vec::new();
     for (act, finite) in [
         (relu as fn(Tensor<B, 2>) -> Tensor<B, 2>, false),
         (gelu, true),
+        (sigmoid, true),
     ] {
         for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
             let n = rows * cols;
@@ -159,6 +162,54 @@ fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
         }
     }
     out
+}
+
+/// Sigmoid's output and input gradient at NaN, the infinities, signed zeros, values past
+/// `exp`'s range and a tiny one.
+fn sigmoid_specials_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
+    let v = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        100.0,
+        -100.0,
+        88.7,
+        -88.7,
+        1e-30,
+    ];
+    let x = Tensor::<B, 1>::from_floats(v, device).require_grad();
+    let w = Tensor::<B, 1>::from_floats(
+        [1.5, -2.0, 0.5, 3.0, 1.0, -1.0, 2.0, 0.25, 4.0, 1.0],
+        device,
+    );
+    let y = sigmoid(x.clone());
+    let grads = (y.clone() * w).sum().backward();
+    let grad = x.grad(&grads).expect("a gradient");
+    [y.into_data(), grad.into_data()]
+        .map(|t| t.to_vec::<f32>().unwrap())
+        .to_vec()
+}
+
+#[test]
+fn activations_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
+    let plain = activation_run::<Autodiff<NdArray>>(&Default::default());
+    let specials = sigmoid_specials_run::<Autodiff<NdArray>>(&Default::default());
+    assert_eq!(plain.len(), 36);
+    assert!(specials[0][0].is_nan() && specials[0][1..3] == [1.0, 0.0]);
+    for route in [ConvRoute::Gemm, ConvRoute::Im2col, ConvRoute::Burn] {
+        let mul = Multiplier::native().with_conv(route);
+        let device = ApproxDevice::<NdArray>::new(Default::default(), mul);
+        let got = activation_run::<Autodiff<ApproxMul<NdArray>>>(&device);
+        assert_eq!(bits(&got), bits(&plain), "{route}");
+        let got = sigmoid_specials_run::<Autodiff<ApproxMul<NdArray>>>(&device);
+        assert_eq!(
+            bits(&got),
+            bits(&specials),
+            "sigmoid's special values, {route}"
+        );
+    }
 }
 
 #[test]
@@ -233,19 +284,23 @@ cubecl_kernels::runtime_test! {
 
     fn activations_on_the_gemm_routes_equal_burns_composites_bit_for_bit<R>() {
         let plain = activation_run::<Autodiff<TestBackend<R>>>(&Default::default());
-        assert_eq!(plain.len(), 24);
+        assert_eq!(plain.len(), 36);
         for route in [ConvRoute::Gemm, ConvRoute::Burn] {
             let mul = Multiplier::native().with_conv(route);
             let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
             let got = activation_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
-            // ReLU's twelve tensors, then GELU's
-            let (got, want) = (got.split_at(12), plain.split_at(12));
-            assert_eq!(bits(got.0), bits(want.0), "ReLU, {route}");
+            // ReLU's twelve tensors, then GELU's, then sigmoid's
+            assert_eq!(bits(&got[..12]), bits(&plain[..12]), "ReLU, {route}");
+            let (gelu, want) = (&got[12..24], &plain[12..24]);
             match R::CONTRACTS_MUL_ADD {
                 // CUDA contracts GELU's multiply-adds inside the one kernel
-                true => cubecl_kernels::testing::assert_all_close(got.1, want.1, 1e-6, "GELU"),
-                false => assert_eq!(bits(got.1), bits(want.1), "GELU, {route}"),
+                true => cubecl_kernels::testing::assert_all_close(gelu, want, 1e-6, "GELU"),
+                false => assert_eq!(bits(gelu), bits(want), "GELU, {route}"),
             }
+            // the runtime's shader compiler rewrites sigmoid's chain of `exp` and `ln` inside
+            // one kernel (lavapipe: up to 5 ulps from the composite's launches)
+            let (sigmoid, want) = (&got[24..], &plain[24..]);
+            cubecl_kernels::testing::assert_all_close(sigmoid, want, 1e-6, "sigmoid");
         }
     }
 }

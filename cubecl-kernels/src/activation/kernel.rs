@@ -19,6 +19,8 @@ mod op {
         Relu,
         /// Burn's GELU (erf); its backward reads the forward's input.
         Gelu,
+        /// Burn's sigmoid, `exp(−ln(exp(−x) + 1))`; its backward reads the forward's output.
+        Sigmoid,
     }
 
     /// Burn's scalars of an activation's pass, in the order the kernels read them (unused ones
@@ -48,11 +50,16 @@ fn forward_of<N: Size>(
             let e = Vector::erf(v / Vector::new(c.c0));
             (v * (e + Vector::new(c.c1))) / Vector::new(c.c2)
         }
+        Activation::Sigmoid => {
+            // · −1, exp, + 1, ln, · −1, exp
+            let e = Vector::exp(v * Vector::new(c.c0)) + Vector::new(c.c1);
+            Vector::exp(Vector::ln(e) * Vector::new(c.c0))
+        }
     }
 }
 
-/// The backward of a pack: `s` is what the backward reads (ReLU's output, GELU's input), `g`
-/// the gradient.
+/// The backward of a pack: `s` is what the backward reads (ReLU's and sigmoid's output, GELU's
+/// input), `g` the gradient.
 #[cube]
 fn backward_of<N: Size>(
     s: Vector<f32, N>,
@@ -72,6 +79,10 @@ fn backward_of<N: Size>(
             let sech = (t * t) * Vector::new(-1.0f32) + Vector::new(1.0f32);
             let y = t * Vector::new(0.5f32) + (inner_2 * sech + Vector::new(0.5f32));
             y * g
+        }
+        Activation::Sigmoid => {
+            // Burn's `sigmoid_backward`: `y · (y · −1 + 1) · g`
+            (s * (s * Vector::new(c.c0) + Vector::new(c.c1))) * g
         }
     }
 }

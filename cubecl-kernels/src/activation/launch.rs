@@ -7,7 +7,7 @@ use super::kernel::{
     Activation, ScalarsLaunch, activation_backward_in_place_kernel, activation_backward_kernel,
     activation_in_place_kernel, activation_kernel,
 };
-use super::reference::{GELU_BACKWARD, GELU_FORWARD};
+use super::reference::{GELU_BACKWARD, GELU_FORWARD, SIGMOID};
 use crate::grid::{f32_input, f32_output, packs};
 use burn_cubecl::CubeRuntime;
 use burn_cubecl::tensor::CubeTensor;
@@ -27,6 +27,7 @@ fn name(op: Activation) -> &'static str {
     match op {
         Activation::Relu => "ReLU",
         Activation::Gelu => "GELU",
+        Activation::Sigmoid => "sigmoid",
     }
 }
 
@@ -41,6 +42,10 @@ fn scalars<R: CubeRuntime>(op: Activation, backward: bool) -> ScalarsLaunch<R> {
         (Activation::Gelu, true) => {
             let [k1, k2, k3, k4, power] = GELU_BACKWARD;
             [k1, k2, k3, k4, power]
+        }
+        (Activation::Sigmoid, _) => {
+            let [minus_one, one] = SIGMOID;
+            [minus_one, one, 0.0, 0.0, 0.0]
         }
     };
     ScalarsLaunch::new(c[0], c[1], c[2], c[3], c[4])
@@ -96,7 +101,8 @@ pub fn launch_forward<R: CubeRuntime>(op: Activation, x: CubeTensor<R>) -> CubeT
     y
 }
 
-/// `op`'s backward on the device from what it reads, `saved` (ReLU's output, GELU's input),
+/// `op`'s backward on the device from what it reads, `saved` (ReLU's and sigmoid's output,
+/// GELU's input),
 /// and the gradient `g`: `g` itself, overwritten, where it is contiguous and held by nothing
 /// else; a new contiguous tensor of `g`'s shape otherwise.
 ///
@@ -110,7 +116,7 @@ pub fn launch_backward<R: CubeRuntime>(
 ) -> CubeTensor<R> {
     let what = format!("{} backward", name(op));
     let reads = match op {
-        Activation::Relu => "the output",
+        Activation::Relu | Activation::Sigmoid => "the output",
         Activation::Gelu => "the input",
     };
     let n = g.meta.num_elements();

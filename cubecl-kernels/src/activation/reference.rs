@@ -110,6 +110,44 @@ pub fn gelu_backward(x: &[f32], g: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// Burn's scalars of sigmoid's passes: the `−1` its negations multiply by, the `1` it adds.
+pub const SIGMOID: [f32; 2] = [-1.0, 1.0];
+
+/// Burn's sigmoid of one value (burn-backend's default `sigmoid`, operation for operation):
+/// `exp(ln(exp(x · −1) + 1) · −1)`. Burn negates by multiplying by `−1`.
+pub fn sigmoid_value(x: f32) -> f32 {
+    let [minus_one, one] = SIGMOID;
+    (((x * minus_one).exp() + one).ln() * minus_one).exp()
+}
+
+/// Burn's sigmoid backward at one value, given the forward's output `y` and the gradient `g`:
+/// `y · (y · −1 + 1) · g`.
+pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
+    let [minus_one, one] = SIGMOID;
+    (y * (y * minus_one + one)) * g
+}
+
+/// Burn's sigmoid of `x`.
+pub fn sigmoid(x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&v| sigmoid_value(v)).collect()
+}
+
+/// Burn's sigmoid backward given the forward's output `y` and the gradient `g`.
+///
+/// # Panics
+/// If `y` and `g` differ in length.
+pub fn sigmoid_backward(y: &[f32], g: &[f32]) -> Vec<f32> {
+    assert_eq!(
+        y.len(),
+        g.len(),
+        "sigmoid backward: the output and the gradient"
+    );
+    y.iter()
+        .zip(g)
+        .map(|(&y, &g)| sigmoid_backward_value(y, g))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +195,27 @@ mod tests {
         }
         assert_eq!(gelu_value(0.0), 0.0);
         assert!((gelu_value(10.0) - 10.0).abs() < 1e-5 && gelu_value(-10.0).abs() < 1e-5);
+    }
+
+    #[test]
+    fn sigmoid_is_the_logistic_function_and_its_backward_its_derivative() {
+        for x in [-20.0f64, -3.0, -0.5, 0.0, 0.25, 4.0, 30.0] {
+            let want = 1.0 / (1.0 + (-x).exp());
+            let y = sigmoid_value(x as f32);
+            assert!((f64::from(y) - want).abs() < 1e-6, "{x}: {y} vs {want}");
+            let d = want * (1.0 - want) * 1.5;
+            let got = f64::from(sigmoid_backward_value(y, 1.5));
+            assert!((got - d).abs() < 1e-6, "{x}: {got} vs {d}");
+        }
+        // the limits, and NaN through
+        assert_eq!(sigmoid(&[f32::NEG_INFINITY, f32::INFINITY]), [0.0, 1.0]);
+        assert!(sigmoid_value(f32::NAN).is_nan());
+    }
+
+    #[test]
+    #[should_panic(expected = "sigmoid backward: the output and the gradient")]
+    fn sigmoids_backward_refuses_inputs_of_other_lengths() {
+        sigmoid_backward(&[0.5], &[1.0, 2.0]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The activation kernels against their host reference on the runtime `EMBER_TEST_RUNTIME`
-//! selects: ReLU bit for bit on every runtime (it only compares and chooses), GELU within the
-//! rounding of the runtime's `exp`, `erf`, `tanh` and `pow`; lengths that take packs of 4 and
+//! selects: ReLU bit for bit on every runtime (it only compares and chooses), GELU and sigmoid
+//! within the rounding of the runtime's `exp`, `ln`, `erf`, `tanh` and `pow`; lengths that take packs of 4 and
 //! lengths that do not, special values, the in-place and the out-of-place launch, a strided
 //! view, an empty tensor; what `activation::ops` hands back (f64, operands of other shapes, a
 //! host backend). The pool is poisoned before each out-of-place launch (a value the
@@ -24,6 +24,7 @@ fn forward(op: Activation, x: &[f32]) -> Vec<f32> {
     match op {
         Activation::Relu => reference::relu(x),
         Activation::Gelu => reference::gelu(x),
+        Activation::Sigmoid => reference::sigmoid(x),
     }
 }
 
@@ -32,15 +33,16 @@ fn backward(op: Activation, saved: &[f32], g: &[f32]) -> Vec<f32> {
     match op {
         Activation::Relu => reference::relu_backward(saved, g),
         Activation::Gelu => reference::gelu_backward(saved, g),
+        Activation::Sigmoid => reference::sigmoid_backward(saved, g),
     }
 }
 
-/// ReLU bit for bit; GELU within 2·10⁻⁶ of the largest value (the runtime's transcendental
-/// functions), NaN where the host has NaN.
+/// ReLU bit for bit; GELU and sigmoid within 2·10⁻⁶ of the largest value (the runtime's
+/// transcendental functions).
 fn assert_activation<R: TestRuntime>(op: Activation, got: &[f32], want: &[f32], what: &str) {
     match op {
         Activation::Relu => assert_matches_host::<R>(got, want, what),
-        Activation::Gelu => {
+        Activation::Gelu | Activation::Sigmoid => {
             assert_eq!(got.len(), want.len(), "{what}: lengths");
             let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
             for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -53,12 +55,15 @@ fn assert_activation<R: TestRuntime>(op: Activation, got: &[f32], want: &[f32], 
     }
 }
 
+/// Every activation.
+const ALL: [Activation; 3] = [Activation::Relu, Activation::Gelu, Activation::Sigmoid];
+
 /// Lengths in packs of 4 and not, one value, none.
 const LENGTHS: &[usize] = &[1024, 1027, 12, 1, 0];
 
 cubecl_kernels::runtime_test! {
     fn forwards_equal_the_host_in_place_and_not<R>() {
-        for op in [Activation::Relu, Activation::Gelu] {
+        for op in ALL {
             for &n in LENGTHS {
                 let x = values(op, n, 1);
                 let want = forward(op, &x);
@@ -76,7 +81,7 @@ cubecl_kernels::runtime_test! {
     }
 
     fn backwards_equal_the_host_in_place_and_not<R>() {
-        for op in [Activation::Relu, Activation::Gelu] {
+        for op in ALL {
             for &n in LENGTHS {
                 let (s, g) = (values(op, n, 2), values(op, n, 3));
                 let want = backward(op, &s, &g);
@@ -103,7 +108,7 @@ cubecl_kernels::runtime_test! {
             )
         };
         let logical = |v: &[f32]| (0..15).map(|k| v[(k % 3) * 5 + k / 3]).collect::<Vec<_>>();
-        for op in [Activation::Relu, Activation::Gelu] {
+        for op in ALL {
             let (x, g) = (values(op, 15, 4), values(op, 15, 5));
             let got = floats::<R, 2>(launch_forward(op, swap(&x)));
             let want = forward(op, &logical(&x));
