@@ -51,8 +51,9 @@
 //! - [`softmax`]: softmax over the last axis (attention's), one kernel each way where Burn's
 //!   `softmax` and its autodiff launch 18 tensor ops; with the host implementation beside
 //!   them.
-//! - [`activation`]: ReLU and GELU, forward and backward, one kernel each (Burn's defaults
-//!   launch 2 to 14 element-wise ops for each), in place where the tensor they replace allows.
+//! - [`activation`]: ReLU, GELU and sigmoid, forward and backward, one kernel each (Burn's
+//!   defaults launch 2 to 14 element-wise ops for each), in place where the tensor they replace
+//!   allows.
 //! - [`optim`]: Adam's and SGD's steps, one fused kernel per parameter (Burn's optimizers launch
 //!   7 to 13 element-wise ops per parameter), with the host implementation beside them that
 //!   they equal bit for bit.

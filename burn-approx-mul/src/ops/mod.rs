@@ -8,9 +8,9 @@
 //!
 //! On the GEMM routes of a backend without CubeCL kernels, Burn's element-wise arithmetic
 //! (binary ops with broadcasting, sigmoid, ReLU's and sigmoid's backward, the reshape of a
-//! strided view) runs on
-//! Ember's host loops ([`cubecl_kernels::elementwise`]), bit-identical to the inner backend's,
-//! and so does 2-d max pooling, forward and backward ([`cubecl_kernels::pool`]).
+//! strided view) runs on Ember's host loops ([`cubecl_kernels::elementwise`]), bit-identical to
+//! the inner backend's, and so does 2-d max pooling, forward and backward
+//! ([`cubecl_kernels::pool`]).
 
 pub mod conv;
 pub(crate) mod elementwise;

@@ -102,9 +102,8 @@ pub fn launch_forward<R: CubeRuntime>(op: Activation, x: CubeTensor<R>) -> CubeT
 }
 
 /// `op`'s backward on the device from what it reads, `saved` (ReLU's and sigmoid's output,
-/// GELU's input),
-/// and the gradient `g`: `g` itself, overwritten, where it is contiguous and held by nothing
-/// else; a new contiguous tensor of `g`'s shape otherwise.
+/// GELU's input), and the gradient `g`: `g` itself, overwritten, where it is contiguous and
+/// held by nothing else; a new contiguous tensor of `g`'s shape otherwise.
 ///
 /// # Panics
 /// If a tensor is not f32, `saved` holds another number of values than `g`, or `g` holds
