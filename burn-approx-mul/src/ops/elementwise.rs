@@ -25,12 +25,19 @@ pub(crate) fn binary<B: KernelBackend>(
         _ => None,
     };
     match out {
-        Some((values, shape)) => {
-            let device = B::float_device(&lhs);
-            Ok(B::float_from_data(TensorData::new(values, shape), &device))
-        }
+        Some((values, shape)) => Ok(on_device_of::<B>(&lhs, values, shape)),
         None => Err((lhs, rhs)),
     }
+}
+
+/// Host `values` of `shape` as a tensor on `like`'s device.
+fn on_device_of<B: KernelBackend>(
+    like: &FloatTensor<B>,
+    values: Vec<f32>,
+    shape: impl Into<Shape>,
+) -> FloatTensor<B> {
+    let device = B::float_device(like);
+    B::float_from_data(TensorData::new(values, shape), &device)
 }
 
 /// `t` reshaped to `shape`: a strided host view is copied in row-major order on the host (in
@@ -47,13 +54,7 @@ pub(crate) fn reshape<B: KernelBackend>(
         _ => None,
     };
     match values {
-        Some(values) => {
-            let device = B::float_device(&t);
-            Ok(B::float_from_data(
-                TensorData::new(values, shape.clone()),
-                &device,
-            ))
-        }
+        Some(values) => Ok(on_device_of::<B>(&t, values, shape.clone())),
         None => Err(t),
     }
 }
@@ -63,10 +64,7 @@ pub(crate) fn reshape<B: KernelBackend>(
 fn sigmoid<B: KernelBackend>(t: FloatTensor<B>) -> Result<FloatTensor<B>, FloatTensor<B>> {
     let values = B::float_host_view(&t).map(|view| (elementwise::sigmoid(&view), view.shape));
     match values {
-        Some((values, shape)) => {
-            let device = B::float_device(&t);
-            Ok(B::float_from_data(TensorData::new(values, shape), &device))
-        }
+        Some((values, shape)) => Ok(on_device_of::<B>(&t, values, shape)),
         None => Err(t),
     }
 }
