@@ -19,8 +19,6 @@
 //! bit: nothing is summed, so no order of additions can differ, and `exp` and `ln` are the
 //! same calls of the host's `f32` functions that burn-ndarray makes.
 
-use crate::activation::reference::{sigmoid_backward_value, sigmoid_value};
-
 /// A read-only host view of f32 values: the value at index `i` is
 /// `values[Σ i[d] · strides[d]]` (non-negative strides; any value for an axis of length 1).
 #[derive(Clone, Debug, PartialEq)]
@@ -153,6 +151,23 @@ pub fn relu_backward_value(y: f32, g: f32) -> f32 {
         true => 0.0,
         false => g,
     }
+}
+
+/// Burn's scalars of sigmoid's passes: the `−1` its negations multiply by, the `1` it adds.
+pub const SIGMOID: [f32; 2] = [-1.0, 1.0];
+
+/// Burn's sigmoid of one value (burn-backend's default `sigmoid`, operation for operation):
+/// `exp(ln(exp(x · −1) + 1) · −1)`. Burn negates by multiplying by `−1`.
+pub fn sigmoid_value(x: f32) -> f32 {
+    let [minus_one, one] = SIGMOID;
+    (((x * minus_one).exp() + one).ln() * minus_one).exp()
+}
+
+/// Burn's sigmoid backward at one value, given the forward's output `y` and the gradient `g`:
+/// `y · (y · −1 + 1) · g`.
+pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
+    let [minus_one, one] = SIGMOID;
+    (y * (y * minus_one + one)) * g
 }
 
 /// Burn's sigmoid of the view's values, in row-major order: each value the composite

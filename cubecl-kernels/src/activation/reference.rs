@@ -1,6 +1,7 @@
 //! The host implementation of the activation kernels, the oracle of their tests. ReLU's
 //! backward at one value is the one Ember's host element-wise walk applies
-//! ([`crate::elementwise::relu_backward_value`]).
+//! ([`crate::elementwise::relu_backward_value`]), and so are sigmoid's
+//! ([`crate::elementwise::sigmoid_value`], [`crate::elementwise::sigmoid_backward_value`]).
 //!
 //! ReLU's functions are the kernels' values bit for bit. GELU's follow Burn's formula in f32,
 //! operation for operation, with the error function of CubeCL's polyfill (Abramowitz and
@@ -110,22 +111,7 @@ pub fn gelu_backward(x: &[f32], g: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-/// Burn's scalars of sigmoid's passes: the `−1` its negations multiply by, the `1` it adds.
-pub const SIGMOID: [f32; 2] = [-1.0, 1.0];
-
-/// Burn's sigmoid of one value (burn-backend's default `sigmoid`, operation for operation):
-/// `exp(ln(exp(x · −1) + 1) · −1)`. Burn negates by multiplying by `−1`.
-pub fn sigmoid_value(x: f32) -> f32 {
-    let [minus_one, one] = SIGMOID;
-    (((x * minus_one).exp() + one).ln() * minus_one).exp()
-}
-
-/// Burn's sigmoid backward at one value, given the forward's output `y` and the gradient `g`:
-/// `y · (y · −1 + 1) · g`.
-pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
-    let [minus_one, one] = SIGMOID;
-    (y * (y * minus_one + one)) * g
-}
+pub use crate::elementwise::{SIGMOID, sigmoid_backward_value, sigmoid_value};
 
 /// Burn's sigmoid of `x`.
 pub fn sigmoid(x: &[f32]) -> Vec<f32> {
