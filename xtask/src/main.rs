@@ -25,6 +25,7 @@ mod gpu_bundle;
 mod gpu_run;
 mod model_steps;
 mod reproduce;
+mod runner;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -324,16 +325,12 @@ fn test(quick: bool) -> Result<()> {
         true => &["--features", "ember-cli/mpi"],
         false => &[],
     };
-    let mut tests = vec![
-        "test",
-        "--workspace",
-        "--lib",
-        "--bins",
-        "--tests",
-        "--no-fail-fast",
-    ];
+    // Each test in a process of its own, a core each (`runner.rs`: one compute server a
+    // process queues the kernel compilations of libtest's threads behind one another).
+    let mut tests = vec!["test", "--workspace", "--lib", "--bins", "--tests"];
     tests.extend(features);
-    cargo(&tests)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    runner::run(&tests, threads)?;
     let mut doc = vec!["test", "--workspace", "--doc"];
     doc.extend(features);
     cargo(&doc)?;
