@@ -329,8 +329,7 @@ fn test(quick: bool) -> Result<()> {
     // process queues the kernel compilations of libtest's threads behind one another).
     let mut tests = vec!["test", "--workspace", "--lib", "--bins", "--tests"];
     tests.extend(features);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    runner::run(&tests, threads)?;
+    runner::run(&tests, cores())?;
     let mut doc = vec!["test", "--workspace", "--doc"];
     doc.extend(features);
     cargo(&doc)?;

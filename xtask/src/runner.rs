@@ -12,7 +12,8 @@
 //! fails; a filter that matches no test (a listed test not run) fails it too.
 
 use anyhow::{Context, Result, bail};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -118,7 +119,7 @@ pub fn run(args: &[&str], threads: usize) -> Result<()> {
 fn build(args: &[&str]) -> Result<Vec<(PathBuf, String, PathBuf)>> {
     let start = Instant::now();
     println!("==> cargo {} --no-run", args.join(" "));
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let out = Command::new(env!("CARGO"))
         .args(args)
         .args(["--no-run", "--message-format", "json-render-diagnostics"])
         .current_dir(crate::root())
@@ -128,6 +129,18 @@ fn build(args: &[&str]) -> Result<Vec<(PathBuf, String, PathBuf)>> {
     if !out.status.success() {
         bail!("building the tests failed ({})", out.status);
     }
+    // each package's name by its manifest
+    let packages: HashMap<String, String> = crate::metadata()?["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                p["manifest_path"].as_str()?.into(),
+                p["name"].as_str()?.into(),
+            ))
+        })
+        .collect();
     let mut binaries = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -146,10 +159,7 @@ fn build(args: &[&str]) -> Result<Vec<(PathBuf, String, PathBuf)>> {
             .parent()
             .context("a manifest path without a directory")?
             .to_path_buf();
-        let package = message["package_id"]
-            .as_str()
-            .and_then(package_name)
-            .unwrap_or_default();
+        let package = packages.get(manifest).map_or("", String::as_str);
         let target = message["target"]["name"].as_str().unwrap_or_default();
         binaries.push((
             PathBuf::from(executable),
@@ -165,18 +175,8 @@ fn build(args: &[&str]) -> Result<Vec<(PathBuf, String, PathBuf)>> {
     Ok(binaries)
 }
 
-/// A package's name from cargo's package id (`path+file:///…/dir#name@0.1.0`, or
-/// `path+file:///…/name#0.1.0` where the directory is the name).
-fn package_name(id: &str) -> Option<String> {
-    let (path, fragment) = id.rsplit_once('#')?;
-    match fragment.split_once('@') {
-        Some((name, _)) => Some(name.to_string()),
-        None => path.rsplit('/').next().map(str::to_string),
-    }
-}
-
 /// The tests of a test binary (`--list --format terse`: a line `name: test` each).
-fn list(binary: &PathBuf, dir: &PathBuf) -> Result<Vec<String>> {
+fn list(binary: &Path, dir: &Path) -> Result<Vec<String>> {
     let out = Command::new(binary)
         .args(["--list", "--format", "terse"])
         .current_dir(dir)
@@ -223,23 +223,5 @@ fn run_one(job: &Job) -> Outcome {
             "the filter did not run exactly this test:\n{}",
             text()
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::package_name;
-
-    #[test]
-    fn package_names_come_from_both_forms_of_cargos_package_id() {
-        assert_eq!(
-            package_name("path+file:///work/main/models/cli#ember-cli@0.1.0").as_deref(),
-            Some("ember-cli")
-        );
-        assert_eq!(
-            package_name("path+file:///work/main/xtask#0.1.0").as_deref(),
-            Some("xtask")
-        );
-        assert_eq!(package_name("no fragment"), None);
     }
 }

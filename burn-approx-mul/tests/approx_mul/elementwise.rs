@@ -5,9 +5,9 @@
 //! and reshaped output gradient); ReLU, GELU and sigmoid (one host pass each way for sigmoid),
 //! forward and backward, sigmoid also at NaN, the infinities and past `exp`'s range. On the
 //! CubeCL runtime `EMBER_TEST_RUNTIME` selects, ReLU, GELU and sigmoid, forward and backward
-//! (one kernel each on the GEMM routes), equal Burn's composites (sigmoid within 10⁻⁶ of the
-//! largest value, the others) bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), in place and
-//! not. Divisions by a scalar (one, which the GEMM routes answer with the tensor itself, and
+//! (one kernel each on the GEMM routes), in place and not, equal Burn's composites: ReLU and
+//! GELU bit for bit (within 10⁻⁶ where the runtime contracts multiply-adds), sigmoid within
+//! 10⁻⁶ of the largest value. Divisions by a scalar (one, which the GEMM routes answer with the tensor itself, and
 //! others) and a batch norm's running statistics equal the plain backend's on both.
 
 use burn::backend::{Autodiff, NdArray};
