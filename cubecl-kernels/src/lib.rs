@@ -104,6 +104,9 @@ pub mod elementwise;
 pub mod fs;
 mod grid;
 pub mod hinm;
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub mod instances;
 pub mod layer_norm;
 pub mod matmul;
 pub mod norm;

@@ -1,15 +1,18 @@
 //! LeNet-5 with PReLU(channels) at every activation (stock `burn::nn::PRelu`), trained twice on
-//! the embedded MNIST subset: under plain `Autodiff<NdArray>`, where Burn's `prelu` is a
-//! composite of three element-wise ops (three autodiff nodes), and under
-//! `SparseAct<Autodiff<NdArray>>`, the top of every Ember stack, which records each PReLU as one
-//! node: one broadcast pass forward, one fused pass backward (`dx` and the per-channel `dα`
-//! sums together). The same seed gives the same model; the losses agree to rounding.
+//! the embedded MNIST subset: under plain `Autodiff<ApproxMul<NdArray>>`, where Burn's `prelu` is
+//! a composite of three element-wise ops (three autodiff nodes), and under
+//! `SparseAct<Autodiff<ApproxMul<NdArray>>>`, the top of every Ember stack, which records each
+//! PReLU as one node: one broadcast pass forward, one fused pass backward (`dx` and the
+//! per-channel `dα` sums together). Both run native products with Ember's GEMM convolutions
+//! (`ConvRoute::Gemm`, what `ember` runs by default), so the convolutions cost the same on both
+//! sides. The same seed gives the same model; the losses agree to rounding.
 //!
 //! `cargo run --release --example prelu_broadcast -p ember-train`
 
 mod common;
 
 use burn::backend::{Autodiff, NdArray};
+use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
 use burn::data::dataloader::batcher::Batcher;
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -50,11 +53,18 @@ fn train<B: AutodiffBackend>(
     Ok((last, acc, seconds))
 }
 
+/// Native products with Ember's GEMM convolutions under both trainings.
+type Native = ApproxMul<NdArray>;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (loss, acc, secs) = train::<Autodiff<NdArray>>(&Default::default())?;
+    let native = ApproxDevice::<NdArray>::new(
+        Default::default(),
+        Multiplier::native().with_conv(ConvRoute::Gemm),
+    );
+    let (loss, acc, secs) = train::<Autodiff<Native>>(&native)?;
     println!("Burn's composite PReLU:      last loss {loss:.4}, test {acc:.2}%, {secs:.1} s");
-    let fused = SparseDevice::<NdArray>::new(Default::default(), Policy::default());
-    let (loss, acc, secs) = train::<SparseAct<Autodiff<NdArray>>>(&fused)?;
+    let fused = SparseDevice::<Native>::new(native, Policy::default());
+    let (loss, acc, secs) = train::<SparseAct<Autodiff<Native>>>(&fused)?;
     println!("Ember's fused PReLU kernels: last loss {loss:.4}, test {acc:.2}%, {secs:.1} s");
     Ok(())
 }

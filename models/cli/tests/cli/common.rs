@@ -1,5 +1,5 @@
 //! Helpers shared by the `ember` CLI tests: run the binary, a scratch directory per test
-//! binary, and the "clean failure" assertion (one error line, non-zero exit, no panic).
+//! (removed after it), and the "clean failure" assertion (one error line, non-zero exit, no panic).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -67,15 +67,41 @@ pub fn sized_train_args<'a>(
     ]
 }
 
-/// An empty scratch path, unique to this process and test binary.
-pub fn scratch(name: &str) -> PathBuf {
+/// An empty scratch path, unique to this process and test binary, removed with whatever was
+/// written there when the guard drops, except when the test panics (its files are then left
+/// for a look).
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!(
         "ember-{}-{}-{name}",
         env!("CARGO_CRATE_NAME"),
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    dir
+    Scratch(dir)
+}
+
+/// A scratch path ([`scratch`]): a `PathBuf` that removes itself when dropped.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Asserts a clean failure whose stderr contains `needle`.
