@@ -12,13 +12,13 @@
 mod common;
 
 use burn::backend::{Autodiff, NdArray};
-use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
 use burn::data::dataloader::batcher::Batcher;
 use burn::module::AutodiffModule;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
+use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
 use burn_sparse_act::{Policy, SparseAct, SparseDevice};
 use common::{accuracy, batches};
 use ember_models::act::Activation;
