@@ -8,10 +8,11 @@
 //! that compiled it when both are built at `opt-level` 0 or 1 (the workspace's `dev` profile:
 //! rustc's share-generics default), so [`backend_ops`] names every op of both backends and the
 //! crates above link these copies instead of compiling their own: the workspace's test build
-//! took 758 s instead of 1,371 s (`docs/architecture.md`, "Continuous integration"). Optimised
+//! took 758 s instead of 1,371 s (`docs/architecture.md`, "Tests"). Optimised
 //! builds do not share generics, so the module is left out of builds without debug assertions
 //! (release), where it would only compile every op once more.
 
+use burn_backend::Backend;
 use burn_backend::ops::{
     ActivationOps, BoolTensorOps, FloatTensorOps, IntTensorOps, ModuleOps, QTensorOps,
     TransactionOps,
@@ -24,10 +25,10 @@ macro_rules! ops {
     };
 }
 
-/// The address of every op of `$backend` (the ops of burn-backend 0.21's backend traits).
-macro_rules! backend_ops {
-    ($backend:ty) => {
-        ops!($backend;
+/// How many ops `B` has (those of burn-backend 0.21's backend traits), each compiled in this
+/// crate: their addresses, kept through `black_box`.
+fn addresses<B: Backend>() -> usize {
+    std::hint::black_box(ops!(B;
         FloatTensorOps:
         float_from_data, float_random, float_zeros, float_ones, float_full, float_into_data,
         float_device, float_to_device, float_into_int, float_empty, float_repeat_dim, float_add,
@@ -52,7 +53,7 @@ macro_rules! backend_ops {
         float_any_dim, float_all, float_all_dim, float_sign, float_expand, float_sort,
         float_sort_with_indices, float_argsort, float_grid_sample_2d, float_unfold, float_is_nan,
         float_is_inf
-;
+    ;
         IntTensorOps:
         int_empty, int_into_data, int_from_data, int_device, int_to_device, int_reshape, int_slice,
         int_slice_assign, int_into_float, int_mask_where, int_mask_fill, int_gather,
@@ -72,7 +73,7 @@ macro_rules! backend_ops {
         bitwise_and_scalar, bitwise_or, bitwise_or_scalar, bitwise_xor, bitwise_xor_scalar,
         bitwise_not, bitwise_left_shift, bitwise_left_shift_scalar, bitwise_right_shift,
         bitwise_right_shift_scalar, int_cast, int_unfold
-;
+    ;
         BoolTensorOps:
         bool_empty, bool_zeros, bool_ones, bool_into_data, bool_from_data, bool_into_int,
         bool_into_float, bool_device, bool_to_device, bool_reshape, bool_slice, bool_slice_assign,
@@ -81,7 +82,7 @@ macro_rules! backend_ops {
         bool_not, bool_and, bool_or, bool_xor, bool_transpose, bool_swap_dims, bool_permute,
         bool_flip, bool_any, bool_any_dim, bool_all, bool_all_dim, bool_argwhere, bool_expand,
         bool_unfold
-;
+    ;
         ModuleOps:
         embedding, embedding_backward, linear, linear_x_backward, linear_weight_backward,
         linear_bias_backward, conv1d, conv1d_x_backward, conv1d_weight_backward,
@@ -98,11 +99,11 @@ macro_rules! backend_ops {
         max_pool2d_with_indices, max_pool2d_with_indices_backward, interpolate,
         interpolate_backward, attention, layer_norm, ctc_loss, has_ctc_loss_backward,
         ctc_loss_backward, rfft, irfft
-;
+    ;
         ActivationOps:
         leaky_relu, relu, relu_backward, gelu, prelu, gelu_backward, sigmoid, sigmoid_backward,
         hard_sigmoid, log_sigmoid, softmax, log_softmax, softmin, log_sigmoid_backward
-;
+    ;
         QTensorOps:
         q_from_data, quantize, quantize_dynamic, dequantize, q_device, q_to_device, q_reshape,
         q_into_data, q_detach, q_set_require_grad, q_is_require_grad, q_expand, q_transpose,
@@ -114,19 +115,17 @@ macro_rules! backend_ops {
         q_erf, q_cat, q_argmax, q_argtopk, q_topk, q_argmin, q_max, q_max_dim,
         q_max_dim_with_indices, q_min, q_min_dim, q_min_dim_with_indices, q_max_abs, q_max_abs_dim,
         q_any, q_any_dim, q_all, q_all_dim, q_sort, q_sort_with_indices, q_argsort
-;
+    ;
         TransactionOps:
         tr_execute
-;
-        )
-    };
+    ;
+        ))
+    .len()
 }
 
 /// Compiles every op of `Wgpu` and `NdArray` (their addresses, never called): see the module
 /// docs. Not part of the API.
 #[doc(hidden)]
 pub fn backend_ops() -> usize {
-    let wgpu = backend_ops!(burn_wgpu::Wgpu);
-    let ndarray = backend_ops!(burn_ndarray::NdArray);
-    std::hint::black_box(wgpu.len() + ndarray.len())
+    addresses::<burn_wgpu::Wgpu>() + addresses::<burn_ndarray::NdArray>()
 }

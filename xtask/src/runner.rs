@@ -38,8 +38,8 @@ enum Outcome {
 /// Builds the test binaries `cargo test <args>` would run and runs each of their tests in a
 /// process of its own, `threads` at a time.
 pub fn run(args: &[&str], threads: usize) -> Result<()> {
-    let start = Instant::now();
     let binaries = build(args)?;
+    let start = Instant::now();
     let mut jobs = Vec::new();
     for (binary, label, dir) in binaries {
         for name in list(&binary, &dir)? {
