@@ -13,11 +13,17 @@
 //!   data movement.
 //! - `1-forward`, `2-input-grad`, `3-weight-grad`: `conv::forward` (no bias), `conv::input_grad`
 //!   and `conv::weight_grad`.
+//! - `4-lut7-forward`, `5-lut7-input-grad`, `6-lut7-weight-grad`: the same three products under
+//!   a 7-bit multiplier table (AFM16's width; Mitchell's table, its contents do not change the
+//!   time), `approx::gemm::conv_forward`, `conv_input_grad` and `conv_weight_grad`: ApproxMul's
+//!   host convolution, to read against rows 1-3 (the step-level target is AFM16 within 2× of
+//!   the native step).
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use cubecl_kernels::approx::gemm::{conv_forward, conv_input_grad, conv_weight_grad};
 use cubecl_kernels::approx::im2col::Window;
 use cubecl_kernels::conv::{DenseConv, forward, im2col_batch, input_grad, weight_grad};
-use cubecl_kernels::testing::uniform;
+use cubecl_kernels::testing::{mitchell_table, uniform};
 use std::time::Duration;
 
 const BATCH: usize = 64;
@@ -95,6 +101,21 @@ fn bench(c: &mut Criterion) {
         c.bench_with_input(BenchmarkId::new(&group, "3-weight-grad"), &(), |b, _| {
             b.iter(|| weight_grad(&x, &dy, &conv))
         });
+        let lut = mitchell_table(7);
+        let expanded = |y: Option<Vec<f32>>| y.expect("the expansion takes every shape here");
+        c.bench_with_input(BenchmarkId::new(&group, "4-lut7-forward"), &(), |b, _| {
+            b.iter(|| expanded(conv_forward(&x, &w, BATCH, &window, &lut)))
+        });
+        c.bench_with_input(
+            BenchmarkId::new(&group, "5-lut7-input-grad"),
+            &(),
+            |b, _| b.iter(|| expanded(conv_input_grad(&dy, &w, BATCH, &window, &lut))),
+        );
+        c.bench_with_input(
+            BenchmarkId::new(&group, "6-lut7-weight-grad"),
+            &(),
+            |b, _| b.iter(|| expanded(conv_weight_grad(&x, &dy, BATCH, &window, &lut))),
+        );
     }
 }
 
