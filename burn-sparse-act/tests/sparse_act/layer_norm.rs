@@ -1,6 +1,7 @@
 //! The fused layer norm (stock `burn::nn::LayerNorm` on `SparseAct<Autodiff<B>>`, reaching the
 //! backend's `layer_norm`) against Burn's composite on `Autodiff<B>`: the outputs and the
-//! gradients of `x`, `γ` and `β` within 1e-5 relative (sums in another order), with and
+//! gradients of `x`, `γ` and `β` within 1e-5 relative (sums in another order; for rows of one
+//! value, x's gradient within 1e-5 of its terms' scale), with and
 //! without `β`, rows of one cube's worth of units and of many values a unit; on ndarray (the
 //! host path) and on the CubeCL runtime `EMBER_TEST_RUNTIME` selects.
 
@@ -47,6 +48,20 @@ fn fused_equals_stock<B: KernelBackend>(name: &str) {
             let ours = run::<SparseAct<Autodiff<B>>>(dims, bias, &device);
             assert_eq!(ours.len(), 3 + usize::from(bias));
             let what = format!("{name}, layer norm of {dims:?}, β {bias}");
+            let (mut stock, mut ours) = (stock, ours);
+            if dims[1] == 1 {
+                // rows of one value: x's gradient is zero, the sum of terms of about
+                // |γ·w| / √ε (1 / √1e-5 = 316 here) that cancel; what is left is their rounding
+                // (4.1e-6 from the fused kernel on CUDA, which fuses multiply-adds), so it is
+                // compared against the terms' scale rather than its own
+                let (s, o) = (stock.remove(1), ours.remove(1));
+                for (j, (x, y)) in s.iter().zip(&o).enumerate() {
+                    assert!(
+                        x.abs().max(y.abs()) <= 1e-5 * 316.0,
+                        "{what}: x's gradient [{j}]: {x} vs {y}"
+                    );
+                }
+            }
             assert_all_close(&stock, &ours, 1e-5, &what);
         }
     }
