@@ -16,8 +16,7 @@
 //! either: the `2^m` entries of the packed key's table row sit in `2^m / 16` vectors, and
 //! two-source permutes indexed by the lanes' keys pick each lane's entry (`m ≤ 4`: one
 //! permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the lanes'
-//! scales; where the CPU has AVX-512 VBMI, panels of two vectors at `m = 6, 7` pick the entries'
-//! bytes instead, 64 lanes a permute (`ByPacked`'s planes). Elsewhere (and in the tests, to check one against the other) a portable loop builds
+//! scales. Elsewhere (and in the tests, to check one against the other) a portable loop builds
 //! the same rows entry by entry, vectorised by the compiler with AVX2 where present. The
 //! packed side is read in place through its strides (a value's sign and exponent bits are its
 //! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
@@ -112,18 +111,6 @@ fn avx512_available() -> bool {
         false
     }
 }
-/// Whether the CPU has AVX-512 VBMI and BW too (the byte-permute build: [`ByPacked`]'s planes).
-fn bytes_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx512vbmi") && std::is_x86_feature_detected!("avx512bw")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// Table widths the expansion runs at (a block's expanded tables: `STEPS · 2^m · LANES` f32,
 /// 256 KiB at `m = 8`).
 const MAX_BITS: u32 = 8;
@@ -205,6 +192,22 @@ fn chunk_range_avx2(chunk: &[f32]) -> (u32, u32) {
     chunk_range(chunk)
 }
 
+/// A `2^bits × 2^bits` table `t[i · 2^m + j]` transposed, its rows `stride` apart
+/// (`stride ≥ 2^m`, the padding zero): `out[j · stride + i] = t[i · 2^m + j]`. The table
+/// by the rhs key (`stride = 2^m`) when the rhs is expanded, and the table by the packed
+/// side's key, padded for the AVX-512 build's whole-vector permutes, from the table by the
+/// expanded side's key.
+fn transposed(t: &[f32], bits: u32, stride: usize) -> Vec<f32> {
+    let width = 1usize << bits;
+    let mut out = vec![0f32; width * stride];
+    for (j, row) in out.chunks_mut(stride).enumerate() {
+        for (i, entry) in row[..width].iter_mut().enumerate() {
+            *entry = t[i * width + j];
+        }
+    }
+    out
+}
+
 /// A value's bits `v` as its scale (its sign and exponent bits: `±2^e`, `±0` for zero and
 /// subnormals; in the band no infinity or NaN reaches here) and its `bits`-bit table key (its
 /// top mantissa bits).
@@ -283,9 +286,10 @@ pub(super) struct Plan {
     bits: u32,
     /// The rows the expansion needs.
     min_rows: usize,
-    /// The table by the expanded side's key, and by the packed side's (the AVX-512 builds').
+    /// The table by the expanded side's key, and by the packed side's with its row stride (the
+    /// AVX-512 build's, padded for whole-vector permutes).
     by_expanded: Vec<f32>,
-    by_packed: ByPacked,
+    by_packed: (Vec<f32>, usize),
 }
 
 impl Plan {
@@ -334,7 +338,8 @@ impl Plan {
         } else {
             transposed(table.significands(), bits, 1 << bits)
         };
-        let by_packed = ByPacked::new(&by_expanded, bits, avx512 && bytes_available());
+        let stride = (1usize << bits).max(16);
+        let by_packed = (transposed(&by_expanded, bits, stride), stride);
         Some(Self {
             dims,
             transposed: transposed_product,
@@ -439,7 +444,7 @@ impl Plan {
                     a,
                     (&e_keys[at..], &e_scales[at..]),
                     [k, lanes, p * LANES],
-                    (by_expanded, by_packed, bits),
+                    (by_expanded, (&by_packed.0[..], by_packed.1), bits),
                     simd,
                     sums,
                 );
@@ -585,7 +590,7 @@ fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    (by_expanded, by_packed, bits): (&[f32], &ByPacked, u32),
+    (by_expanded, by_packed, bits): (&[f32], (&[f32], usize), u32),
     simd: bool,
     sums: &mut [f32],
 ) {
@@ -684,7 +689,5 @@ fn task_plain(
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod operand;
-mod table;
 
 pub(super) use operand::{Index, Operand};
-use table::{ByPacked, transposed};

@@ -1,7 +1,6 @@
 //! The AVX-512 build of the expansion: each expanded table row by permutes, the rows' sums in
 //! registers, four rows at a time.
 
-use super::table::{ByPacked, PLANE};
 use super::{LANES, Rows, STEPS};
 use std::arch::x86_64::*;
 
@@ -61,15 +60,6 @@ impl<const V: usize> Tables<'_, V> {
             // SAFETY: one aligned line.
             unsafe { _mm512_store_ps(line.0.as_mut_ptr(), t) };
         }
-    }
-
-    /// Stores vector `v` of entry `ma` of step `s`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn store_vector(&mut self, s: usize, ma: usize, v: usize, t: __m512) {
-        let line = &mut self.lines[(s * self.width + ma) * V + v];
-        // SAFETY: one aligned line.
-        unsafe { _mm512_store_ps(line.0.as_mut_ptr(), t) };
     }
 
     /// Step `s`'s first entry.
@@ -151,7 +141,7 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
 }
 
 /// [`super::task_plain`]'s sums, the same products in the same order, for a table of
-/// `2^bits` entries a key (`by_packed.stride` apart: 16 for `bits ≤ 4`).
+/// `2^bits` entries a key (`by_packed.1` apart: 16 for `bits ≤ 4`).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -160,14 +150,10 @@ pub(super) unsafe fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    by_packed: &ByPacked,
+    (by_packed, stride): (&[f32], usize),
     bits: u32,
     sums: &mut [f32],
 ) {
-    let (stride, by_packed) = (
-        by_packed.stride,
-        (&by_packed.values[..], &by_packed.planes[..]),
-    );
     // a panel of at most 16 columns (a narrow product, the last panel): rows of sums of
     // one vector
     let narrow = sums.len() == 16 * (a.r1 - a.r0);
@@ -198,7 +184,7 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
     a: Rows<'_>,
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
-    (by_packed, planes): (&[f32], &[u8]),
+    by_packed: &[f32],
     sums: &mut [f32],
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
@@ -219,25 +205,16 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
                 (kbs[s], sbs[s], bit_masks[s]) =
                     lanes_at::<V>((b_keys, b_scales), (k0 + s) * n + c0, lanes);
             }
-            // two vectors a step: by byte permutes where the planes were built (one vector
-            // a step expands no faster that way)
-            if V == 2 && !planes.is_empty() {
-                // SAFETY: the planes are built where the CPU has AVX-512 VBMI and BW.
-                unsafe { expand_bytes(&mut tables, planes, (&kbs, &sbs), steps) };
-            } else {
-                for ma in 0..width {
-                    let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
-                    // SAFETY: G vectors of 16 within the row's 16·G entries.
-                    let r: [__m512; G] = std::array::from_fn(|j| unsafe {
-                        _mm512_loadu_ps(row.as_ptr().add(16 * j))
+            for ma in 0..width {
+                let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
+                // SAFETY: G vectors of 16 within the row's 16·G entries.
+                let r: [__m512; G] =
+                    std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
+                for s in 0..steps {
+                    let t = std::array::from_fn(|v| {
+                        _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
                     });
-                    for s in 0..steps {
-                        let t = std::array::from_fn(|v| {
-                            let e = lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]);
-                            _mm512_mul_ps(e, sbs[s][v])
-                        });
-                        tables.store(s, ma, t);
-                    }
+                    tables.store(s, ma, t);
                 }
             }
             match steps {
@@ -253,80 +230,6 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
             }
         }
     });
-}
-
-/// Groups of four vectors of 16 lanes a block's steps expand into with byte permutes (two
-/// vectors a step).
-const GROUPS: usize = 2 * STEPS / 4;
-
-/// The block's tables ([`task_g`]'s permute loop) by byte permutes, where the CPU has AVX-512
-/// VBMI: the steps' vectors of 16 lanes (`V = 2` a step) in groups of four, 64 keys as bytes
-/// in one index vector; per table row and group, four two-source byte permutes pick the 64
-/// lanes' entry bytes from the row's four planes ([`ByPacked`]), and byte then word unpacks
-/// put each lane's four bytes back together, four vectors of f32 entries, each times its
-/// lanes' scales. The same entries as [`lookup`] (the bits are moved, not computed). At
-/// `m = 7` an entry vector takes about two-thirds of the permute loop's time (4 permutes and 3
-/// blends a vector there, 2.5 byte operations here).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-fn expand_bytes<const V: usize>(
-    tables: &mut Tables<'_, V>,
-    planes: &[u8],
-    (kbs, sbs): (&[[__m512i; V]; STEPS], &[[__m512; V]; STEPS]),
-    steps: usize,
-) {
-    assert!(
-        V <= 2 && planes.len() >= tables.width * 4 * PLANE,
-        "byte expansion"
-    );
-    let vectors = steps * V;
-    let groups = vectors.div_ceil(4);
-    // index byte 16c + 4q + i: lane 4c + i of the group's vector q (so that the unpacks below
-    // give vector q's lanes in order)
-    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    let mut idx = [_mm512_setzero_si512(); GROUPS];
-    for (g, idx) in idx.iter_mut().enumerate().take(groups) {
-        let key = |q: usize| match 4 * g + q {
-            u if u < vectors => _mm512_cvtepi32_epi8(kbs[u / V][u % V]),
-            _ => _mm_setzero_si128(),
-        };
-        let x = _mm512_castsi128_si512(key(0));
-        let x = _mm512_inserti32x4::<1>(x, key(1));
-        let x = _mm512_inserti32x4::<2>(x, key(2));
-        let x = _mm512_inserti32x4::<3>(x, key(3));
-        *idx = _mm512_permutexvar_epi32(order, x);
-    }
-    for ma in 0..tables.width {
-        let row = &planes[4 * ma * PLANE..4 * (ma + 1) * PLANE];
-        // SAFETY: eight vectors of 64 bytes within the row's four planes.
-        let p: [__m512i; 8] =
-            std::array::from_fn(|j| unsafe { _mm512_loadu_si512(row.as_ptr().add(64 * j).cast()) });
-        for (g, &idx) in idx.iter().enumerate().take(groups) {
-            let b: [__m512i; 4] =
-                std::array::from_fn(|q| _mm512_permutex2var_epi8(p[2 * q], idx, p[2 * q + 1]));
-            let (l01, h01) = (
-                _mm512_unpacklo_epi8(b[0], b[1]),
-                _mm512_unpackhi_epi8(b[0], b[1]),
-            );
-            let (l23, h23) = (
-                _mm512_unpacklo_epi8(b[2], b[3]),
-                _mm512_unpackhi_epi8(b[2], b[3]),
-            );
-            let w = [
-                _mm512_unpacklo_epi16(l01, l23),
-                _mm512_unpackhi_epi16(l01, l23),
-                _mm512_unpacklo_epi16(h01, h23),
-                _mm512_unpackhi_epi16(h01, h23),
-            ];
-            for (q, w) in w.into_iter().enumerate() {
-                let u = 4 * g + q;
-                if u < vectors {
-                    let (s, v) = (u / V, u % V);
-                    tables.store_vector(s, ma, v, _mm512_mul_ps(_mm512_castsi512_ps(w), sbs[s][v]));
-                }
-            }
-        }
-    }
 }
 
 /// A panel's lanes at step `kk`: their keys and scales (padded lanes: key 0, scale 0) and the
