@@ -175,6 +175,34 @@ fn conv_forward_and_both_gradients_equal_a_brute_force_reference() {
     conv_equals_brute_force("afm16", [3, 8, 8], [16, 3]);
 }
 
+/// A convolution's bias (on the host, one pass of the per-channel affine with `α = 1`) gives
+/// the bits of Burn's broadcast add, with a negative zero, an infinity and a NaN among the
+/// outputs.
+#[test]
+fn a_convolutions_bias_adds_as_burns_broadcast_add() {
+    let device =
+        ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse("afm16").unwrap());
+    type B = ApproxMul<NdArray>;
+    let mut xv = data(&[2, 3, 7, 6], 50).to_vec::<f32>().unwrap();
+    (xv[0], xv[50], xv[100]) = (f32::INFINITY, f32::NAN, -0.0);
+    let x = Tensor::<B, 4>::from_data(TensorData::new(xv, [2, 3, 7, 6]), &device);
+    let w = Tensor::<B, 4>::from_data(data(&[5, 3, 3, 3], 51), &device);
+    let bias = Tensor::<B, 1>::from_data(data(&[5], 52), &device);
+    let o = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+    let with = conv2d(x.clone(), w.clone(), Some(bias.clone()), o.clone());
+    let without = conv2d(x, w, None, o);
+    let plain = Default::default();
+    let want = Tensor::<NdArray, 4>::from_data(without.into_data(), &plain)
+        + Tensor::<NdArray, 1>::from_data(bias.into_data(), &plain).reshape([1, 5, 1, 1]);
+    let bits = |t: TensorData| {
+        let v = t.to_vec::<f32>().unwrap();
+        v.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    };
+    let got = with.into_data();
+    assert!(got.to_vec::<f32>().unwrap().iter().any(|v| v.is_nan()));
+    assert_eq!(bits(got), bits(want.into_data()));
+}
+
 fn conv_equals_brute_force(name: &str, [b, c, h]: [usize; 3], [o, kh]: [usize; 2]) {
     let mul = Multiplier::parse(name).unwrap();
     let device = ApproxDevice::<NdArray>::new(Default::default(), mul.clone());

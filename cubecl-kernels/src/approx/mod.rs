@@ -30,7 +30,7 @@ pub mod host;
 pub mod im2col;
 pub mod multiply;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Mantissa-field mask.
 pub const MANT_MASK: u32 = (1 << 23) - 1;
@@ -85,6 +85,8 @@ pub struct LutTable {
     bits: u32,
     significands: Arc<[f32]>,
     packed: Option<Arc<[u32]>>,
+    /// The host expansion's layouts of the table, made on first use and shared by clones.
+    layouts: Arc<OnceLock<gemm::Layouts>>,
 }
 
 impl LutTable {
@@ -101,7 +103,15 @@ impl LutTable {
             bits,
             significands: significands.into(),
             packed,
+            layouts: Arc::default(),
         }
+    }
+
+    /// The table in the layouts the host expansion reads, made once (at `bits ≤ 8`, where
+    /// the expansion runs).
+    pub(in crate::approx) fn expansion_layouts(&self) -> &gemm::Layouts {
+        self.layouts
+            .get_or_init(|| gemm::Layouts::new(&self.significands, self.bits))
     }
 
     /// The table as bytes `(carry << m) | mantissa`, four per word (little end first), when

@@ -45,6 +45,9 @@
 use super::reference::Rhs;
 use crate::approx::{LutTable, MANT_MASK};
 use rayon::prelude::*;
+use std::sync::Arc;
+
+pub(in crate::approx) use layouts::Layouts;
 
 /// Output columns of a panel (two 512-bit vectors).
 pub(super) const LANES: usize = 32;
@@ -138,14 +141,7 @@ pub(super) fn expands(
     if e_hi == 255 {
         return false;
     }
-    let (lo, hi) = table
-        .significands()
-        .iter()
-        .map(|s| s.abs())
-        .filter(|&s| s != 0.0)
-        .fold((f64::INFINITY, 0f64), |(lo, hi), s| {
-            (lo.min(f64::from(s)), hi.max(f64::from(s)))
-        });
+    let (lo, hi) = table.expansion_layouts().range;
     if !lo.is_finite() || e_lo == 255 {
         // an all-zero table, or no normal operand: every product is ±0 in both orders
         return true;
@@ -192,22 +188,6 @@ fn chunk_range_avx2(chunk: &[f32]) -> (u32, u32) {
     chunk_range(chunk)
 }
 
-/// A `2^bits × 2^bits` table `t[i · 2^m + j]` transposed, its rows `stride` apart
-/// (`stride ≥ 2^m`, the padding zero): `out[j · stride + i] = t[i · 2^m + j]`. The table
-/// by the rhs key (`stride = 2^m`) when the rhs is expanded, and the table by the packed
-/// side's key, padded for the AVX-512 build's whole-vector permutes, from the table by the
-/// expanded side's key.
-fn transposed(t: &[f32], bits: u32, stride: usize) -> Vec<f32> {
-    let width = 1usize << bits;
-    let mut out = vec![0f32; width * stride];
-    for (j, row) in out.chunks_mut(stride).enumerate() {
-        for (i, entry) in row[..width].iter_mut().enumerate() {
-            *entry = t[i * width + j];
-        }
-    }
-    out
-}
-
 /// A value's bits `v` as its scale (its sign and exponent bits: `±2^e`, `±0` for zero and
 /// subnormals; in the band no infinity or NaN reaches here) and its `bits`-bit table key (its
 /// top mantissa bits).
@@ -217,30 +197,6 @@ fn split(v: u32, bits: u32) -> (f32, usize) {
         f32::from_bits(v & 0xff80_0000),
         ((v & MANT_MASK) >> (23 - bits)) as usize,
     )
-}
-
-/// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
-fn pack_lanes(e: Operand<'_>, [batch, k]: [usize; 2], bits: u32) -> (Vec<u32>, Vec<f32>) {
-    // steps a task: one step's lanes alone made a weight gradient's 65,536 steps of 16 lanes
-    // as many tasks
-    const RUN: usize = 256;
-    let n = e.rows;
-    let (mut keys, mut scales) = (vec![0u32; batch * k * n], vec![0f32; batch * k * n]);
-    keys.par_chunks_mut(n * RUN)
-        .zip(scales.par_chunks_mut(n * RUN))
-        .enumerate()
-        .for_each(|(c, (keys, scales))| {
-            for (i, (keys, scales)) in keys.chunks_mut(n).zip(scales.chunks_mut(n)).enumerate() {
-                let t = c * RUN + i;
-                let (bt, kk) = (t / k, t % k);
-                let at = e.base + bt * e.batch + e.step.at(kk);
-                for (l, (key, scale)) in keys.iter_mut().zip(scales.iter_mut()).enumerate() {
-                    let (s, k) = split(e.x[at + e.row.at(l)].to_bits(), bits);
-                    (*key, *scale) = (k as u32, s);
-                }
-            }
-        });
-    (keys, scales)
 }
 
 /// `lhs: [batch, m, k] · rhs: [batch, k, n]` (row-major) under the `m`-bit `table` by
@@ -288,8 +244,8 @@ pub(super) struct Plan {
     min_rows: usize,
     /// The table by the expanded side's key, and by the packed side's with its row stride (the
     /// AVX-512 build's, padded for whole-vector permutes).
-    by_expanded: Vec<f32>,
-    by_packed: (Vec<f32>, usize),
+    by_expanded: Arc<[f32]>,
+    by_packed: (Arc<[f32]>, usize),
 }
 
 impl Plan {
@@ -333,13 +289,13 @@ impl Plan {
         if !takes {
             return None;
         }
-        let by_expanded = if transposed_product {
-            table.significands().to_vec()
+        let layouts = table.expansion_layouts();
+        let (by_expanded, by_packed) = if transposed_product {
+            (&layouts.by_lhs, &layouts.packed_rhs)
         } else {
-            transposed(table.significands(), bits, 1 << bits)
+            (&layouts.by_rhs, &layouts.packed_lhs)
         };
-        let stride = (1usize << bits).max(16);
-        let by_packed = (transposed(&by_expanded, bits, stride), stride);
+        let (by_expanded, by_packed) = (by_expanded.clone(), (by_packed.clone(), layouts.stride));
         Some(Self {
             dims,
             transposed: transposed_product,
@@ -396,7 +352,7 @@ impl Plan {
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
         let rows = packed.rows;
-        let (e_keys, e_scales) = pack_lanes(expanded, [batch, k], bits);
+        let (e_keys, e_scales) = expanded.pack_lanes([batch, k], bits, simd && avx512_available());
         let lanes = expanded.rows;
         let panels = lanes.div_ceil(LANES);
         // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
@@ -688,6 +644,7 @@ fn task_plain(
 /// The AVX-512 build: expanded rows by permutes, sums in registers.
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod layouts;
 mod operand;
 
 pub(super) use operand::{Index, Operand};

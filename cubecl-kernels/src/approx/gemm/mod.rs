@@ -36,6 +36,7 @@ mod launch;
 mod reference;
 
 use cubecl::prelude::CubeDim;
+pub(in crate::approx) use expand::Layouts;
 pub use implicit::{conv_forward, conv_input_grad, conv_weight_grad};
 pub use launch::{device_tile, launch, launch_tiled};
 pub use reference::{gemm, gemm_in_order, gemm_nt};

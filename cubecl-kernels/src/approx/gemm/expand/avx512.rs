@@ -306,6 +306,35 @@ fn direct<const G: usize, const V: usize, const BITS: u32>(
     }
 }
 
+/// Each value's scale and key ([`super::split`]), 16 values at a time (the expanded side's
+/// runs of contiguous lanes).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn split_run(x: &[f32], keys: &mut [u32], scales: &mut [f32], bits: u32) {
+    assert!(
+        keys.len() == x.len() && scales.len() == x.len() && (1..=23).contains(&bits),
+        "split run"
+    );
+    let shift = _mm_cvtsi32_si128((23 - bits) as i32);
+    let key_mask = _mm512_set1_epi32(((1u32 << bits) - 1) as i32);
+    let scale_mask = _mm512_set1_epi32(0xff80_0000u32 as i32);
+    for i in (0..x.len()).step_by(16) {
+        let live = (x.len() - i).min(16);
+        let m = ((1u32 << live) - 1) as __mmask16;
+        // SAFETY: the masked loads and stores touch the `live` values from `i` on, inside the
+        // three slices of one length (asserted).
+        unsafe {
+            let v = _mm512_maskz_loadu_epi32(m, x.as_ptr().add(i).cast());
+            let k = _mm512_and_si512(_mm512_srl_epi32(v, shift), key_mask);
+            let s = _mm512_and_si512(v, scale_mask);
+            _mm512_mask_storeu_epi32(keys.as_mut_ptr().add(i).cast(), m, k);
+            _mm512_mask_storeu_epi32(scales.as_mut_ptr().add(i).cast(), m, s);
+        }
+    }
+}
+
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`
 /// holds value `j` of every row, in row order.
 ///
@@ -367,6 +396,43 @@ pub(super) unsafe fn transpose16(src: &[f32], stride: usize) -> [[f32; 16]; 16] 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn split_run_splits_as_split() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        // every sign, exponent and mantissa pattern the LCG gives, zeros, subnormals, NaN;
+        // lengths around whole vectors
+        let mut s = 7u64;
+        let x: Vec<f32> = (0..53)
+            .map(|i| match i {
+                0 => -0.0,
+                1 => f32::from_bits(3),
+                2 => f32::NAN,
+                _ => {
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    f32::from_bits((s >> 32) as u32)
+                }
+            })
+            .collect();
+        for bits in [1, 5, 7, 8] {
+            for len in [0, 1, 15, 16, 17, 53] {
+                let (mut keys, mut scales) = (vec![9u32; len], vec![9f32; len]);
+                // SAFETY: the CPU supports AVX-512F, checked above.
+                unsafe { super::split_run(&x[..len], &mut keys, &mut scales, bits) };
+                for (i, v) in x[..len].iter().enumerate() {
+                    let (scale, key) = super::super::split(v.to_bits(), bits);
+                    assert_eq!(
+                        (keys[i] as usize, scales[i].to_bits()),
+                        (key, scale.to_bits())
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn transpose16_transposes() {
         if !std::is_x86_feature_detected!("avx512f") {

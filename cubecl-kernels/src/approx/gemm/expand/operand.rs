@@ -1,6 +1,8 @@
 //! Operands as the expansion reads them: a base, a batch stride, and the offsets of rows and
 //! steps (strided, or gathered through a table).
 
+use rayon::prelude::*;
+
 /// Where an operand's rows (or steps) lie: the offset of row `i` from the operand's base.
 #[derive(Clone, Copy)]
 pub(in crate::approx::gemm) enum Index<'a> {
@@ -66,6 +68,63 @@ impl Operand<'_> {
 
     pub(super) fn at(&self, bt: usize, r: usize, kk: usize) -> f32 {
         self.x[self.base + bt * self.batch + self.row.at(r) + self.step.at(kk)]
+    }
+
+    /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
+    /// `wide`: whether the AVX-512 build splits the runs of contiguous lanes.
+    pub(super) fn pack_lanes(
+        self,
+        [batch, k]: [usize; 2],
+        bits: u32,
+        wide: bool,
+    ) -> (Vec<u32>, Vec<f32>) {
+        // steps a task: one step's lanes alone made a weight gradient's 65,536 steps of 16 lanes
+        // as many tasks
+        const RUN: usize = 256;
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = wide;
+        let n = self.rows;
+        let (mut keys, mut scales) = (vec![0u32; batch * k * n], vec![0f32; batch * k * n]);
+        // runs of lanes that lie one after another (a stride-1 convolution's output positions
+        // along a row), each read as one slice, which the compiler splits a vector at a time;
+        // lanes one by one where runs are short (a strided operand)
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for l in 0..n {
+            match runs.last_mut() {
+                Some((l0, len)) if self.row.at(l) == self.row.at(*l0) + *len => *len += 1,
+                _ => runs.push((l, 1)),
+            }
+        }
+        if runs.len() * 4 > n {
+            runs = (0..n).map(|l| (l, 1)).collect();
+        }
+        keys.par_chunks_mut(n * RUN)
+            .zip(scales.par_chunks_mut(n * RUN))
+            .enumerate()
+            .for_each(|(c, (keys, scales))| {
+                for (i, (keys, scales)) in keys.chunks_mut(n).zip(scales.chunks_mut(n)).enumerate()
+                {
+                    let t = c * RUN + i;
+                    let (bt, kk) = (t / k, t % k);
+                    let at = self.base + bt * self.batch + self.step.at(kk);
+                    for &(l0, len) in &runs {
+                        let x = &self.x[at + self.row.at(l0)..][..len];
+                        let (keys, scales) = (&mut keys[l0..l0 + len], &mut scales[l0..l0 + len]);
+                        #[cfg(target_arch = "x86_64")]
+                        if wide && len > 1 {
+                            // SAFETY: the caller checked that the CPU supports AVX-512F.
+                            unsafe { super::avx512::split_run(x, keys, scales, bits) };
+                            continue;
+                        }
+                        let lanes = keys.iter_mut().zip(scales.iter_mut());
+                        for ((key, scale), v) in lanes.zip(x) {
+                            let (s, k) = super::split(v.to_bits(), bits);
+                            (*key, *scale) = (k as u32, s);
+                        }
+                    }
+                }
+            });
+        (keys, scales)
     }
 
     /// The steps from `k0` on.
