@@ -241,19 +241,17 @@ fn fold_output_grad<B: Backend>(dy: FloatTensor<B>, groups: usize) -> FloatTenso
 /// add walked the output a value at a time, a twentieth of LeNet-5's AFM16 step. On CubeCL,
 /// the backend's broadcast add.
 fn add_bias<B: KernelBackend>(y: FloatTensor<B>, bias: Option<FloatTensor<B>>) -> FloatTensor<B> {
-    let Some(b) = bias else { return y };
-    let channels = b.shape()[0];
-    if B::cube_runtime().is_none() {
-        let ones = B::float_ones(
-            Shape::from([channels]),
-            &B::float_device(&y),
-            b.dtype().into(),
-        );
-        return cubecl_kernels::broadcast::ops::affine_on_axis::<B>(y, ones, Some(b), 1);
+    match bias {
+        Some(b) if B::cube_runtime().is_none() => {
+            let ones = B::float_ones(
+                Shape::from([b.shape()[0]]),
+                &B::float_device(&y),
+                b.dtype().into(),
+            );
+            cubecl_kernels::broadcast::ops::affine_on_axis::<B>(y, ones, Some(b), 1)
+        }
+        bias => cubecl_kernels::decorator::packed::add_bias::<B>(y, bias, 1),
     }
-    let mut dims = vec![1; y.shape().num_dims()];
-    dims[1] = channels;
-    B::float_add(y, reshape::<B>(b, &dims))
 }
 
 /// Convolution `x: [B, C_in, s...]`, `weight: [C_out, C_in/G, k...]` → `[B, C_out, o...]`.
