@@ -57,6 +57,8 @@
 //! - [`optim`]: Adam's and SGD's steps, one fused kernel per parameter (Burn's optimizers launch
 //!   7 to 13 element-wise ops per parameter), with the host implementation beside them that
 //!   they equal bit for bit.
+//! - [`workers`]: a training step run on one of rayon's workers where the backend computes on
+//!   the host, so that its parallel ops start in place instead of waking the pool each time.
 //! - [`fs`]: how every Ember file is written: whole or not at all, through a synced temporary
 //!   file renamed into place.
 //!
@@ -118,6 +120,7 @@ pub mod reduce;
 pub mod runtime;
 mod scratch;
 pub mod softmax;
+pub mod workers;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

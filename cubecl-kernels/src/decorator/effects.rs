@@ -124,6 +124,19 @@ pub fn finish() -> Effects {
         .unwrap_or_default()
 }
 
+/// Takes this thread's recording, leaving it not recording: `None` when it was not. With
+/// [`resume`] on another thread, a recording follows work that moves there
+/// ([`crate::workers::run`]).
+pub fn suspend() -> Option<Effects> {
+    RECORDING.with(|r| r.borrow_mut().take())
+}
+
+/// Makes `recording` this thread's (what [`suspend`] took, here or on another thread), dropping
+/// what this thread recorded before; `None` stops recording.
+pub fn resume(recording: Option<Effects>) {
+    RECORDING.with(|r| *r.borrow_mut() = recording);
+}
+
 /// Whether this thread records (ops may skip computing what they would record).
 pub fn recording() -> bool {
     RECORDING.with(|r| r.borrow().is_some())
@@ -221,5 +234,27 @@ mod tests {
         assert_eq!(finish().layers["a"].densified["float_add"], 2);
         let s = &e.layers[""].stored[0];
         assert_eq!((s.kept_bytes, s.dense_bytes, s.calls), (20, 80, 2));
+    }
+
+    #[test]
+    fn a_suspended_recording_resumes_on_another_thread_with_its_counts() {
+        start();
+        record_contraction(Some("a"), Pass::Forward, "fp32", true, 5, "kernel");
+        let taken = suspend();
+        assert!(!recording());
+        record_contraction(Some("a"), Pass::Forward, "fp32", true, 100, "kernel");
+        let back = std::thread::spawn(move || {
+            assert!(!recording());
+            resume(taken);
+            record_contraction(Some("a"), Pass::Forward, "fp32", true, 7, "kernel");
+            suspend()
+        })
+        .join()
+        .unwrap();
+        resume(back);
+        let a = &finish().layers["a"].passes[Pass::Forward.index()];
+        assert_eq!((a[0].multiplies, a[0].calls), (12, 2));
+        resume(None);
+        assert!(!recording());
     }
 }

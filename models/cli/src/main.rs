@@ -122,6 +122,12 @@ fn user_tag() -> String {
 fn main() -> ExitCode {
     quiet_vulkan_loader();
     let cli = Cli::parse();
+    // host training steps run on rayon's workers (`cubecl_kernels::workers`): give them the
+    // main thread's stack room
+    if let Err(e) = cubecl_kernels::workers::build_global(None) {
+        eprintln!("error: rayon's thread pool could not start: {e}");
+        return ExitCode::from(1);
+    }
     let code = match run(cli) {
         Ok(()) => 0,
         Err(e) => {

@@ -28,6 +28,7 @@ use burn_hinm::gyro::Method;
 use burn_sparse_act::{Policy, Pruning};
 use criterion::Criterion;
 use cubecl_kernels::decorator::KernelBackend;
+use cubecl_kernels::workers;
 use ember_models::broadcast::unregister_batch_norm;
 use ember_models::classifier::Classifier;
 use ember_models::classifier::{ModelKind, ModelVisitor, TrainableClassifier};
@@ -155,9 +156,17 @@ impl<B: TrainBackend> ModelVisitor<B> for Infer<'_, B> {
         };
         let inputs = self.batch.inputs;
         let device = self.device;
+        let mut model = Some(model);
         self.c.bench_function(&self.id, |b| {
             b.iter(|| {
-                let logits = model.logits(inputs.clone());
+                let m = model.take().expect("the model between steps");
+                let inputs = inputs.clone();
+                // on one of rayon's workers where the backend computes on the host
+                let (m, logits) = workers::run_for::<B::InnerBackend, _>(|| {
+                    let logits = m.logits(inputs);
+                    (m, logits)
+                });
+                model = Some(m);
                 B::InnerBackend::sync(&device).expect("the step completes");
                 logits
             })
@@ -182,9 +191,13 @@ impl<B: TrainBackend> ModelVisitor<B> for Step<'_, B> {
         let (batch, device) = (self.batch, self.device);
         let mut step = || {
             let m = model.take().expect("the model between steps");
-            let out = m.forward_classification(batch.clone());
-            let grads = GradientsParams::from_grads(out.loss.backward(), &m);
-            let m = optim.step(1e-3, m, grads);
+            let batch = batch.clone();
+            // on one of rayon's workers where the backend computes on the host, as `ember train`
+            let m = workers::run_for::<B::InnerBackend, _>(|| {
+                let out = m.forward_classification(batch);
+                let grads = GradientsParams::from_grads(out.loss.backward(), &m);
+                optim.step(1e-3, m, grads)
+            });
             B::sync(&device).expect("the step completes");
             model = Some(m);
         };
@@ -314,10 +327,7 @@ fn main() {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     // SAFETY: set before any thread of this process starts (criterion and rayon start later).
     unsafe { std::env::set_var("MATMUL_NUM_THREADS", threads.to_string()) };
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .expect("rayon's global pool is built once, here");
+    workers::build_global(Some(threads)).expect("rayon's global pool is built once, here");
     let only = std::env::var("EMBER_BENCH_MODELS")
         .ok()
         .map(|m| m.split(',').map(str::to_string).collect());

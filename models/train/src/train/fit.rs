@@ -21,6 +21,7 @@ use burn::data::dataset::{Dataset, InMemDataset};
 use burn::prelude::*;
 use burn::train::ClassificationOutput;
 use cubecl_kernels::decorator::effects;
+use cubecl_kernels::workers;
 use ember_models::classifier::TrainableClassifier;
 use ember_models::data::Batch;
 use std::collections::BTreeMap;
@@ -356,7 +357,12 @@ where
         {
             return Err(Stop::Failed(e));
         }
-        let step = model.step(batch);
+        // forward and backward on one of rayon's workers where the backend computes on the host
+        let (back, step) = workers::run_for::<B::InnerBackend, _>(move || {
+            let step = model.step(batch);
+            (model, step)
+        });
+        model = back;
         let loss = if replica.is_parallel() {
             let (loss, correct, seen) = Sums::stats(&step.item);
             let stop = f32::from(u8::from(opts.interrupted()));
@@ -404,7 +410,7 @@ where
         let lr = opts
             .optimizer
             .lr_at(opts.lr, epoch, b, batches, opts.epochs);
-        model = optim.step(lr, model, grads);
+        model = workers::run_for::<B::InnerBackend, _>(|| optim.step(lr, model, grads));
         for t in techniques.iter_mut() {
             model = t
                 .after_step(model, epoch, b + 1, batches)
