@@ -120,7 +120,7 @@ pub mod reduce;
 pub mod runtime;
 mod scratch;
 pub mod softmax;
-pub mod workers;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
+pub mod workers;

@@ -91,7 +91,10 @@ mod tests {
         effects::record_contraction(Some("a"), Pass::Forward, "fp32", true, 5, "kernel");
         let (on_worker, recorded_there) = run(|| {
             effects::record_contraction(Some("a"), Pass::Forward, "fp32", true, 7, "kernel");
-            (rayon::current_thread_index().is_some(), effects::recording())
+            (
+                rayon::current_thread_index().is_some(),
+                effects::recording(),
+            )
         });
         assert!(on_worker && recorded_there);
         let a = &effects::finish().layers["a"].passes[Pass::Forward.index()];
