@@ -6,9 +6,9 @@
 //! along. A training step on the host calls hundreds of such ops, many of them small. Called
 //! from a worker, the same ops start in place on that worker and share out their work by
 //! stealing. [`run`] moves a closure (a step's forward and backward, an optimizer step) onto a
-//! worker and waits for it once; LeNet-5's training step at batch 64 on ndarray took 3.1 ms
-//! instead of 4.0–4.8 ms on one thread, 2.2 ms instead of 4.2–5.3 ms on two
-//! (`docs/architecture.md`, "Where a host step runs").
+//! worker and waits for it once; LeNet-5's training step at batch 64 on ndarray took 2.39 ms
+//! there instead of 4.45 ms on the calling thread with two threads, 3.80 instead of 4.04 ms with
+//! one (medians; `docs/architecture.md`, "Where a host step runs").
 //!
 //! CubeCL runtimes keep one stream per thread (`cubecl_common::stream_id::StreamId`): a step
 //! moved between workers would move between streams. [`run_for`] runs there on the calling
