@@ -554,6 +554,13 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         activation_forward::<B>(Activation::Sigmoid, x, B::sigmoid)
     }
 
+    /// On the GEMM routes, Ember's host pass where the host views the tensor (burn-ndarray's
+    /// values, over rayon's threads on long tensors); the inner backend's op elsewhere and on
+    /// `--conv burn`.
+    fn float_tanh(x: T<B>) -> T<B> {
+        elementwise::tanh::<B>(x)
+    }
+
     /// As [`Self::relu_backward`], in place of Burn's four element-wise passes.
     fn sigmoid_backward(output: T<B>, grad: T<B>) -> T<B> {
         activation_backward::<B>(Activation::Sigmoid, output, grad, B::sigmoid_backward)

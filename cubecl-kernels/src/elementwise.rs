@@ -1,23 +1,29 @@
 //! Burn's element-wise arithmetic on host memory: the binary ops with broadcasting (`add`,
-//! `sub`, `mul`, `div`), ReLU's and sigmoid's backward, sigmoid, and the copy of a strided view
-//! into row-major order.
+//! `sub`, `mul`, `div`), ReLU's and sigmoid's backward, sigmoid and tanh, and the copy of a
+//! strided view into row-major order.
 //!
 //! burn-ndarray 0.21 (built without its `simd` feature, `docs/architecture.md`) runs these
 //! through ndarray's dynamic-rank `Zip` and iterators: a broadcast operand or a permuted view
 //! (batch norm's `swap_dims(0, 1).reshape(..)`) is walked value by value. Here every operand
 //! is a [`HostView`] (values, shape and strides); the walk first merges the axes that all
 //! operands step through alike, so that the innermost loop runs over a contiguous row, or holds
-//! one operand fixed (a per-channel value broadcast over a plane). The loops run on the calling
-//! thread: they are bound by memory, and spreading them over rayon's threads made LeNet-5's
-//! training step on 2 cores 1.6× slower (7.6 ms against 4.7 ms, `cargo xtask bench --filter
-//! model`) and ResNet-18-w16's no faster.
+//! one operand fixed (a per-channel value broadcast over a plane). The binary loops run on the
+//! calling thread: they are bound by memory, and spreading them over rayon's threads made
+//! LeNet-5's training step on 2 cores 1.6× slower (7.6 ms against 4.7 ms, `cargo xtask bench
+//! --filter model`) and ResNet-18-w16's no faster. Sigmoid and tanh are bound by their `exp`,
+//! `ln` and `tanh` calls (tens of nanoseconds a value): from [`SPLIT_VALUES`] values on, their
+//! pass is shared out over rayon's threads in runs of [`SPLIT_RUN`] (a GRU's gates at batch 64
+//! and 256 units are 16,384 values a time step).
 //!
 //! Each result value is the IEEE f32 operation burn-ndarray computes for it (`a + b`,
 //! `a - b`, `a · b`, `a / b`; ReLU's backward is `grad` where `output > 0`, else `0`, NaN
 //! outputs passing the gradient), or the chain of them burn-backend's default composite runs
 //! (sigmoid's six passes, its backward's four), so the results equal burn-ndarray's bit for
 //! bit: nothing is summed, so no order of additions can differ, and `exp` and `ln` are the
-//! same calls of the host's `f32` functions that burn-ndarray makes.
+//! same calls of the host's `f32` functions that burn-ndarray makes (its `tanh`: the `f64`
+//! function of the value widened, rounded back to `f32`).
+
+use rayon::prelude::*;
 
 /// A read-only host view of f32 values: the value at index `i` is
 /// `values[Σ i[d] · strides[d]]` (non-negative strides; any value for an axis of length 1).
@@ -170,6 +176,17 @@ pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
     (y * (y * minus_one + one)) * g
 }
 
+/// burn-ndarray's tanh of one value: the `f64` tanh of the value widened, rounded to `f32`.
+pub fn tanh_value(x: f32) -> f32 {
+    (x as f64).tanh() as f32
+}
+
+/// Values from which [`sigmoid`] and [`tanh`] share their pass out over rayon's threads.
+pub const SPLIT_VALUES: usize = 8 * 1024;
+
+/// The values each task of a shared-out pass maps.
+pub const SPLIT_RUN: usize = 4 * 1024;
+
 /// Burn's sigmoid of the view's values, in row-major order: each value the composite
 /// burn-backend's default `sigmoid` computes with burn-ndarray's element-wise ops
 /// ([`sigmoid_value`]), in one pass.
@@ -177,13 +194,28 @@ pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
 /// # Panics
 /// If the view's strides reach past its values.
 pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
-    a.check();
-    if a.is_row_major() {
-        let n = a.shape.iter().product::<usize>();
-        return a.values[..n].iter().map(|&v| sigmoid_value(v)).collect();
-    }
+    unary(a, sigmoid_value)
+}
+
+/// burn-ndarray's tanh of the view's values ([`tanh_value`]), in row-major order.
+///
+/// # Panics
+/// If the view's strides reach past its values.
+pub fn tanh(a: &HostView<'_>) -> Vec<f32> {
+    unary(a, tanh_value)
+}
+
+/// `f` of the view's values in row-major order, over rayon's threads from [`SPLIT_VALUES`]
+/// values on.
+fn unary(a: &HostView<'_>, f: fn(f32) -> f32) -> Vec<f32> {
     let mut values = to_row_major(a);
-    values.iter_mut().for_each(|v| *v = sigmoid_value(*v));
+    if values.len() < SPLIT_VALUES {
+        values.iter_mut().for_each(|v| *v = f(*v));
+    } else {
+        values
+            .par_chunks_mut(SPLIT_RUN)
+            .for_each(|run| run.iter_mut().for_each(|v| *v = f(*v)));
+    }
     values
 }
 
@@ -339,7 +371,10 @@ impl<'w> Odometer<'w> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Binary, HostView, binary, sigmoid, to_row_major};
+    use super::{
+        Binary, HostView, SPLIT_RUN, SPLIT_VALUES, binary, sigmoid, sigmoid_value, tanh,
+        tanh_value, to_row_major,
+    };
 
     /// The value of `v` at the row-major position `flat` of `shape` (`v` broadcast to it).
     fn at(v: &HostView<'_>, shape: &[usize], mut flat: usize) -> f32 {
@@ -434,6 +469,50 @@ mod tests {
             [1.0, 0.0]
         );
         assert!(sigmoid(&HostView::row_major(&[], &[0, 3])).is_empty());
+    }
+
+    #[test]
+    fn tanh_is_burn_ndarrays_and_long_passes_are_shared_out_alike() {
+        use burn::backend::NdArray;
+        use burn::tensor::{Tensor, TensorData};
+        // past the split, with a strided view, special values at both ends of a run
+        let n = SPLIT_VALUES + SPLIT_RUN + 3;
+        let mut values = values(n, 9);
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            20.0,
+            -1e-30,
+            1e-7,
+        ];
+        let at = [
+            0,
+            SPLIT_RUN - 1,
+            SPLIT_RUN,
+            2 * SPLIT_RUN - 1,
+            2 * SPLIT_RUN,
+            n - 2,
+            n - 1,
+        ];
+        for (i, v) in at.into_iter().zip(specials) {
+            values[i] = v;
+        }
+        let plain = TensorData::new(values.clone(), [n]);
+        let plain = Tensor::<NdArray, 1>::from_data(plain, &Default::default());
+        let want = plain.clone().tanh().into_data().to_vec::<f32>().unwrap();
+        assert_bits(&tanh(&HostView::row_major(&values, &[n])), &want);
+        let serial: Vec<f32> = values.iter().map(|&v| tanh_value(v)).collect();
+        assert_bits(&serial, &want);
+        let long_sigmoid: Vec<f32> = values.iter().map(|&v| sigmoid_value(v)).collect();
+        assert_bits(&sigmoid(&HostView::row_major(&values, &[n])), &long_sigmoid);
+        // a transposed view of a short pass
+        let (rows, cols) = (5, 7);
+        let view = permuted(&values[..rows * cols], &[rows, cols], &[1, 0]);
+        let want: Vec<f32> = to_row_major(&view).into_iter().map(tanh_value).collect();
+        assert_bits(&tanh(&view), &want);
+        assert!(tanh(&HostView::row_major(&[], &[0, 3])).is_empty());
     }
 
     #[test]

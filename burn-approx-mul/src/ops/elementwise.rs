@@ -1,5 +1,5 @@
 //! Burn's element-wise arithmetic on the GEMM routes of a backend without CubeCL kernels:
-//! binary ops with broadcasting, sigmoid, ReLU's and sigmoid's backward and the reshape of a
+//! binary ops with broadcasting, sigmoid, tanh, ReLU's and sigmoid's backward and the reshape of a
 //! strided view run through [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's.
 //! On CubeCL backends the activations run [`cubecl_kernels::activation`]'s kernels. On
 //! [`ConvRoute::Burn`], and for operands neither takes (other element types), the inner
@@ -59,14 +59,29 @@ pub(crate) fn reshape<B: KernelBackend>(
     }
 }
 
-/// Burn's sigmoid of `t` on the host in one pass ([`elementwise::sigmoid`], bit for bit the
-/// composite of burn-ndarray's ops), or `t` back when the host cannot view it.
-fn sigmoid<B: KernelBackend>(t: FloatTensor<B>) -> Result<FloatTensor<B>, FloatTensor<B>> {
-    let values = B::float_host_view(&t).map(|view| (elementwise::sigmoid(&view), view.shape));
+/// `pass` of `t` on the host (a pass of [`elementwise`]: sigmoid, bit for bit the composite
+/// of burn-ndarray's ops, or tanh, burn-ndarray's), or `t` back when the host cannot view it.
+fn host_pass<B: KernelBackend>(
+    t: FloatTensor<B>,
+    pass: fn(&elementwise::HostView<'_>) -> Vec<f32>,
+) -> Result<FloatTensor<B>, FloatTensor<B>> {
+    let values = B::float_host_view(&t).map(|view| (pass(&view), view.shape));
     match values {
         Some((values, shape)) => Ok(on_device_of::<B>(&t, values, shape)),
         None => Err(t),
     }
+}
+
+/// tanh of `x` on the GEMM routes: Ember's host pass where the host views `x` (burn-ndarray's
+/// values, over rayon's threads on long tensors); the inner backend's op elsewhere (one
+/// kernel on a CubeCL runtime) and on `--conv burn`.
+pub(crate) fn tanh<B: KernelBackend>(x: FloatTensor<ApproxMul<B>>) -> FloatTensor<ApproxMul<B>> {
+    let cfg = x.config;
+    let out = match cfg.conv() {
+        ConvRoute::Burn => B::float_tanh(x.inner),
+        _ => host_pass::<B>(x.inner, elementwise::tanh).unwrap_or_else(B::float_tanh),
+    };
+    Wrapped::new(out, cfg)
 }
 
 /// `op` of `x` on the GEMM routes: one kernel on a CubeCL runtime, Ember's host pass for
@@ -82,7 +97,7 @@ pub(crate) fn activation_forward<B: KernelBackend>(
         ConvRoute::Burn => inner(x.inner),
         _ => activation::forward::<B>(op, x.inner)
             .or_else(|x| match op {
-                Activation::Sigmoid => sigmoid::<B>(x),
+                Activation::Sigmoid => host_pass::<B>(x, elementwise::sigmoid),
                 Activation::Relu | Activation::Gelu => Err(x),
             })
             .unwrap_or_else(inner),

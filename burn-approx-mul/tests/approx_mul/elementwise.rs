@@ -2,7 +2,8 @@
 //! burn-ndarray's bit for bit: batch norm in training mode and ReLU, forward and every
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
 //! with NaN and infinities in the data, and a convolution's bias gradient (a sum of the swapped
-//! and reshaped output gradient); ReLU, GELU and sigmoid (one host pass each way for sigmoid),
+//! and reshaped output gradient); ReLU, GELU, sigmoid and tanh (one host pass each way for
+//! sigmoid, one forward for tanh, shared out over rayon's threads on a long tensor),
 //! forward and backward, sigmoid also at NaN, the infinities and past `exp`'s range. On the
 //! CubeCL runtime `EMBER_TEST_RUNTIME` selects, ReLU, GELU and sigmoid, forward and backward
 //! (one kernel each on the GEMM routes), in place and not, equal Burn's composites: ReLU and
@@ -13,7 +14,7 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Module;
 use burn::nn::BatchNormConfig;
-use burn::tensor::activation::{gelu, relu, sigmoid};
+use burn::tensor::activation::{gelu, relu, sigmoid, tanh};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, Multiplier};
@@ -138,7 +139,7 @@ fn element_wise_ops_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
     }
 }
 
-/// ReLU's, GELU's and sigmoid's outputs and input gradients (twelve tensors each): packs of 4
+/// ReLU's, GELU's, sigmoid's and tanh's outputs and input gradients (sixteen tensors each): packs of 4
 /// and single values, special values (NaN and infinities through ReLU only), an input the
 /// kernel overwrites (held by nothing else), one it must not (held twice), a strided view.
 fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
@@ -148,8 +149,10 @@ fn activation_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>> {
         (relu as fn(Tensor<B, 2>) -> Tensor<B, 2>, false),
         (gelu, true),
         (sigmoid, true),
+        (tanh, true),
     ] {
-        for (rows, cols) in [(4, 8), (5, 7), (1, 1)] {
+        // the last shape past the host passes' split over rayon's threads
+        for (rows, cols) in [(4, 8), (5, 7), (1, 1), (64, 129)] {
             let n = rows * cols;
             let v = cubecl_kernels::testing::with_specials(n, n as u64, !finite);
             let x =
@@ -203,7 +206,7 @@ fn sigmoid_specials_run<B: AutodiffBackend>(device: &B::Device) -> Vec<Vec<f32>>
 fn activations_on_the_gemm_routes_equal_burn_ndarray_bit_for_bit() {
     let plain = activation_run::<Autodiff<NdArray>>(&Default::default());
     let specials = sigmoid_specials_run::<Autodiff<NdArray>>(&Default::default());
-    assert_eq!(plain.len(), 36);
+    assert_eq!(plain.len(), 64);
     assert!(specials[0][0].is_nan() && specials[0][1..3] == [1.0, 0.0]);
     for route in [ConvRoute::Gemm, ConvRoute::Im2col, ConvRoute::Burn] {
         let mul = Multiplier::native().with_conv(route);
@@ -291,14 +294,14 @@ cubecl_kernels::runtime_test! {
 
     fn activations_on_the_gemm_routes_equal_burns_composites_bit_for_bit<R>() {
         let plain = activation_run::<Autodiff<TestBackend<R>>>(&Default::default());
-        assert_eq!(plain.len(), 36);
+        assert_eq!(plain.len(), 64);
         for route in [ConvRoute::Gemm, ConvRoute::Burn] {
             let mul = Multiplier::native().with_conv(route);
             let device = ApproxDevice::<TestBackend<R>>::new(Default::default(), mul);
             let got = activation_run::<Autodiff<ApproxMul<TestBackend<R>>>>(&device);
-            // ReLU's twelve tensors, then GELU's, then sigmoid's
-            assert_eq!(bits(&got[..12]), bits(&plain[..12]), "ReLU, {route}");
-            let (gelu, want) = (&got[12..24], &plain[12..24]);
+            // ReLU's sixteen tensors, then GELU's, sigmoid's and tanh's
+            assert_eq!(bits(&got[..16]), bits(&plain[..16]), "ReLU, {route}");
+            let (gelu, want) = (&got[16..32], &plain[16..32]);
             match R::CONTRACTS_MUL_ADD {
                 // CUDA contracts GELU's multiply-adds inside the one kernel
                 true => cubecl_kernels::testing::assert_all_close(gelu, want, 1e-6, "GELU"),
@@ -306,8 +309,10 @@ cubecl_kernels::runtime_test! {
             }
             // the runtime's shader compiler rewrites sigmoid's chain of `exp` and `ln` inside
             // one kernel (lavapipe: up to 5 ulps from the composite's launches)
-            let (sigmoid, want) = (&got[24..], &plain[24..]);
+            let (sigmoid, want) = (&got[32..48], &plain[32..48]);
             cubecl_kernels::testing::assert_all_close(sigmoid, want, 1e-6, "sigmoid");
+            // tanh is the runtime's own kernel on every route
+            assert_eq!(bits(&got[48..]), bits(&plain[48..]), "tanh, {route}");
         }
     }
 }
