@@ -217,15 +217,9 @@ impl<B: TrainBackend> ModelVisitor<B> for Steps<B> {
         let device = self.device.clone();
         let mut step = || -> Result<()> {
             let m = model.take().expect("the model between steps");
-            let batch = self.batch.clone();
-            // on one of rayon's workers where the backend computes on the host, as `ember train`
-            model = Some(cubecl_kernels::workers::run_for::<B::InnerBackend, _>(
-                || {
-                    let out = m.forward_classification(batch);
-                    let grads = GradientsParams::from_grads(out.loss.backward(), &m);
-                    optim.step(1e-3, m, grads)
-                },
-            ));
+            let out = m.forward_classification(self.batch.clone());
+            let grads = GradientsParams::from_grads(out.loss.backward(), &m);
+            model = Some(optim.step(1e-3, m, grads));
             B::sync(&device).map_err(|e| EmberError::Backend(format!("{e:?}")))
         };
         for _ in 0..self.opts.warmup {
