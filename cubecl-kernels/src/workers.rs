@@ -128,6 +128,14 @@ mod tests {
     }
 
     #[test]
+    fn a_second_global_pool_is_an_error_not_a_panic() {
+        // the global pool exists once anything has used it
+        assert!(rayon::current_num_threads() >= 1);
+        assert!(build_global(Some(2)).is_err());
+        assert!(build_global(None).is_err());
+    }
+
+    #[test]
     fn cube_runtimes_stay_on_the_calling_thread() {
         let here = std::thread::current().id();
         let wgpu = run_for::<burn::backend::Wgpu, _>(|| std::thread::current().id());
