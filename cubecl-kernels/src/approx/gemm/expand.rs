@@ -12,12 +12,15 @@
 //! [`expands`]). Below, the lhs is the *packed* side (its rows) and the rhs the *expanded*
 //! side (its columns are the lanes).
 //!
-//! **Two builds of the loops.** With AVX-512 each table row `T[ma]` is built without a gather
-//! either: the `2^m` entries of the packed key's table row sit in `2^m / 16` vectors, and
-//! two-source permutes indexed by the lanes' keys pick each lane's entry (`m ≤ 4`: one
-//! permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the lanes'
-//! scales. Elsewhere (and in the tests, to check one against the other) a portable loop builds
-//! the same rows entry by entry, vectorised by the compiler with AVX2 where present. The
+//! **Three builds of the loops** ([`Build`]). With AVX-512 each table row `T[ma]` is built
+//! without a gather either: the `2^m` entries of the packed key's table row sit in `2^m / 16`
+//! vectors, and two-source permutes indexed by the lanes' keys pick each lane's entry
+//! (`m ≤ 4`: one permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the
+//! lanes' scales. With AVX2 (no AVX-512) the table by the expanded side's key holds each lane's
+//! column of entries contiguous, and 8 × 8 blocks of those columns are transposed in
+//! registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the rows' sums
+//! are whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a
+//! portable loop builds the same rows entry by entry. The
 //! packed side is read in place through its strides (a value's sign and exponent bits are its
 //! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
 //! once into keys and scales. Each task adds into a per-thread buffer of sums and writes its
@@ -56,16 +59,51 @@ pub(super) const LANES: usize = 32;
 /// steps, and more with sixteen).
 const STEPS: usize = 8;
 
+/// The build of the expansion's loops a product runs ([`Build::of`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Build {
+    /// Expanded rows by two-source permutes of the packed key's table row (`avx512.rs`).
+    Avx512,
+    /// Expanded rows by 8 × 8 transposes of the expanded keys' table columns (`avx2.rs`).
+    Avx2,
+    /// Expanded rows entry by entry (compiled for AVX2 where the CPU has it).
+    Portable,
+}
+
+impl Build {
+    /// The widest build the CPU runs, or the portable one where `simd` is off (the tests run
+    /// every build to check one against the others).
+    pub(super) fn of(simd: bool) -> Self {
+        if simd && avx512_available() {
+            Self::Avx512
+        } else if simd && avx2_available() {
+            Self::Avx2
+        } else {
+            Self::Portable
+        }
+    }
+
+    /// The values in a row of a task's sums for a panel of `live` columns: whole vectors of
+    /// 8 with AVX2, else one vector of 16 for at most 16 live columns, two otherwise.
+    fn sum_cols(self, live: usize) -> usize {
+        match self {
+            Self::Avx2 => live.clamp(1, LANES).next_multiple_of(8),
+            _ if live <= 16 => 16,
+            _ => LANES,
+        }
+    }
+}
+
 /// Rows the expansion must be shared by for it to pay, with `lanes` columns on the expanded
 /// side. With AVX-512 an expanded entry (two-source permutes, blends and a multiply) costs about
 /// two per-product operations per vector of 16 lanes, so a panel's `2^m` entries of
 /// `⌈live / 16⌉` vectors pay for themselves at `2^m · 2 · ⌈live / 16⌉ / live` rows (`live`: the
 /// panel's columns, at most 32), at least 8: `2^m / 8` for whole vectors (ResNet-18-w16's
-/// first-stage weight gradients, 144 rows at `m = 7`, expand). The portable build, which
-/// expands entry by entry: `2^m / 2`. Fewer rows run [`direct`]ly where [`step_cost`] says so.
-pub(super) fn min_rows(bits: u32, avx512: bool, lanes: usize) -> usize {
+/// first-stage weight gradients, 144 rows at `m = 7`, expand). The AVX2 and portable builds:
+/// `2^m / 2`. Fewer rows run [`direct`]ly where [`step_cost`] says so.
+pub(super) fn min_rows(bits: u32, build: Build, lanes: usize) -> usize {
     let width = 1usize << bits;
-    if avx512 {
+    if build == Build::Avx512 {
         let live = lanes.clamp(1, LANES);
         (width * 2 * live.div_ceil(16)).div_ceil(live).max(8)
     } else {
@@ -92,15 +130,15 @@ pub(super) fn direct(rows: usize, bits: u32) -> bool {
 /// the side that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps)
 /// runs directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread, where the per-product
 /// path took 8.7 ms and its im2col columns 5 ms more.
-pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, avx512: bool) -> Option<usize> {
+pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, build: Build) -> Option<usize> {
     const ENTRY: usize = 6;
     const ADD: usize = 2;
     const DIRECT: usize = 24;
     let vectors = lanes.div_ceil(16);
-    if avx512 && lanes >= DIRECT_LANES && direct(rows, bits) {
+    if build == Build::Avx512 && lanes >= DIRECT_LANES && direct(rows, bits) {
         return Some(rows * DIRECT * vectors);
     }
-    (rows >= min_rows(bits, avx512, lanes)).then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
+    (rows >= min_rows(bits, build, lanes)).then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
 }
 
 /// Whether the CPU has AVX-512F (the permute build of the expansion).
@@ -108,6 +146,18 @@ fn avx512_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU has AVX2 (the transpose build of the expansion).
+fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -203,7 +253,7 @@ fn split(v: u32, bits: u32) -> (f32, usize) {
 /// expansion, or `None` where it does not run ([`expands`]). The rhs is expanded against the
 /// lhs's rows when they are the longer side; else the lhs against the rhs's columns (the
 /// transposed product `Cᵀ = Bᵀ · Aᵀ`, read and written in place). `simd`: whether the
-/// AVX-512 build may run (the tests run both builds).
+/// AVX-512 or AVX2 build may run (the tests run every build, [`Build::of`]).
 pub(super) fn gemm(
     lhs: &[f32],
     rhs: Rhs<'_>,
@@ -238,12 +288,12 @@ pub(super) struct Plan {
     dims: [usize; 4],
     /// Whether the rhs is the packed side (the transposed product `Cᵀ = Bᵀ · Aᵀ`).
     transposed: bool,
-    simd: bool,
+    build: Build,
     bits: u32,
     /// The rows the expansion needs.
     min_rows: usize,
-    /// The table by the expanded side's key, and by the packed side's with its row stride (the
-    /// AVX-512 build's, padded for whole-vector permutes).
+    /// The table by the expanded side's key (the AVX2 and portable builds'), and by the packed
+    /// side's with its row stride (the AVX-512 build's, padded for whole-vector permutes).
     by_expanded: Arc<[f32]>,
     by_packed: (Arc<[f32]>, usize),
 }
@@ -260,11 +310,11 @@ impl Plan {
     ) -> Option<Self> {
         let [_, m, k, n] = dims;
         let bits = table.bits();
-        let avx512 = simd && avx512_available();
+        let build = Build::of(simd);
         // the cheaper way round: the lhs packed against the rhs's columns, or the transposed
         // product (ties: the longer side packed)
         let cost = |packed: &Operand<'_>, lanes: &Operand<'_>| {
-            step_cost(packed.rows, lanes.rows, bits, avx512)
+            step_cost(packed.rows, lanes.rows, bits, build)
         };
         let transposed_product = match (cost(&lhs, &rhs), cost(&rhs, &lhs)) {
             (Some(a), Some(b)) => a > b || (a == b && m < n),
@@ -277,7 +327,7 @@ impl Plan {
         } else {
             (lhs, rhs)
         };
-        let min_rows = min_rows(bits, avx512, expanded.rows);
+        let min_rows = min_rows(bits, build, expanded.rows);
         let takes = k > 0
             && expands(
                 packed.x,
@@ -299,7 +349,7 @@ impl Plan {
         Some(Self {
             dims,
             transposed: transposed_product,
-            simd,
+            build,
             bits,
             min_rows,
             by_expanded,
@@ -348,11 +398,11 @@ impl Plan {
             (lhs, rhs)
         };
         let batch = self.dims[0];
-        let (bits, min_rows, simd) = (self.bits, self.min_rows, self.simd);
+        let (bits, min_rows, build) = (self.bits, self.min_rows, self.build);
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
         let rows = packed.rows;
-        let (e_keys, e_scales) = expanded.pack_lanes([batch, k], bits, simd && avx512_available());
+        let (e_keys, e_scales) = expanded.pack_lanes([batch, k], bits, build == Build::Avx512);
         let lanes = expanded.rows;
         let panels = lanes.div_ceil(LANES);
         // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
@@ -376,7 +426,7 @@ impl Plan {
         };
         // the transposed write-back by 16 × 16 blocks in registers, each run of 16 columns
         // inside one segment
-        let wide_write = simd && avx512_available();
+        let wide_write = build == Build::Avx512;
         let out_at = |bt: usize, i: usize, j: usize| {
             bt * m * n + j / segment * m * segment + i * segment + j % segment
         };
@@ -386,8 +436,7 @@ impl Plan {
             let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
             let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
             let (c0, c1) = (p * LANES, ((p + 1) * LANES).min(lanes));
-            // a row of sums: one vector of 16 for a panel of at most 16 live lanes, else two
-            let cols = if c1 - c0 <= 16 { 16 } else { LANES };
+            let cols = build.sum_cols(c1 - c0);
             let a = Rows {
                 p: packed,
                 bt,
@@ -401,7 +450,7 @@ impl Plan {
                     (&e_keys[at..], &e_scales[at..]),
                     [k, lanes, p * LANES],
                     (by_expanded, (&by_packed.0[..], by_packed.1), bits),
-                    simd,
+                    build,
                     sums,
                 );
                 let live = c1 - c0;
@@ -538,30 +587,33 @@ impl Rows<'_> {
 }
 
 /// One task's sums: its rows against the panel of columns from `c0` of the rhs (keys and
-/// scales `[k, n]`), added into `sums`, a row of 16 or [`LANES`] values per row (16 where the
-/// panel has at most 16 live columns; the columns past `n` are padded with key 0 and scale 0
-/// and not written back). The table both ways: by the expanded side's key (the portable
-/// build) and by the packed side's key with its row stride (the AVX-512 build).
+/// scales `[k, n]`), added into `sums`, a row of [`Build::sum_cols`] values per row (the
+/// columns past `n` are padded with key 0 and scale 0 and not written back). The table both
+/// ways: by the expanded side's key (the AVX2 and portable builds) and by the packed side's key
+/// with its row stride (the AVX-512 build).
 fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
     (by_expanded, by_packed, bits): (&[f32], (&[f32], usize), u32),
-    simd: bool,
+    build: Build,
     sums: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        if simd && avx512_available() {
-            // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { avx512::task(a, b, dims, by_packed, bits, sums) };
+        match build {
+            // SAFETY: `Build::of` chose this build: the CPU supports AVX-512F.
+            Build::Avx512 => return unsafe { avx512::task(a, b, dims, by_packed, bits, sums) },
+            // SAFETY: `Build::of` chose this build: the CPU supports AVX2.
+            Build::Avx2 => return unsafe { avx2::task(a, b, dims, by_expanded, bits, sums) },
+            Build::Portable => {}
         }
-        if std::is_x86_feature_detected!("avx2") {
+        if avx2_available() {
             // SAFETY: the CPU supports AVX2, checked just above.
             return unsafe { task_avx2(a, b, dims, by_expanded, bits, sums) };
         }
     }
-    let _ = (simd, by_packed);
+    let _ = (build, by_packed);
     task_plain(a, b, dims, by_expanded, bits, sums)
 }
 
@@ -641,6 +693,9 @@ fn task_plain(
     }
 }
 
+/// The AVX2 build: expanded rows by transposes, sums in registers.
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 /// The AVX-512 build: expanded rows by permutes, sums in registers.
 #[cfg(target_arch = "x86_64")]
 mod avx512;

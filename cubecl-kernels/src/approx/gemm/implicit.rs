@@ -132,7 +132,8 @@ impl<'a> Gathered<'a> {
 
 /// `lhs · rhs` (`dims = [1, m, k, n]`) by the expansion with `split_k`'s chunks, each read in
 /// place, their partial sums added in chunk order from `+0` (as [`gemm`](super::gemm)), or
-/// `None` where the expansion does not take it. `simd`: whether the AVX-512 build may run.
+/// `None` where the expansion does not take it. `simd`: whether the AVX-512 or AVX2 build may
+/// run.
 /// The output's columns in segments of `segment` where the plan writes them so
 /// ([`Plan::run_in`]), else row-major `[m, n]`: the segment written, with the product.
 fn product(

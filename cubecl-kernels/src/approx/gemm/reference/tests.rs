@@ -28,10 +28,15 @@ fn transpose(x: &[f32], [batch, k, n]: [usize; 3]) -> Vec<f32> {
         .collect()
 }
 
-/// The smallest row count the expansion takes at `bits` on this CPU, with `lanes` columns on
-/// the expanded side.
+/// The row count from which every build of the expansion takes a product at `bits`, with
+/// `lanes` columns on the expanded side.
 fn min_rows(bits: u32, lanes: usize) -> usize {
-    expand::min_rows(bits, avx2_available() && avx512_available(), lanes)
+    // the most any build needs, so that every build the tests run expands
+    [expand::Build::Avx512, expand::Build::Avx2, expand::Build::Portable]
+        .into_iter()
+        .map(|build| expand::min_rows(bits, build, lanes))
+        .max()
+        .unwrap_or(1)
 }
 
 #[test]
@@ -228,6 +233,9 @@ fn the_table_expansion_gives_the_per_product_bits() {
             }
         };
         both_builds(&lhs, &rhs, dims, "rhs expanded");
+        // a panel of one partial vector (LeNet-5's 6 channels: one vector of 8 with AVX2)
+        let six = crate::approx::host::binades(2 * k * 6, 43, 60);
+        both_builds(&lhs, &six, [2, rows, k, 6], "six columns");
         // fewer rows than columns: the lhs expanded, through the transposed product
         let wide = [2, 20, 37, min_rows(bits, 20).max(40) + 3];
         let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
@@ -380,7 +388,7 @@ fn a_transposed_rhs_gives_the_bits_of_its_row_major_copy() {
 /// The plan packs the side that costs less (`expand::step_cost`, AVX-512 build).
 #[test]
 fn the_plan_packs_the_cheaper_side() {
-    let cost = |rows, lanes| expand::step_cost(rows, lanes, 7, true);
+    let cost = |rows, lanes| expand::step_cost(rows, lanes, 7, expand::Build::Avx512);
     // LeNet-5's conv1 weight gradient: its 6 output channels packed (run directly) rather
     // than its 25 taps against 6 lanes
     assert!(cost(6, 25).is_some() && cost(6, 25) < cost(25, 6));
@@ -389,25 +397,29 @@ fn the_plan_packs_the_cheaper_side() {
     // under 4 lanes nothing runs directly, and few rows do not pay for the expansion
     assert_eq!(cost(3, 3), None);
     assert_eq!(cost(40, 3), None);
-    // the portable build: no direct way, 2^m / 2 rows
-    assert_eq!(expand::step_cost(6, 25, 7, false), None);
-    assert!(expand::step_cost(64, 25, 7, false).is_some());
+    // the AVX2 and portable builds: no direct way, 2^m / 2 rows
+    for build in [expand::Build::Avx2, expand::Build::Portable] {
+        assert_eq!(expand::step_cost(6, 25, 7, build), None);
+        assert!(expand::step_cost(64, 25, 7, build).is_some());
+    }
 }
 
 /// The expansion's row threshold weighs the panel's live lanes (`expand::min_rows`).
 #[test]
 fn the_expansion_threshold_weighs_the_live_lanes() {
     // whole vectors: 2^m / 8
-    assert_eq!(expand::min_rows(7, true, 16), 16);
-    assert_eq!(expand::min_rows(7, true, 32), 16);
-    assert_eq!(expand::min_rows(7, true, 1000), 16);
+    assert_eq!(expand::min_rows(7, expand::Build::Avx512, 16), 16);
+    assert_eq!(expand::min_rows(7, expand::Build::Avx512, 32), 16);
+    assert_eq!(expand::min_rows(7, expand::Build::Avx512, 1000), 16);
     // a partial vector or pair: LeNet-5's 6 channels, 20 columns
-    assert_eq!(expand::min_rows(7, true, 6), 43);
-    assert_eq!(expand::min_rows(7, true, 20), 26);
-    // never below 8; the portable build 2^m / 2
-    assert_eq!(expand::min_rows(3, true, 16), 8);
-    assert_eq!(expand::min_rows(7, false, 16), 64);
-    assert_eq!(expand::min_rows(7, false, 6), 64);
+    assert_eq!(expand::min_rows(7, expand::Build::Avx512, 6), 43);
+    assert_eq!(expand::min_rows(7, expand::Build::Avx512, 20), 26);
+    // never below 8; the AVX2 and portable builds 2^m / 2
+    assert_eq!(expand::min_rows(3, expand::Build::Avx512, 16), 8);
+    for build in [expand::Build::Avx2, expand::Build::Portable] {
+        assert_eq!(expand::min_rows(7, build, 16), 64);
+        assert_eq!(expand::min_rows(7, build, 6), 64);
+    }
 }
 
 /// The band check's exponent scan (`expand::exponent_range`, vectorised) against its

@@ -1,0 +1,250 @@
+//! The AVX2 build of the expansion: each step's expanded tables by 8 × 8 transposes of the
+//! table's columns (one column per lane's key), the rows' sums in registers, several rows at a
+//! time.
+//!
+//! An expanded entry `T[ma][l] = LUT[(ma << m) | key_l] · scale_l` is, for the 8 lanes of a
+//! vector, entry `ma` of 8 table columns (the table by the expanded side's key holds each
+//! key's column contiguous): 8 columns of 8 entries are read as 16 half-vectors and
+//! transposed within the 128-bit halves (no lane-crossing shuffle), then multiplied by the
+//! lanes' scales. The same multiplication as the portable build's, entry for entry.
+
+use super::{LANES, Rows, STEPS};
+use std::arch::x86_64::*;
+
+/// A vector of a table entry.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Line([f32; 8]);
+
+thread_local! {
+    /// This thread's expanded tables (256 KiB at most), kept between tasks.
+    static LINES: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`STEPS`] expanded tables of `width` entries each, an entry `V` lines (`8 · V` lanes).
+struct Tables<'a, const V: usize> {
+    lines: &'a mut [Line],
+    width: usize,
+}
+
+impl<const V: usize> Tables<'_, V> {
+    /// Stores line `v` of entry `ma` of step `s`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn store(&mut self, s: usize, ma: usize, v: usize, t: __m256) {
+        let line = &mut self.lines[(s * self.width + ma) * V + v];
+        // SAFETY: one aligned line.
+        unsafe { _mm256_store_ps(line.0.as_mut_ptr(), t) };
+    }
+}
+
+/// The sums of a task of the AVX2 build, [`super::task_plain`]'s products in the same order:
+/// `8 · V` values a row of `sums`, `V` from 1 to 4.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn task(
+    a: Rows<'_>,
+    b: (&[u32], &[f32]),
+    dims: [usize; 3],
+    by_expanded: &[f32],
+    bits: u32,
+    sums: &mut [f32],
+) {
+    let cols = sums.len() / (a.r1 - a.r0).max(1);
+    // rows a group adds at once: as many chains of additions as the registers hold
+    match cols {
+        8 => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
+        16 => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
+        24 => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
+        32 => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
+        _ => unreachable!("rows of 8 to 32 sums"),
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn task_v<const V: usize, const R: usize>(
+    a: Rows<'_>,
+    (b_keys, b_scales): (&[u32], &[f32]),
+    [k, n, c0]: [usize; 3],
+    by_expanded: &[f32],
+    bits: u32,
+    sums: &mut [f32],
+) {
+    let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], bits);
+    assert!(
+        cols == 8 * V && lanes <= 8 * V && by_expanded.len() >= width * width,
+        "expansion sums"
+    );
+    crate::scratch::with_scratch(&LINES, STEPS * width * V, usize::MAX, |lines| {
+        let mut tables = Tables::<V> { lines, width };
+        for k0 in (0..k).step_by(STEPS) {
+            let steps = STEPS.min(k - k0);
+            for s in 0..steps {
+                let at = (k0 + s) * n + c0;
+                // padded lanes: key 0, scale 0
+                let mut keys = [0usize; LANES];
+                let mut scales = [0f32; LANES];
+                for l in 0..lanes {
+                    keys[l] = b_keys[at + l] as usize & (width - 1);
+                    scales[l] = b_scales[at + l];
+                }
+                for v in 0..V {
+                    expand_vector(&mut tables, [s, v], by_expanded, &keys, &scales);
+                }
+            }
+            match steps {
+                STEPS => block::<V, R, STEPS>(&mut *sums, &a, k0, &tables, bits),
+                1 => block::<V, R, 1>(&mut *sums, &a, k0, &tables, bits),
+                2 => block::<V, R, 2>(&mut *sums, &a, k0, &tables, bits),
+                3 => block::<V, R, 3>(&mut *sums, &a, k0, &tables, bits),
+                4 => block::<V, R, 4>(&mut *sums, &a, k0, &tables, bits),
+                5 => block::<V, R, 5>(&mut *sums, &a, k0, &tables, bits),
+                6 => block::<V, R, 6>(&mut *sums, &a, k0, &tables, bits),
+                7 => block::<V, R, 7>(&mut *sums, &a, k0, &tables, bits),
+                _ => unreachable!("1 to {STEPS} steps"),
+            }
+        }
+    });
+}
+
+/// Line `v` of every entry of step `s`'s expanded table: lanes `8v..8v + 8` (their keys below
+/// the table's width, checked by the caller's mask) times their scales.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn expand_vector<const V: usize>(
+    tables: &mut Tables<'_, V>,
+    [s, v]: [usize; 2],
+    by_expanded: &[f32],
+    keys: &[usize; LANES],
+    scales: &[f32; LANES],
+) {
+    let width = tables.width;
+    // the lanes' table columns, each `width` entries
+    let col: [&[f32]; 8] = std::array::from_fn(|i| {
+        let key = keys[8 * v + i];
+        &by_expanded[key * width..(key + 1) * width]
+    });
+    // SAFETY: 8 values of `scales` from 8v (v < V ≤ 4).
+    let sb = unsafe { _mm256_loadu_ps(scales.as_ptr().add(8 * v)) };
+    if width < 8 {
+        for ma in 0..width {
+            let e = std::array::from_fn::<f32, 8, _>(|i| col[i][ma]);
+            // SAFETY: 8 values of `e`.
+            let e = unsafe { _mm256_loadu_ps(e.as_ptr()) };
+            tables.store(s, ma, v, _mm256_mul_ps(e, sb));
+        }
+        return;
+    }
+    for ma0 in (0..width).step_by(8) {
+        // r[h·4 + i]: entries ma0 + 4h.. + 4 of lane i (low half) and lane i + 4 (high half)
+        let r: [__m256; 8] = std::array::from_fn(|j| {
+            let (h, i) = (j / 4, j % 4);
+            let at = ma0 + 4 * h;
+            // SAFETY: 4 entries of each column from `at`, `at + 4 ≤ width`.
+            unsafe {
+                _mm256_insertf128_ps::<1>(
+                    _mm256_castps128_ps256(_mm_loadu_ps(col[i].as_ptr().add(at))),
+                    _mm_loadu_ps(col[i + 4].as_ptr().add(at)),
+                )
+            }
+        });
+        for h in 0..2 {
+            // a 4 × 4 transpose in each half: entry ma0 + 4h + j of the 8 lanes in order
+            let q = &r[4 * h..4 * h + 4];
+            let t0 = _mm256_unpacklo_ps(q[0], q[1]);
+            let t1 = _mm256_unpackhi_ps(q[0], q[1]);
+            let t2 = _mm256_unpacklo_ps(q[2], q[3]);
+            let t3 = _mm256_unpackhi_ps(q[2], q[3]);
+            let e = [
+                _mm256_shuffle_ps::<0x44>(t0, t2),
+                _mm256_shuffle_ps::<0xee>(t0, t2),
+                _mm256_shuffle_ps::<0x44>(t1, t3),
+                _mm256_shuffle_ps::<0xee>(t1, t3),
+            ];
+            for (j, e) in e.into_iter().enumerate() {
+                tables.store(s, ma0 + 4 * h + j, v, _mm256_mul_ps(e, sb));
+            }
+        }
+    }
+}
+
+/// The first `S` steps from `k0` added to every row's sums (`8 · V` values a row): for each
+/// row, each step in order, the value's scale times the entry of that step's table its key
+/// picks. `R` rows at a time, so that their sums' chains of additions overlap.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn block<const V: usize, const R: usize, const S: usize>(
+    sums: &mut [f32],
+    a: &Rows<'_>,
+    k0: usize,
+    tables: &Tables<'_, V>,
+    bits: u32,
+) {
+    let p = a.p;
+    let rows = a.r1 - a.r0;
+    let width = tables.width;
+    assert!(
+        sums.len() >= rows * 8 * V && width == 1 << bits && S <= STEPS,
+        "expansion block"
+    );
+    assert!(tables.lines.len() >= S * width * V, "expansion tables");
+    if rows == 0 || S == 0 {
+        return;
+    }
+    let base = p.base + a.bt * p.batch;
+    let steps: [usize; S] = std::array::from_fn(|s| p.step.at(k0 + s));
+    assert!(
+        base + p.row.last(a.r1) + steps.iter().max().copied().unwrap_or(0) < p.x.len(),
+        "expansion operand"
+    );
+    let t: [*const Line; S] = std::array::from_fn(|s| tables.lines[s * width * V..].as_ptr());
+    let x = p.x.as_ptr();
+    let shift = 23 - bits;
+    let key_mask = (1u32 << bits) - 1;
+    let scale_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0xff80_0000u32 as i32));
+    // SAFETY: every value read, at `base + row(r0 + i) + steps[s]` for i < rows and s < S, is
+    // in bounds (row offsets up to row `r1 - 1` are at most `row.last(r1)`, asserted above);
+    // keys are below 2^bits, each table's width, and the tables hold S steps (asserted); the
+    // sums hold `rows` rows of `8 · V` values (asserted).
+    let group = |i0: usize, live: usize, sums: &mut [f32]| unsafe {
+        // rows past `live` repeat the last one (the same values stored again, in order)
+        let at: [*const f32; R] =
+            std::array::from_fn(|j| x.add(base + p.row.at(a.r0 + i0 + j.min(live - 1))));
+        let sum: [*mut f32; R] =
+            std::array::from_fn(|j| sums.as_mut_ptr().add((i0 + j.min(live - 1)) * 8 * V));
+        // the first block's sums start from +0 (the buffer is not zeroed)
+        let mut acc: [[__m256; V]; R] = std::array::from_fn(|j| {
+            std::array::from_fn(|v| match k0 {
+                0 => _mm256_setzero_ps(),
+                _ => _mm256_loadu_ps(sum[j].add(8 * v)),
+            })
+        });
+        for (s, &table) in t.iter().enumerate() {
+            for j in 0..R {
+                let value = at[j].add(steps[s]);
+                // the scale (sign and exponent bits) as `split` takes it, in a vector
+                let scale = _mm256_and_ps(_mm256_broadcast_ss(&*value), scale_mask);
+                let key = ((*value.cast::<u32>() >> shift) & key_mask) as usize;
+                let entry = table.add(key * V);
+                for (v, acc) in acc[j].iter_mut().enumerate() {
+                    let e = _mm256_load_ps(entry.add(v).cast());
+                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(scale, e));
+                }
+            }
+        }
+        for j in 0..R {
+            for (v, acc) in acc[j].into_iter().enumerate() {
+                _mm256_storeu_ps(sum[j].add(8 * v), acc);
+            }
+        }
+    };
+    // whole groups of `R` rows, then one at a time (one call site: the group is inlined)
+    let mut i0 = 0;
+    while i0 < rows {
+        let live = if rows - i0 >= R { R } else { 1 };
+        group(i0, live, sums);
+        i0 += live;
+    }
+}
