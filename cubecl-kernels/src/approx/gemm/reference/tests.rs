@@ -32,11 +32,15 @@ fn transpose(x: &[f32], [batch, k, n]: [usize; 3]) -> Vec<f32> {
 /// `lanes` columns on the expanded side.
 fn min_rows(bits: u32, lanes: usize) -> usize {
     // the most any build needs, so that every build the tests run expands
-    [expand::Build::Avx512, expand::Build::Avx2, expand::Build::Portable]
-        .into_iter()
-        .map(|build| expand::min_rows(bits, build, lanes))
-        .max()
-        .unwrap_or(1)
+    [
+        expand::Build::Avx512,
+        expand::Build::Avx2,
+        expand::Build::Portable,
+    ]
+    .into_iter()
+    .map(|build| expand::min_rows(bits, build, lanes))
+    .max()
+    .unwrap_or(1)
 }
 
 #[test]
