@@ -168,76 +168,6 @@ fn avx2_available() -> bool {
 /// 256 KiB at `m = 8`).
 const MAX_BITS: u32 = 8;
 
-/// Whether a `[batch, rows, k] · [batch, k, n]` product under `table` takes the expansion:
-/// at least `min_rows` rows (for the expansion to pay, [`min_rows`]), a narrow enough table,
-/// and every operand inside the band where the two orders of multiplication give the same bits
-/// (see the module docs).
-pub(super) fn expands(
-    lhs: &[f32],
-    rhs: &[f32],
-    [rows, min_rows]: [usize; 2],
-    n: usize,
-    table: &LutTable,
-) -> bool {
-    let bits = table.bits();
-    if bits > MAX_BITS || rows < min_rows || n == 0 {
-        return false;
-    }
-    // the operands' smallest and largest biased exponent among normal values (255: an
-    // infinity or a NaN, never in the band; zero and subnormals have scale ±0, always safe)
-    let (lhs_lo, lhs_hi) = exponent_range(lhs);
-    let (rhs_lo, rhs_hi) = exponent_range(rhs);
-    let (e_lo, e_hi) = (lhs_lo.min(rhs_lo), lhs_hi.max(rhs_hi));
-    if e_hi == 255 {
-        return false;
-    }
-    let (lo, hi) = table.expansion_layouts().range;
-    if !lo.is_finite() || e_lo == 255 {
-        // an all-zero table, or no normal operand: every product is ±0 in both orders
-        return true;
-    }
-    // a scale s = ±2^(e - 127) is safe when lo·|s| is normal and hi·|s| is finite; the
-    // smallest and the largest scale bound every other
-    let scale = |e: u32| 2f64.powi(e as i32 - 127);
-    lo * scale(e_lo) >= f64::from(f32::MIN_POSITIVE) && hi * scale(e_hi) <= f64::from(f32::MAX)
-}
-
-/// The smallest biased exponent among `x`'s normal values (255 when there are none) and the
-/// largest of all (255: an infinity or a NaN; 0: zeros and subnormals only).
-pub(super) fn exponent_range(x: &[f32]) -> (u32, u32) {
-    x.par_chunks(1 << 16)
-        .map(|chunk| {
-            #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe { chunk_range_avx2(chunk) };
-            }
-            chunk_range(chunk)
-        })
-        .reduce(|| (255, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
-}
-
-/// [`exponent_range`] of one chunk, as a loop the compiler vectorises: the smallest of
-/// `e - 1` (wrapping, so that the zero exponent of zeros and subnormals never wins) and the
-/// largest `e`.
-#[inline(always)]
-fn chunk_range(chunk: &[f32]) -> (u32, u32) {
-    let (mut lo1, mut hi) = (u32::MAX, 0u32);
-    for v in chunk {
-        let e = (v.to_bits() >> 23) & 0xff;
-        lo1 = lo1.min(e.wrapping_sub(1));
-        hi = hi.max(e);
-    }
-    (if lo1 == u32::MAX { 255 } else { lo1 + 1 }, hi)
-}
-
-/// [`chunk_range`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn chunk_range_avx2(chunk: &[f32]) -> (u32, u32) {
-    chunk_range(chunk)
-}
-
 /// A value's bits `v` as its scale (its sign and exponent bits: `±2^e`, `±0` for zero and
 /// subnormals; in the band no infinity or NaN reaches here) and its `bits`-bit table key (its
 /// top mantissa bits).
@@ -572,6 +502,33 @@ struct Rows<'a> {
 }
 
 impl Rows<'_> {
+    /// The offset of the rows' batch entry and the offsets of the `S` steps from `k0`,
+    /// asserting that every row's value at every one of those steps lies inside the operand
+    /// (the bound the builds' unchecked reads rely on).
+    #[inline(always)]
+    fn step_offsets<const S: usize>(&self, k0: usize) -> (usize, [usize; S]) {
+        let p = self.p;
+        let base = p.base + self.bt * p.batch;
+        let steps: [usize; S] = std::array::from_fn(|s| p.step.at(k0 + s));
+        assert!(
+            base + p.row.last(self.r1) + steps.iter().max().copied().unwrap_or(0) < p.x.len(),
+            "expansion operand"
+        );
+        (base, steps)
+    }
+
+    /// `group(i0, live)` for the rows in whole groups of `r`, then one at a time.
+    #[inline(always)]
+    fn in_groups(&self, r: usize, mut group: impl FnMut(usize, usize)) {
+        let rows = self.r1 - self.r0;
+        let mut i0 = 0;
+        while i0 < rows {
+            let live = if rows - i0 >= r { r } else { 1 };
+            group(i0, live);
+            i0 += live;
+        }
+    }
+
     /// The bits of row `r0 + i`'s values at the `steps` steps from `k0` (the rest zero), as
     /// [`split`] reads them.
     #[inline(always)]
@@ -693,6 +650,11 @@ fn task_plain(
     }
 }
 
+/// The band check: which operands the expansion may take.
+mod band;
+pub(super) use band::expands;
+#[cfg(test)]
+pub(super) use band::exponent_range;
 /// The AVX2 build: expanded rows by transposes, sums in registers.
 #[cfg(target_arch = "x86_64")]
 mod avx2;

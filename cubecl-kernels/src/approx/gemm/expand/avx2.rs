@@ -130,7 +130,7 @@ fn expand_vector<const V: usize>(
     let sb = unsafe { _mm256_loadu_ps(scales.as_ptr().add(8 * v)) };
     if width < 8 {
         for ma in 0..width {
-            let e = std::array::from_fn::<f32, 8, _>(|i| col[i][ma]);
+            let e: [f32; 8] = col.map(|c| c[ma]);
             // SAFETY: 8 values of `e`.
             let e = unsafe { _mm256_loadu_ps(e.as_ptr()) };
             tables.store(s, ma, v, _mm256_mul_ps(e, sb));
@@ -193,12 +193,8 @@ fn block<const V: usize, const R: usize, const S: usize>(
     if rows == 0 || S == 0 {
         return;
     }
-    let base = p.base + a.bt * p.batch;
-    let steps: [usize; S] = std::array::from_fn(|s| p.step.at(k0 + s));
-    assert!(
-        base + p.row.last(a.r1) + steps.iter().max().copied().unwrap_or(0) < p.x.len(),
-        "expansion operand"
-    );
+    // the steps' offsets; every row's value at each of them is in bounds (asserted)
+    let (base, steps) = a.step_offsets::<S>(k0);
     let t: [*const Line; S] = std::array::from_fn(|s| tables.lines[s * width * V..].as_ptr());
     let x = p.x.as_ptr();
     let shift = 23 - bits;
@@ -241,10 +237,5 @@ fn block<const V: usize, const R: usize, const S: usize>(
         }
     };
     // whole groups of `R` rows, then one at a time (one call site: the group is inlined)
-    let mut i0 = 0;
-    while i0 < rows {
-        let live = if rows - i0 >= R { R } else { 1 };
-        group(i0, live, sums);
-        i0 += live;
-    }
+    a.in_groups(R, |i0, live| group(i0, live, sums));
 }

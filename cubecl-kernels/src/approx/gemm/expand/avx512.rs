@@ -88,13 +88,8 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
     if rows == 0 || S == 0 {
         return;
     }
-    let base = p.base + a.bt * p.batch;
-    // the steps' offsets, and bounds of every row's and step's
-    let steps: [usize; S] = std::array::from_fn(|s| p.step.at(k0 + s));
-    assert!(
-        base + p.row.last(a.r1) + steps.iter().max().copied().unwrap_or(0) < p.x.len(),
-        "expansion operand"
-    );
+    // the steps' offsets; every row's value at each of them is in bounds (asserted)
+    let (base, steps) = a.step_offsets::<S>(k0);
     let t: [*const Line; S] = std::array::from_fn(|s| tables.step(s));
     let x = p.x.as_ptr().cast::<u32>();
     // SAFETY: every value read, at `base + row(r0 + i) + steps[s]` for i < rows and s < S, is
@@ -132,12 +127,7 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
         }
     };
     // whole groups of four rows, then one at a time (one call site: the group is inlined)
-    let mut i0 = 0;
-    while i0 < rows {
-        let live = if rows - i0 >= ROWS { ROWS } else { 1 };
-        group(i0, live, sums);
-        i0 += live;
-    }
+    a.in_groups(ROWS, |i0, live| group(i0, live, sums));
 }
 
 /// [`super::task_plain`]'s sums, the same products in the same order, for a table of
