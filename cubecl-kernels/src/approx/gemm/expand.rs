@@ -655,6 +655,7 @@ mod band;
 pub(super) use band::expands;
 #[cfg(test)]
 pub(super) use band::exponent_range;
+
 /// The AVX2 build: expanded rows by transposes, sums in registers.
 #[cfg(target_arch = "x86_64")]
 mod avx2;

@@ -7,9 +7,9 @@ use crate::approx::LutTable;
 use rayon::prelude::*;
 
 /// Whether a `[batch, rows, k] · [batch, k, n]` product under `table` takes the expansion:
-/// at least `min_rows` rows (for the expansion to pay, [`min_rows`]), a narrow enough table,
+/// at least `min_rows` rows (for the expansion to pay, [`super::min_rows`]), a narrow enough table,
 /// and every operand inside the band where the two orders of multiplication give the same bits
-/// (see the module docs).
+/// (see the parent module's docs).
 pub(in crate::approx::gemm) fn expands(
     lhs: &[f32],
     rhs: &[f32],
