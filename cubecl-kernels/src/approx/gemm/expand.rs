@@ -114,29 +114,40 @@ pub(super) fn min_rows(bits: u32, build: Build, lanes: usize) -> usize {
 /// Lanes from which a task of few rows runs [`direct`]ly rather than on the per-product path.
 const DIRECT_LANES: usize = 4;
 
-/// Whether a task of `rows` packed rows runs without expanded tables (AVX-512 build): at most
-/// a quarter as many rows as keys. At each step each row's entry is picked from its key's
-/// table row by the lanes' keys, as an expanded entry is: per row and step a table row's
-/// `2^m` values read and permuted, which costs less than expanding every key for a step's
-/// few rows.
-pub(super) fn direct(rows: usize, bits: u32) -> bool {
-    rows <= (1 << bits) / 4
+/// Whether a task of `rows` packed rows against `lanes` expanded ones runs without expanded
+/// tables. AVX-512: at most a quarter as many rows as keys; at each step each row's entry is
+/// picked from its key's table row by the lanes' keys, as an expanded entry is (per row and
+/// step a table row's `2^m` values read and permuted, which costs less than expanding every
+/// key for a step's few rows). AVX2: fewer rows than the expansion needs ([`min_rows`]); at
+/// each step each row's entries are gathered, 8 lanes a gather, from its key's entries of the
+/// lanes' table columns. Never in the portable build.
+pub(super) fn direct(rows: usize, bits: u32, build: Build, lanes: usize) -> bool {
+    match build {
+        Build::Avx512 => rows <= (1 << bits) / 4,
+        Build::Avx2 => rows < min_rows(bits, build, lanes),
+        Build::Portable => false,
+    }
 }
 
 /// The estimated cycles of one step of the product with `rows` packed rows against `lanes`
 /// expanded ones (measured at `m = 7` on AVX-512: an expanded entry about 6 cycles a vector of
-/// 16 lanes, a row's addition 2, a row's direct entry and addition 24), or `None` where
-/// neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs
-/// the side that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps)
-/// runs directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread, where the per-product
-/// path took 8.7 ms and its im2col columns 5 ms more.
+/// 16 lanes, a row's addition 2, a row's direct entry and addition 24; with AVX2 a row's
+/// direct entries about 12 cycles a gather of 8 lanes on Zen 1), or `None` where neither way
+/// pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs the side
+/// that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps) runs
+/// directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread with AVX-512, where the
+/// per-product path took 8.7 ms and its im2col columns 5 ms more.
 pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, build: Build) -> Option<usize> {
     const ENTRY: usize = 6;
     const ADD: usize = 2;
     const DIRECT: usize = 24;
+    const GATHER: usize = 12;
     let vectors = lanes.div_ceil(16);
-    if build == Build::Avx512 && lanes >= DIRECT_LANES && direct(rows, bits) {
-        return Some(rows * DIRECT * vectors);
+    if rows > 0 && lanes >= DIRECT_LANES && direct(rows, bits, build, lanes) {
+        return Some(match build {
+            Build::Avx2 => rows * GATHER * lanes.div_ceil(8),
+            _ => rows * DIRECT * vectors,
+        });
     }
     (rows >= min_rows(bits, build, lanes)).then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
 }

@@ -52,14 +52,98 @@ pub(super) unsafe fn task(
     bits: u32,
     sums: &mut [f32],
 ) {
-    let cols = sums.len() / (a.r1 - a.r0).max(1);
+    let rows = a.r1 - a.r0;
+    let cols = sums.len() / rows.max(1);
+    let [_, n, c0] = dims;
+    let lanes = n.saturating_sub(c0).min(LANES);
     // rows a group adds at once: as many chains of additions as the registers hold
-    match cols {
-        8 => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
-        16 => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
-        24 => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
-        32 => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
+    match (cols, super::direct(rows, bits, super::Build::Avx2, lanes)) {
+        (8, false) => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
+        (16, false) => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
+        (24, false) => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
+        (32, false) => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
+        (8, true) => direct::<1, 4>(a, b, dims, by_expanded, bits, sums),
+        (16, true) => direct::<2, 2>(a, b, dims, by_expanded, bits, sums),
+        (24, true) => direct::<3, 2>(a, b, dims, by_expanded, bits, sums),
+        (32, true) => direct::<4, 2>(a, b, dims, by_expanded, bits, sums),
         _ => unreachable!("rows of 8 to 32 sums"),
+    }
+}
+
+/// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables:
+/// at each step each row's entries are gathered from its key's entries of the lanes' table
+/// columns (what [`expand_vector`] reads), 8 lanes a gather, times the lanes' scales, times
+/// the row's scale, and added to its sums in registers; `R` rows at a time over every step.
+/// The same products in the same order as the expansion.
+#[target_feature(enable = "avx2")]
+fn direct<const V: usize, const R: usize>(
+    a: Rows<'_>,
+    (b_keys, b_scales): (&[u32], &[f32]),
+    [k, n, c0]: [usize; 3],
+    by_expanded: &[f32],
+    bits: u32,
+    sums: &mut [f32],
+) {
+    let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], bits);
+    let rows = a.r1 - a.r0;
+    assert!(
+        cols == 8 * V
+            && lanes <= 8 * V
+            && lanes > 8 * (V - 1)
+            && by_expanded.len() >= width * width
+            && (k == 0 || ((k - 1) * n + c0 + lanes <= b_keys.len().min(b_scales.len()))),
+        "expansion direct task"
+    );
+    // each vector's live lanes (at least one: `cols` is `lanes` to a whole vector)
+    let masks: [__m256i; V] = std::array::from_fn(|v| {
+        let live = (lanes - 8 * v).min(8) as i32;
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(live),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    });
+    let key_mask = _mm256_set1_epi32(width as i32 - 1);
+    let shift = _mm_cvtsi32_si128(bits as i32);
+    for i0 in (0..rows).step_by(R) {
+        let live = R.min(rows - i0);
+        let mut acc = [[_mm256_setzero_ps(); V]; R];
+        for kk in 0..k {
+            let at = kk * n + c0;
+            // the lanes' table columns (their keys times 2^m) and scales; padded lanes: key 0,
+            // scale 0
+            let mut columns = [_mm256_setzero_si256(); V];
+            let mut sbs = [_mm256_setzero_ps(); V];
+            for v in 0..V {
+                // SAFETY: the masked loads read the live lanes only, `at + 8v..at + lanes`
+                // (inside both slices, asserted above).
+                unsafe {
+                    let kb =
+                        _mm256_maskload_epi32(b_keys.as_ptr().add(at + 8 * v).cast(), masks[v]);
+                    columns[v] = _mm256_sll_epi32(_mm256_and_si256(kb, key_mask), shift);
+                    sbs[v] = _mm256_maskload_ps(b_scales.as_ptr().add(at + 8 * v), masks[v]);
+                }
+            }
+            for (j, acc) in acc.iter_mut().enumerate().take(live) {
+                let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i0 + j, kk).to_bits(), bits);
+                let scale = _mm256_set1_ps(scale);
+                // the row's key's entry of every column: `column · 2^m + key < width²`
+                let entries = &by_expanded[key..];
+                for (v, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: every index is a column's start (below `width²`, masked keys) in
+                    // `entries`, which holds `width² - key` values from the row's key.
+                    let e = unsafe { _mm256_i32gather_ps::<4>(entries.as_ptr(), columns[v]) };
+                    let e = _mm256_mul_ps(e, sbs[v]);
+                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(scale, e));
+                }
+            }
+        }
+        for (j, acc) in acc.iter().enumerate().take(live) {
+            for (v, &acc) in acc.iter().enumerate() {
+                let at = (i0 + j) * 8 * V + 8 * v;
+                // SAFETY: 8 values of row i0 + j's sums (`rows · 8 · V` values, `task_state`).
+                unsafe { _mm256_storeu_ps(sums.as_mut_ptr().add(at), acc) };
+            }
+        }
     }
 }
 

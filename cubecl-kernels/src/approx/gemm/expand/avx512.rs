@@ -179,7 +179,7 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
-    if super::direct(a.r1 - a.r0, BITS) {
+    if super::direct(a.r1 - a.r0, BITS, super::Build::Avx512, lanes) {
         return direct::<G, V, BITS>(a, (b_keys, b_scales), [k, n, c0], by_packed, sums);
     }
     let len = STEPS * width * V;

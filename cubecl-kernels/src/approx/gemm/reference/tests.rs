@@ -252,11 +252,15 @@ fn the_table_expansion_gives_the_per_product_bits() {
             table
         ));
         both_builds(&lhs, &rhs, wide, "lhs expanded");
-        // few rows against a partial vector and against a partial pair (with AVX-512 they run
-        // without expanded tables, `expand::direct`), each way round
+        // few rows against a partial vector and against a partial pair (with AVX-512 and with
+        // AVX2 they run without expanded tables, `expand::direct`), each way round; with AVX2
+        // also the most rows that run directly
         let few = ((1usize << bits) / 4).max(1);
-        assert!(expand::direct(few, bits));
-        for lanes in [9, 20] {
+        let most = expand::min_rows(bits, expand::Build::Avx2, 20) - 1;
+        assert!(expand::direct(few, bits, expand::Build::Avx512, 20));
+        assert!(expand::direct(most, bits, expand::Build::Avx2, 20));
+        assert!(!expand::direct(most + 1, bits, expand::Build::Avx2, 20));
+        for (few, lanes) in [(few, 9), (few, 20), (most, 20), (5, 6)] {
             let lhs = crate::approx::host::binades(2 * few * 37, 29, 60);
             let rhs = crate::approx::host::binades(2 * 37 * lanes, 31, 60);
             both_builds(&lhs, &rhs, [2, few, 37, lanes], "few lhs rows");
@@ -386,7 +390,8 @@ fn a_transposed_rhs_gives_the_bits_of_its_row_major_copy() {
     // the cases reach the paths they name
     assert!(split_k([1, 16, 3000, 20]) < 3000);
     assert!(150 >= min_rows(7, 16) && 70 >= min_rows(7, 45) && 7 < min_rows(7, 5));
-    assert!(expand::direct(5, 7) && !expand::direct(33, 7));
+    let avx512 = expand::Build::Avx512;
+    assert!(expand::direct(5, 7, avx512, 7) && !expand::direct(33, 7, avx512, 7));
 }
 
 /// The plan packs the side that costs less (`expand::step_cost`, AVX-512 build).
@@ -401,11 +406,17 @@ fn the_plan_packs_the_cheaper_side() {
     // under 4 lanes nothing runs directly, and few rows do not pay for the expansion
     assert_eq!(cost(3, 3), None);
     assert_eq!(cost(40, 3), None);
-    // the AVX2 and portable builds: no direct way, 2^m / 2 rows
-    for build in [expand::Build::Avx2, expand::Build::Portable] {
-        assert_eq!(expand::step_cost(6, 25, 7, build), None);
-        assert!(expand::step_cost(64, 25, 7, build).is_some());
-    }
+    // the AVX2 build: fewer rows than 2^m / 2 run directly (a gather a row and 8 lanes), so
+    // LeNet-5's conv1 weight gradient packs its 6 output channels against the 25 taps
+    let avx2 = |rows, lanes| expand::step_cost(rows, lanes, 7, expand::Build::Avx2);
+    assert!(avx2(6, 25).is_some() && avx2(6, 25) < avx2(25, 6));
+    assert!(avx2(63, 25).is_some() && avx2(64, 25).is_some());
+    assert_eq!(avx2(40, 3), None);
+    // and a long side against few rows expands rather than gathering for each of them
+    assert!(avx2(2000, 6) < avx2(6, 2000));
+    // the portable build: no direct way, 2^m / 2 rows
+    assert_eq!(expand::step_cost(6, 25, 7, expand::Build::Portable), None);
+    assert!(expand::step_cost(64, 25, 7, expand::Build::Portable).is_some());
 }
 
 /// The expansion's row threshold weighs the panel's live lanes (`expand::min_rows`).
