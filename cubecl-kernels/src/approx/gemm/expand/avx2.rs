@@ -7,6 +7,9 @@
 //! key's column contiguous): 8 columns of 8 entries are read as 16 half-vectors and
 //! transposed within the 128-bit halves (no lane-crossing shuffle), then multiplied by the
 //! lanes' scales. The same multiplication as the portable build's, entry for entry.
+//!
+//! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries
+//! gathered at each step, no expanded tables.
 
 use super::{LANES, Rows, STEPS};
 use std::arch::x86_64::*;
