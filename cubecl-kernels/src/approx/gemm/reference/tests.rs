@@ -221,8 +221,8 @@ fn the_table_expansion_gives_the_per_product_bits() {
             expand::expands(&lhs, &rhs, [rows, min_rows(bits, 45)], 45, table),
             "m = {bits}"
         );
-        // both builds of the expansion (portable, and AVX-512 where the CPU has it) give
-        // the per-product bits
+        // the portable build and the CPU's widest (AVX-512 or AVX2, each with its direct way
+        // for few rows) give the per-product bits
         let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
             let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
             for simd in [false, true] {
