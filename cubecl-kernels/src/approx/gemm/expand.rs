@@ -365,14 +365,10 @@ impl Plan {
             ptr: out.as_mut_ptr(),
             len,
         };
-        // the transposed write-back by 16 × 16 blocks in registers, each run of 16 columns
-        // inside one segment
-        let wide_write = build == Build::Avx512;
+        // each run of 16 columns of the transposed write-back inside one segment
         let out_at = |bt: usize, i: usize, j: usize| {
             bt * m * n + j / segment * m * segment + i * segment + j % segment
         };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = wide_write;
         (0..batch * panels * blocks).into_par_iter().for_each(|t| {
             let (bt, p, r) = (t / (panels * blocks), t / blocks % panels, t % blocks);
             let (r0, r1) = (r * block, ((r + 1) * block).min(rows));
@@ -402,35 +398,11 @@ impl Plan {
                     }
                 } else {
                     // the transposed product: packed row r is output column r, lane l output
-                    // row l; 16 rows of sums at a time, each lane's 16 values one contiguous write
-                    // (with AVX-512, whole blocks of 16 rows and 16 lanes transposed in registers)
-                    let mut run = [0f32; 16];
-                    for (j, rows16) in sums.chunks(16 * cols).enumerate() {
-                        let len = rows16.len() / cols;
-                        #[cfg(target_arch = "x86_64")]
-                        if wide_write && len == 16 {
-                            for v in 0..live.div_ceil(16) {
-                                // SAFETY: the CPU supports AVX-512F (`wide_write`).
-                                let t = unsafe { avx512::transpose16(&rows16[16 * v..], cols) };
-                                for (jj, run) in t.iter().enumerate().take(live - 16 * v) {
-                                    let at = out_at(bt, c0 + 16 * v + jj, r0 + 16 * j);
-                                    // SAFETY: this task alone writes output rows c0..c1,
-                                    // columns r0..r1 of entry bt.
-                                    unsafe { dst.write(at, run) };
-                                }
-                            }
-                            continue;
-                        }
-                        for l in 0..live {
-                            for (v, row) in run.iter_mut().zip(rows16.chunks_exact(cols)) {
-                                *v = row[l];
-                            }
-                            let at = out_at(bt, c0 + l, r0 + 16 * j);
-                            // SAFETY: this task alone writes output rows c0..c1, columns r0..r1
-                            // of entry bt.
-                            unsafe { dst.write(at, &run[..len]) };
-                        }
-                    }
+                    // row l
+                    let at = |l: usize, r: usize| out_at(bt, c0 + l, r0 + r);
+                    // SAFETY: this task alone writes output rows c0..c1, columns r0..r1 of
+                    // entry bt, the sums' lanes and rows.
+                    unsafe { write::transposed(dst, sums, [cols, live], build, at) };
                 }
             });
         });
@@ -439,46 +411,6 @@ impl Plan {
         // (a panicking task propagates its panic before this line).
         unsafe { out.set_len(len) };
         out
-    }
-}
-
-/// The output the tasks share, each writing its own rectangle of it.
-#[derive(Clone, Copy)]
-struct Dst {
-    ptr: *mut f32,
-    len: usize,
-}
-
-// SAFETY: `Dst` is only used while the output it points into is alive and not otherwise
-// borrowed, and the tasks write disjoint elements of it (see `Dst::write`'s callers).
-unsafe impl Send for Dst {}
-// SAFETY: as above.
-unsafe impl Sync for Dst {}
-
-impl Dst {
-    /// Writes `values` from element `at`.
-    ///
-    /// # Safety
-    /// No other thread reads or writes these elements meanwhile.
-    unsafe fn write(&self, at: usize, values: &[f32]) {
-        assert!(
-            at + values.len() <= self.len,
-            "expansion write-back out of bounds"
-        );
-        // SAFETY: in bounds (just checked); exclusive by the caller's contract. A run of 16 or
-        // 32 values is one fixed-size copy (vector moves, no call to `memmove`).
-        unsafe {
-            let to = self.ptr.add(at);
-            match values.len() {
-                16 => to
-                    .cast::<[f32; 16]>()
-                    .write(*values.as_ptr().cast::<[f32; 16]>()),
-                32 => to
-                    .cast::<[f32; 32]>()
-                    .write(*values.as_ptr().cast::<[f32; 32]>()),
-                len => std::ptr::copy_nonoverlapping(values.as_ptr(), to, len),
-            }
-        }
     }
 }
 
@@ -675,5 +607,8 @@ mod avx2;
 mod avx512;
 mod layouts;
 mod operand;
+/// The tasks' write-back into the output they share.
+mod write;
+use write::Dst;
 
 pub(super) use operand::{Index, Operand};

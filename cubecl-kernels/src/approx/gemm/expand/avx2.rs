@@ -8,8 +8,8 @@
 //! transposed within the 128-bit halves (no lane-crossing shuffle), then multiplied by the
 //! lanes' scales. The same multiplication as the portable build's, entry for entry.
 //!
-//! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries
-//! gathered at each step, no expanded tables.
+//! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries read
+//! at each step, no expanded tables.
 
 use super::{LANES, Rows, STEPS};
 use std::arch::x86_64::*;
@@ -74,10 +74,10 @@ pub(super) unsafe fn task(
 }
 
 /// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables:
-/// at each step each row's entries are gathered from its key's entries of the lanes' table
-/// columns (what [`expand_vector`] reads), 8 lanes a gather, times the lanes' scales, times
-/// the row's scale, and added to its sums in registers; `R` rows at a time over every step.
-/// The same products in the same order as the expansion.
+/// at each step each row's entries are read from its key's entries of the lanes' table columns
+/// (what [`expand_vector`] reads), 8 lanes a vector, times the lanes' scales, times the row's
+/// scale, and added to its sums in registers; `R` rows at a time over every step. The same
+/// products in the same order as the expansion.
 #[target_feature(enable = "avx2")]
 fn direct<const V: usize, const R: usize>(
     a: Rows<'_>,
@@ -105,36 +105,37 @@ fn direct<const V: usize, const R: usize>(
             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         )
     });
-    let key_mask = _mm256_set1_epi32(width as i32 - 1);
-    let shift = _mm_cvtsi32_si128(bits as i32);
     for i0 in (0..rows).step_by(R) {
         let live = R.min(rows - i0);
         let mut acc = [[_mm256_setzero_ps(); V]; R];
         for kk in 0..k {
             let at = kk * n + c0;
-            // the lanes' table columns (their keys times 2^m) and scales; padded lanes: key 0,
-            // scale 0
-            let mut columns = [_mm256_setzero_si256(); V];
+            // the lanes' table columns (their keys times 2^m, below `width²`) and scales;
+            // padded lanes: key 0, scale 0
+            let mut columns = [[0usize; 8]; V];
+            for (l, &key) in b_keys[at..at + lanes].iter().enumerate() {
+                columns[l / 8][l % 8] = (key as usize & (width - 1)) << bits;
+            }
             let mut sbs = [_mm256_setzero_ps(); V];
             for v in 0..V {
-                // SAFETY: the masked loads read the live lanes only, `at + 8v..at + lanes`
-                // (inside both slices, asserted above).
-                unsafe {
-                    let kb =
-                        _mm256_maskload_epi32(b_keys.as_ptr().add(at + 8 * v).cast(), masks[v]);
-                    columns[v] = _mm256_sll_epi32(_mm256_and_si256(kb, key_mask), shift);
-                    sbs[v] = _mm256_maskload_ps(b_scales.as_ptr().add(at + 8 * v), masks[v]);
-                }
+                // SAFETY: the masked load reads the live lanes only, `at + 8v..at + lanes`
+                // (inside the slice, asserted above).
+                sbs[v] = unsafe { _mm256_maskload_ps(b_scales.as_ptr().add(at + 8 * v), masks[v]) };
             }
             for (j, acc) in acc.iter_mut().enumerate().take(live) {
                 let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i0 + j, kk).to_bits(), bits);
                 let scale = _mm256_set1_ps(scale);
                 // the row's key's entry of every column: `column · 2^m + key < width²`
-                let entries = &by_expanded[key..];
+                let entries = by_expanded[key..width * width].as_ptr();
                 for (v, acc) in acc.iter_mut().enumerate() {
-                    // SAFETY: every index is a column's start (below `width²`, masked keys) in
-                    // `entries`, which holds `width² - key` values from the row's key.
-                    let e = unsafe { _mm256_i32gather_ps::<4>(entries.as_ptr(), columns[v]) };
+                    // the 8 entries read one by one (a `vgatherdps` took 2.7 times as long on
+                    // Zen 1)
+                    // SAFETY: every column is below `width² - key`, the values of `entries`.
+                    let e = unsafe {
+                        let c = &columns[v];
+                        let e = |l: usize| *entries.add(c[l]);
+                        _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
+                    };
                     let e = _mm256_mul_ps(e, sbs[v]);
                     *acc = _mm256_add_ps(*acc, _mm256_mul_ps(scale, e));
                 }
@@ -309,7 +310,10 @@ fn block<const V: usize, const R: usize, const S: usize>(
                 let value = at[j].add(steps[s]);
                 // the scale (sign and exponent bits) as `split` takes it, in a vector
                 let scale = _mm256_and_ps(_mm256_broadcast_ss(&*value), scale_mask);
-                let key = ((*value.cast::<u32>() >> shift) & key_mask) as usize;
+                // its key from a second, scalar read of the value: with one read, LLVM moves
+                // the broadcast value's bits to an integer register through the vector unit,
+                // and the rows' additions took a third longer on Zen 1
+                let key = ((value.cast::<u32>().read_volatile() >> shift) & key_mask) as usize;
                 let entry = table.add(key * V);
                 for (v, acc) in acc[j].iter_mut().enumerate() {
                     let e = _mm256_load_ps(entry.add(v).cast());
@@ -325,4 +329,69 @@ fn block<const V: usize, const R: usize, const S: usize>(
     };
     // whole groups of `R` rows, then one at a time (one call site: the group is inlined)
     a.in_groups(R, |i0, live| group(i0, live, sums));
+}
+
+/// The 16 rows of 8 values from `src` (rows `stride` apart) transposed: result `j` is value
+/// `j` of every row, in order (two 8 × 8 blocks transposed in registers).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn transpose16x8(src: &[f32], stride: usize) -> [[f32; 16]; 8] {
+    assert!(src.len() >= 15 * stride + 8, "transposed block");
+    let mut out = [[0f32; 16]; 8];
+    for half in 0..2 {
+        // SAFETY: 8 rows of 8 values inside `src` (asserted).
+        let r: [__m256; 8] = std::array::from_fn(|i| unsafe {
+            _mm256_loadu_ps(src.as_ptr().add((8 * half + i) * stride))
+        });
+        // pairs of rows interleaved, then 4 × 4 blocks in each 128-bit half
+        let t: [__m256; 8] = std::array::from_fn(|i| {
+            let (a, b) = (r[i & !1], r[i | 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_ps(a, b)
+            } else {
+                _mm256_unpackhi_ps(a, b)
+            }
+        });
+        let u: [__m256; 8] = std::array::from_fn(|i| {
+            let (a, b) = (t[(i & !3) + i % 4 / 2], t[(i & !3) + 2 + i % 4 / 2]);
+            if i % 2 == 0 {
+                _mm256_shuffle_ps::<0x44>(a, b)
+            } else {
+                _mm256_shuffle_ps::<0xee>(a, b)
+            }
+        });
+        // then the halves: value j of rows 0..4 and of rows 4..8
+        for j in 0..8 {
+            let (a, b) = (u[j % 4], u[4 + j % 4]);
+            let v = if j < 4 {
+                _mm256_permute2f128_ps::<0x20>(a, b)
+            } else {
+                _mm256_permute2f128_ps::<0x31>(a, b)
+            };
+            // SAFETY: 8 values of `out[j]` from 8 · half.
+            unsafe { _mm256_storeu_ps(out[j].as_mut_ptr().add(8 * half), v) };
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transpose16x8_transposes() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        // 16 rows of 8 values, 11 apart (padding between rows)
+        let src: Vec<f32> = (0..15 * 11 + 8).map(|i| i as f32).collect();
+        // SAFETY: the CPU supports AVX2, checked above.
+        let t = unsafe { super::transpose16x8(&src, 11) };
+        for (j, run) in t.iter().enumerate() {
+            for (i, &v) in run.iter().enumerate() {
+                assert_eq!(v, src[i * 11 + j], "[{j}][{i}]");
+            }
+        }
+    }
 }
