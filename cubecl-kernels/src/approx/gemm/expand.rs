@@ -343,7 +343,13 @@ impl Plan {
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
         let rows = packed.rows;
-        let (e_keys, e_scales) = expanded.pack_lanes([batch, k], bits, build == Build::Avx512);
+        // a plan of fewer packed rows than the expansion needs runs every task directly; with
+        // AVX2 it reads the lanes in place (`avx2::direct_in_place`)
+        let in_place = build == Build::Avx2 && rows < min_rows;
+        let (e_keys, e_scales) = match in_place {
+            true => Default::default(),
+            false => expanded.pack_lanes([batch, k], bits, build == Build::Avx512),
+        };
         let lanes = expanded.rows;
         let panels = lanes.div_ceil(LANES);
         // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
@@ -382,14 +388,22 @@ impl Plan {
             };
             let at = bt * k * lanes;
             with_sums((r1 - r0) * cols, |sums| {
-                task(
-                    a,
-                    (&e_keys[at..], &e_scales[at..]),
-                    [k, lanes, p * LANES],
-                    (by_expanded, (&by_packed.0[..], by_packed.1), bits),
-                    build,
-                    sums,
-                );
+                let dims = [k, lanes, p * LANES];
+                match in_place {
+                    // SAFETY: `Build::of` chose the AVX2 build: the CPU supports AVX2.
+                    #[cfg(target_arch = "x86_64")]
+                    true => unsafe {
+                        avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, bits, sums)
+                    },
+                    _ => task(
+                        a,
+                        (&e_keys[at..], &e_scales[at..]),
+                        dims,
+                        (by_expanded, (&by_packed.0[..], by_packed.1), bits),
+                        build,
+                        sums,
+                    ),
+                }
                 let live = c1 - c0;
                 if !self.transposed {
                     for (i, row) in sums.chunks_exact(cols).enumerate() {

@@ -515,6 +515,54 @@ mod tests {
         }
     }
 
+    /// LeNet-5's first weight gradient in small: 6 output channels against 25 taps of a padded
+    /// single-channel input. Too few rows either way for the expansion, so with AVX-512 or AVX2
+    /// it runs directly (with AVX2 the taps read in place from the input); the bits of the
+    /// products added one by one. The portable build leaves it to the columns.
+    #[test]
+    fn a_few_channel_weight_gradient_runs_directly_with_the_lowered_bits() {
+        let mul = mitchell_table(7);
+        let w = Window {
+            padding: [0, 2, 2],
+            ..Window::dense(1, [1, 9, 7], [1, 5, 5])
+        };
+        let (batch, m) = (3, 6);
+        let l = w.positions();
+        let x = binades(batch * 9 * 7, 21, 12);
+        let dy = binades(batch * m * l, 22, 12);
+        let folded: Vec<f32> = (0..m * batch * l)
+            .map(|j| {
+                let (c, b, p) = (j / (batch * l), j / l % batch, j % l);
+                dy[(b * m + c) * l + p]
+            })
+            .collect();
+        // the sums product by product, in order from +0 (`cols`: `[25, B·L]`)
+        let cols = im2col(&x, batch, &w);
+        let want: Vec<f32> = (0..m * 25)
+            .map(|j| {
+                let (c, t) = (j / 25, j % 25);
+                (0..batch * l).fold(0.0, |sum, p| {
+                    let (a, b) = (folded[c * batch * l + p], cols[t * batch * l + p]);
+                    sum + crate::approx::host::multiply(a, b, &mul)
+                })
+            })
+            .collect();
+        let portable = Input {
+            simd: false,
+            ..Input::new(&x, batch, &w, &mul)
+        };
+        assert!(portable.weight_grad(&dy).is_none());
+        if !avx2_available() {
+            return;
+        }
+        let dw = Input::new(&x, batch, &w, &mul)
+            .weight_grad(&dy)
+            .expect("a direct way runs");
+        for (i, (a, b)) in dw.iter().zip(&want).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "[{i}]: {a} vs {b}");
+        }
+    }
+
     /// A weight gradient long enough to be split along `k`, and an input gradient of more
     /// samples than a group (1024 positions a sample: groups of two, the last of one).
     #[test]
@@ -581,7 +629,8 @@ mod tests {
         let empty = Window::dense(4, [1, 0, 8], [1, 1, 1]);
         assert!(conv_forward(&[], &binades(16 * 4, 5, 12), 2, &empty, &table).is_none());
         // the weight gradient: 72 taps against 16 output channels (at least 2^m / 2 rows, so
-        // taken on every build; 36 taps are taken only with AVX-512)
+        // taken on every build; 36 taps are taken only where a direct way runs, AVX-512 or
+        // AVX2)
         let dy = binades(2 * 16 * 64, 3, 12);
         let w8 = Window { channels: 8, ..w };
         let x8 = binades(2 * 8 * 64, 6, 12);

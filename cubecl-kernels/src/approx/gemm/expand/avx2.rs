@@ -11,7 +11,7 @@
 //! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries read
 //! at each step, no expanded tables.
 
-use super::{LANES, Rows, STEPS};
+use super::{LANES, Operand, Rows, STEPS};
 use std::arch::x86_64::*;
 
 /// A vector of a table entry.
@@ -42,7 +42,8 @@ impl<const V: usize> Tables<'_, V> {
 }
 
 /// The sums of a task of the AVX2 build, [`super::task_plain`]'s products in the same order:
-/// `8 · V` values a row of `sums`, `V` from 1 to 4.
+/// `8 · V` values a row of `sums`, `V` from 1 to 4. (A plan of fewer packed rows than the
+/// expansion needs runs its tasks by [`direct_in_place`] instead.)
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -55,97 +56,128 @@ pub(super) unsafe fn task(
     bits: u32,
     sums: &mut [f32],
 ) {
-    let rows = a.r1 - a.r0;
-    let cols = sums.len() / rows.max(1);
-    let [_, n, c0] = dims;
-    let lanes = n.saturating_sub(c0).min(LANES);
+    let cols = sums.len() / (a.r1 - a.r0).max(1);
     // rows a group adds at once: as many chains of additions as the registers hold
-    match (cols, super::direct(rows, bits, super::Build::Avx2, lanes)) {
-        (8, false) => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
-        (16, false) => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
-        (24, false) => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
-        (32, false) => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
-        (8, true) => direct::<1, 4>(a, b, dims, by_expanded, bits, sums),
-        (16, true) => direct::<2, 2>(a, b, dims, by_expanded, bits, sums),
-        (24, true) => direct::<3, 2>(a, b, dims, by_expanded, bits, sums),
-        (32, true) => direct::<4, 2>(a, b, dims, by_expanded, bits, sums),
+    match cols {
+        8 => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
+        16 => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
+        24 => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
+        32 => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
         _ => unreachable!("rows of 8 to 32 sums"),
+    }
+}
+
+/// A [`direct`] task reading its lanes in place: the panel of `expanded`'s lanes (its rows)
+/// from `c0`, of batch entry `bt`, each value split into its key and scale at each step.
+/// Nothing is packed: a plan of fewer packed rows than the expansion needs runs every task
+/// this way (each lane's value is read once a step either way; packing them first wrote and
+/// read again every value, LeNet-5's conv1 weight gradient 1.25 M).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn direct_in_place(
+    a: Rows<'_>,
+    (expanded, bt): (Operand<'_>, usize),
+    [k, n, c0]: [usize; 3],
+    by_expanded: &[f32],
+    bits: u32,
+    sums: &mut [f32],
+) {
+    let lanes = n.saturating_sub(c0).min(LANES);
+    let base = expanded.base + bt * expanded.batch;
+    let rows: [usize; LANES] = std::array::from_fn(|l| {
+        if l < lanes {
+            base + expanded.row.at(c0 + l)
+        } else {
+            0
+        }
+    });
+    let x = expanded.x;
+    let read = |kk: usize, keys: &mut [u32], scales: &mut [f32]| {
+        let step = expanded.step.at(kk);
+        for l in 0..lanes {
+            let (scale, key) = super::split(x[rows[l] + step].to_bits(), bits);
+            (keys[l], scales[l]) = (key as u32, scale);
+        }
+    };
+    let dims = [k, n, c0];
+    macro_rules! run {
+        ($v:literal) => {
+            direct::<$v>(
+                a,
+                |kk, keys: &mut [[u32; 8]; $v], scales: &mut [[f32; 8]; $v]| {
+                    read(kk, keys.as_flattened_mut(), scales.as_flattened_mut())
+                },
+                dims,
+                by_expanded,
+                bits,
+                sums,
+            )
+        };
+    }
+    match lanes.div_ceil(8) {
+        0 | 1 => run!(1),
+        2 => run!(2),
+        3 => run!(3),
+        _ => run!(4),
     }
 }
 
 /// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables:
 /// at each step each row's entries are read from its key's entries of the lanes' table columns
 /// (what [`expand_vector`] reads), 8 lanes a vector, times the lanes' scales, times the row's
-/// scale, and added to its sums in registers; `R` rows at a time over every step. The same
-/// products in the same order as the expansion.
+/// scale, and added to its sums. The same products in the same order as the expansion. Steps
+/// outside, rows inside: a step's lanes are read once for all the rows, whose sums stay in L1
+/// (with the sums of a few rows in registers across the steps, the lanes' columns were spilled
+/// to the stack and read again for every few rows).
 #[target_feature(enable = "avx2")]
-fn direct<const V: usize, const R: usize>(
+fn direct<const V: usize>(
     a: Rows<'_>,
-    (b_keys, b_scales): (&[u32], &[f32]),
+    step_lanes: impl Fn(usize, &mut [[u32; 8]; V], &mut [[f32; 8]; V]),
     [k, n, c0]: [usize; 3],
     by_expanded: &[f32],
     bits: u32,
     sums: &mut [f32],
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], bits);
-    let rows = a.r1 - a.r0;
     assert!(
-        cols == 8 * V
-            && lanes <= 8 * V
-            && lanes > 8 * (V - 1)
-            && by_expanded.len() >= width * width
-            && (k == 0 || ((k - 1) * n + c0 + lanes <= b_keys.len().min(b_scales.len()))),
+        cols == 8 * V && lanes <= 8 * V && by_expanded.len() >= width * width,
         "expansion direct task"
     );
-    // each vector's live lanes (at least one: `cols` is `lanes` to a whole vector)
-    let masks: [__m256i; V] = std::array::from_fn(|v| {
-        let live = (lanes - 8 * v).min(8) as i32;
-        _mm256_cmpgt_epi32(
-            _mm256_set1_epi32(live),
-            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-        )
-    });
-    for i0 in (0..rows).step_by(R) {
-        let live = R.min(rows - i0);
-        let mut acc = [[_mm256_setzero_ps(); V]; R];
-        for kk in 0..k {
-            let at = kk * n + c0;
-            // the lanes' table columns (their keys times 2^m, below `width²`) and scales;
-            // padded lanes: key 0, scale 0
-            let mut columns = [[0usize; 8]; V];
-            for (l, &key) in b_keys[at..at + lanes].iter().enumerate() {
-                columns[l / 8][l % 8] = (key as usize & (width - 1)) << bits;
-            }
-            let mut sbs = [_mm256_setzero_ps(); V];
-            for v in 0..V {
-                // SAFETY: the masked load reads the live lanes only, `at + 8v..at + lanes`
-                // (inside the slice, asserted above).
-                sbs[v] = unsafe { _mm256_maskload_ps(b_scales.as_ptr().add(at + 8 * v), masks[v]) };
-            }
-            for (j, acc) in acc.iter_mut().enumerate().take(live) {
-                let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i0 + j, kk).to_bits(), bits);
-                let scale = _mm256_set1_ps(scale);
-                // the row's key's entry of every column: `column · 2^m + key < width²`
-                let entries = by_expanded[key..width * width].as_ptr();
-                for (v, acc) in acc.iter_mut().enumerate() {
-                    // the 8 entries read one by one (a `vgatherdps` took 2.7 times as long on
-                    // Zen 1)
-                    // SAFETY: every column is below `width² - key`, the values of `entries`.
-                    let e = unsafe {
-                        let c = &columns[v];
-                        let e = |l: usize| *entries.add(c[l]);
-                        _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7))
-                    };
-                    let e = _mm256_mul_ps(e, sbs[v]);
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(scale, e));
-                }
-            }
+    let table = by_expanded[..width * width].as_ptr();
+    // the sums run from +0
+    sums.fill(0.0);
+    for kk in 0..k {
+        // the lanes' keys and scales (padded lanes: key 0, scale 0), the keys then as their
+        // table columns (times 2^m, below `width²`)
+        let (mut columns, mut scales) = ([[0u32; 8]; V], [[0f32; 8]; V]);
+        step_lanes(kk, &mut columns, &mut scales);
+        for key in columns.as_flattened_mut() {
+            *key = (*key & (width as u32 - 1)) << bits;
         }
-        for (j, acc) in acc.iter().enumerate().take(live) {
-            for (v, &acc) in acc.iter().enumerate() {
-                let at = (i0 + j) * 8 * V + 8 * v;
-                // SAFETY: 8 values of row i0 + j's sums (`rows · 8 · V` values, `task_state`).
-                unsafe { _mm256_storeu_ps(sums.as_mut_ptr().add(at), acc) };
+        // SAFETY: 8 values of each vector of scales.
+        let sbs: [__m256; V] =
+            std::array::from_fn(|v| unsafe { _mm256_loadu_ps(scales[v].as_ptr()) });
+        for (i, sum) in sums.chunks_exact_mut(cols).enumerate() {
+            let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i, kk).to_bits(), bits);
+            let scale = _mm256_set1_ps(scale);
+            for (v, sum) in sum.chunks_exact_mut(8).enumerate() {
+                // the 8 entries read one by one (a `vgatherdps` took 2.7 times as long on
+                // Zen 1), the row's key's entry of each lane's column
+                // SAFETY: `column + key < width²`, the values of `table`; `sum` holds 8
+                // values.
+                unsafe {
+                    let c = &columns[v];
+                    let e = |l: usize| *table.add(c[l] as usize + key);
+                    let e = _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
+                    let e = _mm256_mul_ps(e, sbs[v]);
+                    let acc = _mm256_loadu_ps(sum.as_ptr());
+                    _mm256_storeu_ps(
+                        sum.as_mut_ptr(),
+                        _mm256_add_ps(acc, _mm256_mul_ps(scale, e)),
+                    );
+                }
             }
         }
     }
