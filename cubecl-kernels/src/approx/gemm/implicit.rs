@@ -520,7 +520,7 @@ mod tests {
     /// it runs directly (with AVX2 the taps read in place from the input); the bits of the
     /// products added one by one. The portable build leaves it to the columns.
     #[test]
-    fn a_few_channel_weight_gradient_runs_directly_with_the_lowered_bits() {
+    fn a_few_channel_weight_gradient_runs_directly_with_the_per_product_bits() {
         let mul = mitchell_table(7);
         let w = Window {
             padding: [0, 2, 2],
