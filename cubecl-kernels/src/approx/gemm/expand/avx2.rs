@@ -146,8 +146,9 @@ fn direct<const V: usize>(
         "expansion direct task"
     );
     let table = by_expanded[..width * width].as_ptr();
-    // the sums run from +0
+    // the sums run from +0; the rows in whole groups of three
     sums.fill(0.0);
+    let grouped = sums.len() / cols / 3 * 3;
     for kk in 0..k {
         // the lanes' keys and scales (padded lanes: key 0, scale 0), the keys then as their
         // table columns (times 2^m, below `width²`)
@@ -159,25 +160,54 @@ fn direct<const V: usize>(
         // SAFETY: 8 values of each vector of scales.
         let sbs: [__m256; V] =
             std::array::from_fn(|v| unsafe { _mm256_loadu_ps(scales[v].as_ptr()) });
-        for (i, sum) in sums.chunks_exact_mut(cols).enumerate() {
-            let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i, kk).to_bits(), bits);
-            let scale = _mm256_set1_ps(scale);
-            for (v, sum) in sum.chunks_exact_mut(8).enumerate() {
-                // the 8 entries read one by one (a `vgatherdps` took 2.7 times as long on
-                // Zen 1), the row's key's entry of each lane's column
-                // SAFETY: `column + key < width²`, the values of `table`; `sum` holds 8
-                // values.
-                unsafe {
-                    let c = &columns[v];
-                    let e = |l: usize| *table.add(c[l] as usize + key);
-                    let e = _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
-                    let e = _mm256_mul_ps(e, sbs[v]);
-                    let acc = _mm256_loadu_ps(sum.as_ptr());
-                    _mm256_storeu_ps(
-                        sum.as_mut_ptr(),
-                        _mm256_add_ps(acc, _mm256_mul_ps(scale, e)),
-                    );
-                }
+        // rows in groups of three (each lane's column offset read once for the group), the
+        // rest one by one
+        let row = |i: usize| super::split(a.p.at(a.bt, a.r0 + i, kk).to_bits(), bits);
+        let mut groups = sums.chunks_exact_mut(3 * cols);
+        for (g, sums) in groups.by_ref().enumerate() {
+            let rows = [row(3 * g), row(3 * g + 1), row(3 * g + 2)];
+            // SAFETY: `table` holds `width²` values; `sums` three rows of `8 · V`.
+            unsafe { direct_rows(sums, rows, &columns, sbs, table) };
+        }
+        for (i, sums) in groups.into_remainder().chunks_exact_mut(cols).enumerate() {
+            // SAFETY: as above, one row.
+            unsafe { direct_rows(sums, [row(grouped + i)], &columns, sbs, table) };
+        }
+    }
+}
+
+/// One step of `R` rows of a [`direct`] task added to their sums (`R` rows of `8 · V`): each
+/// row's entries (its key's entry of each lane's column, read one by one: a `vgatherdps` took
+/// 2.7 times as long on Zen 1) times the lanes' scales, times the row's scale. `rows`: each
+/// row's scale and key.
+///
+/// # Safety
+/// `table` holds `column + key` for every column and key (`width²` values); `sums` holds
+/// `R · 8 · V` values.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn direct_rows<const R: usize, const V: usize>(
+    sums: &mut [f32],
+    rows: [(f32, usize); R],
+    columns: &[[u32; 8]; V],
+    sbs: [__m256; V],
+    table: *const f32,
+) {
+    assert!(sums.len() >= R * 8 * V, "direct rows");
+    for v in 0..V {
+        let c = &columns[v];
+        for (j, &(scale, key)) in rows.iter().enumerate() {
+            // SAFETY: by the caller's contract.
+            unsafe {
+                let e = |l: usize| *table.add(c[l] as usize + key);
+                let e = _mm256_setr_ps(e(0), e(1), e(2), e(3), e(4), e(5), e(6), e(7));
+                let e = _mm256_mul_ps(e, sbs[v]);
+                let sum = sums.as_mut_ptr().add(j * 8 * V + 8 * v);
+                let acc = _mm256_loadu_ps(sum);
+                _mm256_storeu_ps(
+                    sum,
+                    _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scale), e)),
+                );
             }
         }
     }
