@@ -23,7 +23,7 @@
 //! portable loop builds the same rows entry by entry. The
 //! packed side is read in place through its strides (a value's sign and exponent bits are its
 //! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
-//! once into keys and scales. Each task adds into a per-thread buffer of sums and writes its
+//! once into keys and scales (the AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and writes its
 //! own rectangle of the output (the transposed product 16 rows at a time, each output row's
 //! run one contiguous write), so the write-back runs on every thread.
 //!
@@ -119,8 +119,9 @@ const DIRECT_LANES: usize = 4;
 /// picked from its key's table row by the lanes' keys, as an expanded entry is (per row and
 /// step a table row's `2^m` values read and permuted, which costs less than expanding every
 /// key for a step's few rows). AVX2: fewer rows than the expansion needs ([`min_rows`]); at
-/// each step each row's entries are gathered, 8 lanes a gather, from its key's entries of the
-/// lanes' table columns. Never in the portable build.
+/// each step each row's entries are read one by one from its key's entries of the lanes'
+/// table columns, the lanes read in place (`avx2::direct_in_place`). Never in the portable
+/// build.
 pub(super) fn direct(rows: usize, bits: u32, build: Build, lanes: usize) -> bool {
     match build {
         Build::Avx512 => rows <= (1 << bits) / 4,
@@ -132,8 +133,8 @@ pub(super) fn direct(rows: usize, bits: u32, build: Build, lanes: usize) -> bool
 /// The estimated cycles of one step of the product with `rows` packed rows against `lanes`
 /// expanded ones (measured at `m = 7` on AVX-512: an expanded entry about 6 cycles a vector of
 /// 16 lanes, a row's addition 2, a row's direct entry and addition 24; with AVX2 a row's
-/// direct entries about 12 cycles a gather of 8 lanes on Zen 1), or `None` where neither way
-/// pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs the side
+/// direct entries 12 a vector of 8 lanes, in those units: their 8 scalar reads and column
+/// offsets), or `None` where neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs the side
 /// that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps) runs
 /// directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread with AVX-512, where the
 /// per-product path took 8.7 ms and its im2col columns 5 ms more.
