@@ -455,6 +455,16 @@ mod tests {
         ]
     }
 
+    /// The output gradient `dy: [B, C_out, L]` as the product's `[C_out, B·L]`.
+    fn folded(dy: &[f32], [batch, m, l]: [usize; 3]) -> Vec<f32> {
+        (0..m * batch * l)
+            .map(|j| {
+                let (c, b, p) = (j / (batch * l), j / l % batch, j % l);
+                dy[(b * m + c) * l + p]
+            })
+            .collect()
+    }
+
     #[test]
     fn gathered_products_give_the_lowered_products_bits() {
         let mul = mitchell_table(7);
@@ -469,12 +479,7 @@ mod tests {
             let weight = binades(m * k, 5 + i as u64, 12);
             let dy = binades(batch * m * l, 7 + i as u64, 12);
             let cols = im2col(&x, batch, &w);
-            let folded: Vec<f32> = (0..m * batch * l)
-                .map(|j| {
-                    let (c, b, p) = (j / (batch * l), j / l % batch, j % l);
-                    dy[(b * m + c) * l + p]
-                })
-                .collect();
+            let folded = folded(&dy, [batch, m, l]);
             let lowered = super::super::gemm(&weight, &cols, [1, m, k, batch * l], &mul);
             // `[C_out, B·L]` as the convolution's `[B, C_out, L]`
             let want_y: Vec<f32> = (0..batch * m * l)
@@ -530,12 +535,7 @@ mod tests {
         let l = w.positions();
         let x = binades(batch * 9 * 7, 21, 12);
         let dy = binades(batch * m * l, 22, 12);
-        let folded: Vec<f32> = (0..m * batch * l)
-            .map(|j| {
-                let (c, b, p) = (j / (batch * l), j / l % batch, j % l);
-                dy[(b * m + c) * l + p]
-            })
-            .collect();
+        let folded = folded(&dy, [batch, m, l]);
         // the sums product by product, in order from +0 (`cols`: `[25, B·L]`)
         let cols = im2col(&x, batch, &w);
         let want: Vec<f32> = (0..m * 25)
@@ -583,9 +583,7 @@ mod tests {
         let dy = binades(batch * m * l, 13, 12);
         let weight = binades(m * k, 17, 12);
         let cols = im2col(&x, batch, &w);
-        let folded: Vec<f32> = (0..m * batch * l)
-            .map(|j| dy[(j / l % batch * m + j / (batch * l)) * l + j % l])
-            .collect();
+        let folded = folded(&dy, [batch, m, l]);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let want = super::super::gemm_nt(&folded, &cols, [1, m, batch * l, k], &mul);
         let got = conv_weight_grad(&x, &dy, batch, &w, &mul).expect("expands");
