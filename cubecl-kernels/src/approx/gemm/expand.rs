@@ -23,9 +23,10 @@
 //! portable loop builds the same rows entry by entry. The
 //! packed side is read in place through its strides (a value's sign and exponent bits are its
 //! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
-//! once into keys and scales (the AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and writes its
-//! own rectangle of the output (the transposed product 16 rows at a time, each output row's
-//! run one contiguous write), so the write-back runs on every thread.
+//! once into keys and scales (the AVX2 direct way reads it in place too). Each task adds into
+//! a per-thread buffer of sums and writes its own rectangle of the output (the transposed
+//! product 16 rows at a time, each output row's run one contiguous write), so the write-back
+//! runs on every thread.
 //!
 //! **Bit-identical to the per-product path.** There a product is `(LUT · sa) · sb`, here
 //! `sa · (LUT · sb)`. The scales are powers of two (or zero), so both round the same real value
@@ -134,10 +135,11 @@ pub(super) fn direct(rows: usize, bits: u32, build: Build, lanes: usize) -> bool
 /// expanded ones (measured at `m = 7` on AVX-512: an expanded entry about 6 cycles a vector of
 /// 16 lanes, a row's addition 2, a row's direct entry and addition 24; with AVX2 a row's
 /// direct entries 12 a vector of 8 lanes, in those units: their 8 scalar reads and column
-/// offsets), or `None` where neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the [`direct`] one). The plan packs the side
-/// that costs less. LeNet-5's conv1 weight gradient (`dy: [6, 50176]` times 25 taps) runs
-/// directly, 6 rows against 25 lanes: 4.3 ms at b64 on one thread with AVX-512, where the
-/// per-product path took 8.7 ms and its im2col columns 5 ms more.
+/// offsets), or `None` where neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the
+/// [`direct`] one). The plan packs the side that costs less. LeNet-5's conv1 weight gradient
+/// (`dy: [6, 50176]` times 25 taps) runs directly, 6 rows against 25 lanes: 4.3 ms at b64 on
+/// one thread with AVX-512, where the per-product path took 8.7 ms and its im2col columns 5 ms
+/// more.
 pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, build: Build) -> Option<usize> {
     const ENTRY: usize = 6;
     const ADD: usize = 2;

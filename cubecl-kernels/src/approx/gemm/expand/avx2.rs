@@ -67,74 +67,44 @@ pub(super) unsafe fn task(
     }
 }
 
-/// A [`direct`] task reading its lanes in place: the panel of `expanded`'s lanes (its rows)
-/// from `c0`, of batch entry `bt`, each value split into its key and scale at each step.
-/// Nothing is packed: a plan of fewer packed rows than the expansion needs runs every task
-/// this way (each lane's value is read once a step either way; packing them first wrote and
-/// read again every value, LeNet-5's conv1 weight gradient 1.25 M).
+/// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables,
+/// by [`direct`] for the panel's vectors of lanes. A plan of fewer packed rows than the
+/// expansion needs runs every task this way.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn direct_in_place(
     a: Rows<'_>,
-    (expanded, bt): (Operand<'_>, usize),
-    [k, n, c0]: [usize; 3],
+    expanded: (Operand<'_>, usize),
+    dims: [usize; 3],
     by_expanded: &[f32],
     bits: u32,
     sums: &mut [f32],
 ) {
-    let lanes = n.saturating_sub(c0).min(LANES);
-    let base = expanded.base + bt * expanded.batch;
-    let rows: [usize; LANES] = std::array::from_fn(|l| {
-        if l < lanes {
-            base + expanded.row.at(c0 + l)
-        } else {
-            0
-        }
-    });
-    let x = expanded.x;
-    let read = |kk: usize, keys: &mut [u32], scales: &mut [f32]| {
-        let step = expanded.step.at(kk);
-        for l in 0..lanes {
-            let (scale, key) = super::split(x[rows[l] + step].to_bits(), bits);
-            (keys[l], scales[l]) = (key as u32, scale);
-        }
-    };
-    let dims = [k, n, c0];
-    macro_rules! run {
-        ($v:literal) => {
-            direct::<$v>(
-                a,
-                |kk, keys: &mut [[u32; 8]; $v], scales: &mut [[f32; 8]; $v]| {
-                    read(kk, keys.as_flattened_mut(), scales.as_flattened_mut())
-                },
-                dims,
-                by_expanded,
-                bits,
-                sums,
-            )
-        };
-    }
-    match lanes.div_ceil(8) {
-        0 | 1 => run!(1),
-        2 => run!(2),
-        3 => run!(3),
-        _ => run!(4),
+    let [_, n, c0] = dims;
+    match n.saturating_sub(c0).div_ceil(8) {
+        0 | 1 => direct::<1>(a, expanded, dims, by_expanded, bits, sums),
+        2 => direct::<2>(a, expanded, dims, by_expanded, bits, sums),
+        3 => direct::<3>(a, expanded, dims, by_expanded, bits, sums),
+        _ => direct::<4>(a, expanded, dims, by_expanded, bits, sums),
     }
 }
 
-/// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables:
-/// at each step each row's entries are read from its key's entries of the lanes' table columns
-/// (what [`expand_vector`] reads), 8 lanes a vector, times the lanes' scales, times the row's
-/// scale, and added to its sums. The same products in the same order as the expansion. Steps
-/// outside, rows inside: a step's lanes are read once for all the rows, whose sums stay in L1
-/// (with the sums of a few rows in registers across the steps, the lanes' columns were spilled
-/// to the stack and read again for every few rows).
+/// A task without expanded tables: at each step the panel's lanes, `expanded`'s rows from
+/// `c0` (of batch entry `bt`), are read in place and split into keys and scales (nothing is
+/// packed: each lane's value is read once a step either way, and packing them first wrote and
+/// read again every value, LeNet-5's conv1 weight gradient 1.25 M); then each row's entries
+/// are read from its key's entries of the lanes' table columns (what [`expand_vector`] reads),
+/// 8 lanes a vector, times the lanes' scales, times the row's scale, and added to its sums.
+/// The same products in the same order as the expansion. Steps outside, rows inside: a step's
+/// lanes are read once for all the rows, whose sums stay in L1 (with the sums of a few rows in
+/// registers across the steps, the lanes' columns were spilled to the stack and read again for
+/// every few rows).
 #[target_feature(enable = "avx2")]
 fn direct<const V: usize>(
     a: Rows<'_>,
-    step_lanes: impl Fn(usize, &mut [[u32; 8]; V], &mut [[f32; 8]; V]),
+    (expanded, bt): (Operand<'_>, usize),
     [k, n, c0]: [usize; 3],
     by_expanded: &[f32],
     bits: u32,
@@ -146,16 +116,27 @@ fn direct<const V: usize>(
         "expansion direct task"
     );
     let table = by_expanded[..width * width].as_ptr();
+    // the lanes' offsets in `expanded` (their rows, of entry `bt`)
+    let base = expanded.base + bt * expanded.batch;
+    let offsets: [usize; LANES] = std::array::from_fn(|l| {
+        if l < lanes {
+            base + expanded.row.at(c0 + l)
+        } else {
+            0
+        }
+    });
     // the sums run from +0; the rows in whole groups of three
     sums.fill(0.0);
     let grouped = sums.len() / cols / 3 * 3;
     for kk in 0..k {
-        // the lanes' keys and scales (padded lanes: key 0, scale 0), the keys then as their
-        // table columns (times 2^m, below `width²`)
+        // the lanes' table columns (their keys times 2^m, below `width²`) and scales; padded
+        // lanes: key 0, scale 0
         let (mut columns, mut scales) = ([[0u32; 8]; V], [[0f32; 8]; V]);
-        step_lanes(kk, &mut columns, &mut scales);
-        for key in columns.as_flattened_mut() {
-            *key = (*key & (width as u32 - 1)) << bits;
+        let step = expanded.step.at(kk);
+        for (l, &at) in offsets[..lanes].iter().enumerate() {
+            let (scale, key) = super::split(expanded.x[at + step].to_bits(), bits);
+            columns[l / 8][l % 8] = (key as u32 & (width as u32 - 1)) << bits;
+            scales[l / 8][l % 8] = scale;
         }
         // SAFETY: 8 values of each vector of scales.
         let sbs: [__m256; V] =
