@@ -118,20 +118,30 @@ impl Geometry {
     }
 }
 
-/// `[B, C, s...]` (rank 3..=5) as `[B, C, d, h, w]`.
-fn to_5d<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
-    let s = t.shape();
+/// The shape `[B, C, s...]` (rank 3..=5) as `[B, C, d, h, w]`.
+fn dims_5d(s: &Shape) -> Shape {
     let mut dims = vec![s[0], s[1]];
     dims.extend(std::iter::repeat_n(1, 5 - s.num_dims()));
     dims.extend_from_slice(&s[2..]);
-    reshape::<B>(t, &dims)
+    Shape::from(dims)
+}
+
+/// `[B, C, s...]` (rank 3..=5) as `[B, C, d, h, w]`.
+fn to_5d<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let dims = dims_5d(&t.shape());
+    reshape::<B>(t, dims.as_slice())
+}
+
+/// The shape `[B, C, d, h, w]` at the caller's rank: `[B, C, last (rank - 2) dims]`.
+fn dims_at_rank(s: &[usize], rank: usize) -> Vec<usize> {
+    let mut dims = vec![s[0], s[1]];
+    dims.extend_from_slice(&s[5 - (rank - 2)..]);
+    dims
 }
 
 /// Back to the caller's rank: `[B, C, d, h, w]` → `[B, C, last (rank - 2) dims]`.
 fn from_5d<B: Backend>(t: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
-    let s = t.shape();
-    let mut dims = vec![s[0], s[1]];
-    dims.extend_from_slice(&s[5 - (rank - 2)..]);
+    let dims = dims_at_rank(&t.shape(), rank);
     reshape::<B>(t, &dims)
 }
 
@@ -265,13 +275,12 @@ pub fn forward<B: KernelBackend>(
     let rank = x.shape().num_dims();
     let batch = x.shape()[0];
     let kernel = kernel_size(&weight.shape());
-    let x = to_5d::<B>(x);
-    let s = x.shape();
+    let s = dims_5d(&x.shape());
     let w = g.window(s[1], spatial(&s), kernel);
-    if let Some(y) = implicit::<B>(Implicit::Forward, &x, &weight, &w, product) {
-        return add_bias::<B>(from_5d::<B>(y, rank), bias);
+    if let Some(y) = implicit::<B>(Implicit::Forward, [&x, &weight], &w, product, rank) {
+        return add_bias::<B>(y, bias);
     }
-    let (cols, out) = im2col::<B>(x, g, kernel);
+    let (cols, out) = im2col::<B>(to_5d::<B>(x), g, kernel);
     let y = product.gemm::<B>(weight_matrix::<B>(weight, g.groups), cols);
     add_bias::<B>(unfold_output::<B>(y, batch, out, rank), bias)
 }
@@ -289,18 +298,21 @@ enum Implicit {
     InputGrad,
 }
 
-/// `kind`'s product of the columns of `x: [B, C, d, h, w]` (for the input gradient, of the
-/// output gradient) under `w` on a backend without CubeCL kernels, with the columns read where
-/// they lie in `x` ([`cubecl_kernels::approx::gemm::conv_forward`]) or, for the input gradient,
-/// added back a few samples at a time ([`cubecl_kernels::approx::gemm::conv_input_grad`]):
-/// `None` where that does not apply (a CubeCL backend, the native product, groups, a product
-/// the table expansion does not take), and the caller lowers through the columns.
+/// `kind`'s product of the columns of `x` (for the input gradient, of the output gradient)
+/// under `w` on a backend without CubeCL kernels, with the columns read where they lie in `x`
+/// ([`cubecl_kernels::approx::gemm::conv_forward`]) or, for the input gradient, added back a
+/// few samples at a time ([`cubecl_kernels::approx::gemm::conv_input_grad`]): `None` where
+/// that does not apply (a CubeCL backend, the native product, groups, a product the table
+/// expansion does not take), and the caller lowers through the columns. `x` and `other` keep
+/// the caller's rank (`rank`, 3 to 5: their values in order are those of `[B, C, d, h, w]`,
+/// read in place with no reshaped copy), and so does the output of the forward product and of
+/// the input gradient.
 fn implicit<B: KernelBackend>(
     kind: Implicit,
-    x: &FloatTensor<B>,
-    other: &FloatTensor<B>,
+    [x, other]: [&FloatTensor<B>; 2],
     w: &Window,
     product: Product<'_>,
+    rank: usize,
 ) -> Option<FloatTensor<B>> {
     let Product::Approx(mul) = product else {
         return None;
@@ -319,10 +331,10 @@ fn implicit<B: KernelBackend>(
     let shape = match kind {
         Implicit::Forward => {
             let [d, h, wd] = w.out();
-            vec![batch, other.shape()[0], d, h, wd]
+            dims_at_rank(&[batch, other.shape()[0], d, h, wd], rank)
         }
         Implicit::WeightGrad => vec![1, other.shape()[1], w.channels * w.kvol()],
-        Implicit::InputGrad => w.input_shape(batch).to_vec(),
+        Implicit::InputGrad => dims_at_rank(&w.input_shape(batch), rank),
     };
     Some(B::float_from_data(
         TensorData::new(out, shape),
@@ -368,14 +380,14 @@ pub fn input_grad<B: KernelBackend>(
     let ws = weight.shape();
     let kernel = kernel_size(&ws);
     let batch = output_grad.shape()[0];
-    let dy5 = to_5d::<B>(output_grad);
-    let out = spatial(&dy5.shape());
+    let out = spatial(&dims_5d(&output_grad.shape()));
     let w = g.window(g.groups * ws[1], lift(input, 1), kernel);
     debug_assert_eq!(w.out(), out);
-    if let Some(dx) = implicit::<B>(Implicit::InputGrad, &dy5, &weight, &w, product) {
-        return from_5d::<B>(dx, rank);
+    let operands = [&output_grad, &weight];
+    if let Some(dx) = implicit::<B>(Implicit::InputGrad, operands, &w, product, rank) {
+        return dx;
     }
-    let dy = fold_output_grad::<B>(dy5, g.groups);
+    let dy = fold_output_grad::<B>(output_grad, g.groups);
     let wt = B::float_swap_dims(weight_matrix::<B>(weight, g.groups), 1, 2);
     let dcols = product.gemm::<B>(wt, dy); // [G, C_in/G·kvol, B·L]
     from_5d::<B>(col2im::<B>(dcols, w, batch), rank)
@@ -390,13 +402,14 @@ pub fn weight_grad<B: KernelBackend>(
     product: Product<'_>,
 ) -> FloatTensor<B> {
     let kernel = kernel_size(weight_shape);
-    let x = to_5d::<B>(x);
-    let s = x.shape();
+    let rank = x.shape().num_dims();
+    let s = dims_5d(&x.shape());
     let w = g.window(s[1], spatial(&s), kernel);
-    let dy5 = to_5d::<B>(output_grad);
-    if let Some(dw) = implicit::<B>(Implicit::WeightGrad, &x, &dy5, &w, product) {
+    let operands = [&x, &output_grad];
+    if let Some(dw) = implicit::<B>(Implicit::WeightGrad, operands, &w, product, rank) {
         return reshape::<B>(dw, weight_shape.as_slice());
     }
+    let (x, dy5) = (to_5d::<B>(x), to_5d::<B>(output_grad));
     if let Product::Native(kernel) = product {
         return native_weight_grad::<B>(x, dy5, g, weight_shape, Split::Auto, kernel);
     }

@@ -325,6 +325,41 @@ pub(super) unsafe fn split_run(x: &[f32], keys: &mut [u32], scales: &mut [f32], 
     }
 }
 
+/// Each value's scale and key ([`super::split`]) at 16 steps of `n` lanes, lane `l`'s 16
+/// values one after another from `x[lane(l)]` (steps contiguous, lanes anywhere): `keys` and
+/// `scales` hold `[16][n]`, 16 lanes at a time by a transpose in registers (the last group's
+/// missing lanes read the last lane again and are not stored).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn split_steps(
+    x: &[f32],
+    lane: impl Fn(usize) -> usize,
+    keys: &mut [u32],
+    scales: &mut [f32],
+    bits: u32,
+) {
+    let n = keys.len() / 16;
+    assert!(
+        n > 0 && keys.len() == 16 * n && scales.len() == keys.len(),
+        "split steps"
+    );
+    for l0 in (0..n).step_by(16) {
+        let live = (n - l0).min(16);
+        // lanes l0..l0 + live, 16 values each (`transpose16_at` asserts that they lie in `x`)
+        let at = std::array::from_fn(|i| lane(l0 + i.min(live - 1)));
+        // SAFETY: the CPU supports AVX-512F (this function's contract).
+        let t = unsafe { transpose16_at(x, at) };
+        for (j, t) in t.iter().enumerate() {
+            let at = j * n + l0;
+            let (keys, scales) = (&mut keys[at..at + live], &mut scales[at..at + live]);
+            // SAFETY: the CPU supports AVX-512F (this function's contract).
+            unsafe { split_run(&t[..live], keys, scales, bits) };
+        }
+    }
+}
+
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`
 /// holds value `j` of every row, in row order.
 ///
@@ -333,9 +368,20 @@ pub(super) unsafe fn split_run(x: &[f32], keys: &mut [u32], scales: &mut [f32], 
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn transpose16(src: &[f32], stride: usize) -> [[f32; 16]; 16] {
     assert!(src.len() >= 15 * stride + 16, "transposed block");
+    // SAFETY: the CPU supports AVX-512F (this function's contract).
+    unsafe { transpose16_at(src, std::array::from_fn(|i| i * stride)) }
+}
+
+/// [`transpose16`] of the 16 rows of 16 values from `src[at[i]]`.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16_at(src: &[f32], at: [usize; 16]) -> [[f32; 16]; 16] {
+    assert!(at.iter().all(|&a| a + 16 <= src.len()), "transposed block");
     // SAFETY: 16 rows of 16 values inside `src` (asserted).
     let r: [__m512; 16] =
-        std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.as_ptr().add(i * stride)) });
+        std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.as_ptr().add(at[i])) });
     // pairs of rows interleaved, then pairs of pairs: 4 × 4 blocks transposed in each 128-bit
     // lane
     let t: [__m512; 16] = std::array::from_fn(|i| {
@@ -386,15 +432,11 @@ pub(super) unsafe fn transpose16(src: &[f32], stride: usize) -> [[f32; 16]; 16] 
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn split_run_splits_as_split() {
-        if !std::is_x86_feature_detected!("avx512f") {
-            return;
-        }
-        // every sign, exponent and mantissa pattern the LCG gives, zeros, subnormals, NaN;
-        // lengths around whole vectors
+    /// `len` values of every sign, exponent and mantissa pattern an LCG gives, a negative zero,
+    /// a subnormal and a NaN first.
+    fn values(len: usize) -> Vec<f32> {
         let mut s = 7u64;
-        let x: Vec<f32> = (0..53)
+        (0..len)
             .map(|i| match i {
                 0 => -0.0,
                 1 => f32::from_bits(3),
@@ -406,7 +448,16 @@ mod tests {
                     f32::from_bits((s >> 32) as u32)
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn split_run_splits_as_split() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        // lengths around whole vectors
+        let x = values(53);
         for bits in [1, 5, 7, 8] {
             for len in [0, 1, 15, 16, 17, 53] {
                 let (mut keys, mut scales) = (vec![9u32; len], vec![9f32; len]);
@@ -418,6 +469,36 @@ mod tests {
                         (keys[i] as usize, scales[i].to_bits()),
                         (key, scale.to_bits())
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_steps_splits_each_lane_as_split() {
+        if !std::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        // lane counts below, at and past whole vectors of 16; strides with padding between
+        // lanes, and one under 16 (lanes overlapping)
+        let x = values(40 * 35 + 16);
+        for bits in [5, 7] {
+            for n in [1, 6, 16, 17, 35] {
+                for stride in [5, 16, 40] {
+                    let (mut keys, mut scales) = (vec![9u32; 16 * n], vec![9f32; 16 * n]);
+                    // SAFETY: the CPU supports AVX-512F, checked above.
+                    let lane = |l: usize| l * stride;
+                    unsafe { super::split_steps(&x, lane, &mut keys, &mut scales, bits) };
+                    for (i, (key, scale)) in keys.iter().zip(&scales).enumerate() {
+                        let (j, l) = (i / n, i % n);
+                        let (want_scale, want_key) =
+                            super::super::split(x[l * stride + j].to_bits(), bits);
+                        assert_eq!(
+                            (*key as usize, scale.to_bits()),
+                            (want_key, want_scale.to_bits()),
+                            "{n} lanes {stride} apart, step {j}, lane {l}"
+                        );
+                    }
                 }
             }
         }
