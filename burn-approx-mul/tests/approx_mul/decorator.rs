@@ -6,7 +6,7 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::module::{conv2d, linear};
+use burn::tensor::module::{conv1d, conv2d, conv3d, linear};
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Tensor, TensorData};
 use burn_approx_mul::{ApproxDevice, ApproxMul, ConvRoute, MatmulKernel, Multiplier};
@@ -173,6 +173,74 @@ fn conv_forward_and_both_gradients_equal_a_brute_force_reference() {
     conv_equals_brute_force("afm16", [2, 8, 6], [16, 3]);
     // 64 positions a sample: the forward output written as `[B, C_out, L]` by the expansion
     conv_equals_brute_force("afm16", [3, 8, 8], [16, 3]);
+}
+
+/// Under AFM16 on the host (the columns read in place from operands kept at the caller's rank),
+/// `conv1d` over `[B, C, L]` and `conv3d` over `[B, C, 1, H, W]` give the bits of `conv2d` over
+/// the same values with a unit height (depth), forward and both gradients.
+#[test]
+fn host_convolutions_of_every_rank_give_the_bits_of_conv2d() {
+    let device =
+        ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse("afm16").unwrap());
+    type B = Autodiff<ApproxMul<NdArray>>;
+    let (b, c, o, k) = (3, 8, 16, 3);
+    let bits = |t: TensorData| -> Vec<u32> {
+        let v = t.to_vec::<f32>().unwrap();
+        v.iter().map(|v| v.to_bits()).collect()
+    };
+    // (y, dx, dw) of conv2d over `x: [b, c, h, w]`, `w: [o, c, kh, k]`, padding (kh / 2, 1)
+    let conv2d_of = |[h, w]: [usize; 2], kh: usize| {
+        let x = Tensor::<B, 4>::from_data(data(&[b, c, h, w], 70), &device).require_grad();
+        let wt = Tensor::<B, 4>::from_data(data(&[o, c, kh, k], 71), &device).require_grad();
+        let opts = ConvOptions::new([1, 1], [kh / 2, 1], [1, 1], 1);
+        let y = conv2d(x.clone(), wt.clone(), None, opts);
+        let g = Tensor::<B, 4>::from_data(data(&y.dims(), 72), &device);
+        let grads = (y.clone() * g).sum().backward();
+        let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
+        [
+            bits(y.into_data()),
+            bits(dx.into_data()),
+            bits(dw.into_data()),
+        ]
+    };
+    // conv1d over [b, c, 24]: conv2d over [b, c, 1, 24] with a [o, c, 1, k] kernel
+    let l = 24;
+    let x = Tensor::<B, 4>::from_data(data(&[b, c, 1, l], 70), &device).reshape([b, c, l]);
+    let x = x.detach().require_grad();
+    let wt = Tensor::<B, 4>::from_data(data(&[o, c, 1, k], 71), &device).reshape([o, c, k]);
+    let wt = wt.detach().require_grad();
+    let y = conv1d(
+        x.clone(),
+        wt.clone(),
+        None,
+        ConvOptions::new([1], [1], [1], 1),
+    );
+    let g = Tensor::<B, 4>::from_data(data(&[b, o, 1, l], 72), &device).reshape([b, o, l]);
+    let grads = (y.clone() * g).sum().backward();
+    let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
+    let got = [
+        bits(y.into_data()),
+        bits(dx.into_data()),
+        bits(dw.into_data()),
+    ];
+    assert_eq!(got, conv2d_of([1, l], 1), "conv1d");
+    // conv3d over [b, c, 1, 6, 8]: conv2d over [b, c, 6, 8] with a [o, c, 3, k] kernel
+    let (h, w) = (6, 8);
+    let x = Tensor::<B, 4>::from_data(data(&[b, c, h, w], 70), &device).reshape([b, c, 1, h, w]);
+    let x = x.detach().require_grad();
+    let wt = Tensor::<B, 4>::from_data(data(&[o, c, 3, k], 71), &device).reshape([o, c, 1, 3, k]);
+    let wt = wt.detach().require_grad();
+    let opts = ConvOptions::new([1, 1, 1], [0, 1, 1], [1, 1, 1], 1);
+    let y = conv3d(x.clone(), wt.clone(), None, opts);
+    let g = Tensor::<B, 4>::from_data(data(&[b, o, h, w], 72), &device).reshape([b, o, 1, h, w]);
+    let grads = (y.clone() * g).sum().backward();
+    let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
+    let got = [
+        bits(y.into_data()),
+        bits(dx.into_data()),
+        bits(dw.into_data()),
+    ];
+    assert_eq!(got, conv2d_of([h, w], 3), "conv3d");
 }
 
 /// A convolution's bias (on the host, one pass of the per-channel affine with `α = 1`) gives
