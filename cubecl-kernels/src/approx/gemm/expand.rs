@@ -351,7 +351,7 @@ impl Plan {
         let in_place = build == Build::Avx2 && rows < min_rows;
         let (e_keys, e_scales) = match in_place {
             true => Default::default(),
-            false => expanded.pack_lanes([batch, k], bits, build == Build::Avx512),
+            false => expanded.pack_lanes([batch, k], bits, build),
         };
         let lanes = expanded.rows;
         let panels = lanes.div_ceil(LANES);

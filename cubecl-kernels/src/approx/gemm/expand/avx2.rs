@@ -382,12 +382,22 @@ fn block<const V: usize, const R: usize, const S: usize>(
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn transpose16x8(src: &[f32], stride: usize) -> [[f32; 16]; 8] {
     assert!(src.len() >= 15 * stride + 8, "transposed block");
+    // SAFETY: the CPU supports AVX2 (this function's contract).
+    unsafe { transpose16x8_at(src, std::array::from_fn(|i| i * stride)) }
+}
+
+/// [`transpose16x8`] of the 16 rows of 8 values from `src[at[i]]`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn transpose16x8_at(src: &[f32], at: [usize; 16]) -> [[f32; 16]; 8] {
+    assert!(at.iter().all(|&a| a + 8 <= src.len()), "transposed block");
     let mut out = [[0f32; 16]; 8];
     for half in 0..2 {
         // SAFETY: 8 rows of 8 values inside `src` (asserted).
-        let r: [__m256; 8] = std::array::from_fn(|i| unsafe {
-            _mm256_loadu_ps(src.as_ptr().add((8 * half + i) * stride))
-        });
+        let r: [__m256; 8] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(src.as_ptr().add(at[8 * half + i])) });
         // pairs of rows interleaved, then 4 × 4 blocks in each 128-bit half
         let t: [__m256; 8] = std::array::from_fn(|i| {
             let (a, b) = (r[i & !1], r[i | 1]);
@@ -418,6 +428,45 @@ pub(super) unsafe fn transpose16x8(src: &[f32], stride: usize) -> [[f32; 16]; 8]
         }
     }
     out
+}
+
+/// Each value's scale and key ([`super::split`]) at 8 steps of `n` lanes, lane `l`'s 8 values
+/// one after another from `x[lane(l)]` (steps contiguous, lanes anywhere): `keys` and `scales`
+/// hold `[8][n]`, 16 lanes at a time by a transpose in registers (the last group's missing lanes
+/// read the last lane again and are not stored).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn split_steps(
+    x: &[f32],
+    lane: impl Fn(usize) -> usize,
+    keys: &mut [u32],
+    scales: &mut [f32],
+    bits: u32,
+) {
+    let n = keys.len() / 8;
+    assert!(
+        n > 0 && keys.len() == 8 * n && scales.len() == keys.len(),
+        "split steps"
+    );
+    for l0 in (0..n).step_by(16) {
+        let live = (n - l0).min(16);
+        // lanes l0..l0 + live, 8 values each (`transpose16x8_at` asserts that they lie in `x`)
+        let at = std::array::from_fn(|i| lane(l0 + i.min(live - 1)));
+        // SAFETY: the CPU supports AVX2 (this function's contract).
+        let t = unsafe { transpose16x8_at(x, at) };
+        for (j, t) in t.iter().enumerate() {
+            let at = j * n + l0;
+            let lanes = keys[at..at + live]
+                .iter_mut()
+                .zip(&mut scales[at..at + live]);
+            for ((key, scale), v) in lanes.zip(&t[..live]) {
+                let (s, k) = super::split(v.to_bits(), bits);
+                (*key, *scale) = (k as u32, s);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

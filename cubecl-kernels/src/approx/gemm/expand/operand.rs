@@ -1,6 +1,7 @@
 //! Operands as the expansion reads them: a base, a batch stride, and the offsets of rows and
 //! steps (strided, or gathered through a table).
 
+use super::Build;
 use rayon::prelude::*;
 
 /// Where an operand's rows (or steps) lie: the offset of row `i` from the operand's base.
@@ -70,19 +71,18 @@ impl Operand<'_> {
         self.x[self.base + bt * self.batch + self.row.at(r) + self.step.at(kk)]
     }
 
-    /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes).
-    /// `wide`: whether the AVX-512 build splits the runs of contiguous lanes.
+    /// The expanded side's keys and scales, `[batch][k][lanes]` row-major (its rows are lanes),
+    /// split by the vector instructions of `build`.
     pub(super) fn pack_lanes(
         self,
         [batch, k]: [usize; 2],
         bits: u32,
-        wide: bool,
+        build: Build,
     ) -> (Vec<u32>, Vec<f32>) {
         // steps a task: one step's lanes alone made a weight gradient's 65,536 steps of 16 lanes
         // as many tasks
         const RUN: usize = 256;
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = wide;
+        let wide = build == Build::Avx512;
         let n = self.rows;
         let (mut keys, mut scales) = (vec![0u32; batch * k * n], vec![0f32; batch * k * n]);
         // runs of lanes that lie one after another (a stride-1 convolution's output positions
@@ -97,10 +97,15 @@ impl Operand<'_> {
         }
         // runs shorter than a vector, where the lanes' steps lie one after another (a
         // convolution's output gradient, its channels `L` apart; its im2col columns, the taps
-        // of a row of the kernel together): with AVX-512, 16 steps at a time, transposed in
-        // registers (value by value, a weight gradient's lanes took a twentieth of
-        // ResNet-18-w16's AFM16 step)
-        let transposed = wide && runs.iter().all(|&(_, len)| len < 16);
+        // of a row of the kernel together): 16 steps at a time with AVX-512, 8 with AVX2,
+        // transposed in registers (value by value, a weight gradient's lanes took a twentieth
+        // of ResNet-18-w16's AFM16 step)
+        let group = match build {
+            Build::Avx512 => 16,
+            Build::Avx2 => 8,
+            Build::Portable => 0,
+        };
+        let transposed = group > 0 && runs.iter().all(|&(_, len)| len < 16);
         if runs.len() * 4 > n {
             runs = (0..n).map(|l| (l, 1)).collect();
         }
@@ -116,20 +121,29 @@ impl Operand<'_> {
                     let at = self.base + bt * self.batch + self.step.at(kk);
                     #[cfg(target_arch = "x86_64")]
                     if transposed
-                        && i + 16 <= steps
-                        && kk + 16 <= k
-                        && self.step.at(kk + 15) == self.step.at(kk) + 15
+                        && i + group <= steps
+                        && kk + group <= k
+                        && self.step.at(kk + group - 1) == self.step.at(kk) + group - 1
                     {
-                        let (keys, scales) =
-                            (&mut keys[i * n..][..16 * n], &mut scales[i * n..][..16 * n]);
-                        // SAFETY: the caller checked that the CPU supports AVX-512F (`wide`).
+                        let (keys, scales) = (
+                            &mut keys[i * n..][..group * n],
+                            &mut scales[i * n..][..group * n],
+                        );
                         let lane = |l: usize| at + self.row.at(l);
-                        unsafe { super::avx512::split_steps(self.x, lane, keys, scales, bits) };
-                        i += 16;
+                        let x = self.x;
+                        match build {
+                            // SAFETY: `Build::of` chose this build: the CPU supports AVX-512F.
+                            Build::Avx512 => unsafe {
+                                super::avx512::split_steps(x, lane, keys, scales, bits)
+                            },
+                            // SAFETY: `Build::of` chose this build: the CPU supports AVX2.
+                            _ => unsafe { super::avx2::split_steps(x, lane, keys, scales, bits) },
+                        }
+                        i += group;
                         continue;
                     }
                     #[cfg(not(target_arch = "x86_64"))]
-                    let _ = transposed;
+                    let _ = (transposed, group, wide);
                     let (keys, scales) = (&mut keys[i * n..][..n], &mut scales[i * n..][..n]);
                     i += 1;
                     for &(l0, len) in &runs {
@@ -165,14 +179,13 @@ impl Operand<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Index, Operand};
+    use super::{Build, Index, Operand};
 
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn lanes_in_short_runs_pack_as_value_by_value() {
-        if !std::is_x86_feature_detected!("avx512f") {
-            return;
-        }
+        let avx512 = std::is_x86_feature_detected!("avx512f");
+        let avx2 = std::is_x86_feature_detected!("avx2");
         // a weight gradient's output gradient (19 channel lanes `L` apart) and its im2col
         // columns (25 tap lanes in runs of 5, like a 5 × 5 kernel's); steps the positions of
         // 3 samples (runs of 45, so some 16 steps cross a sample), 2 batch entries: 270 steps,
@@ -206,16 +219,18 @@ mod tests {
                 step: Index::Table(&steps, steps[steps.len() - 1]),
             };
             op.check(2, k);
-            for bits in [4, 7] {
-                let wide = op.pack_lanes([2, k], bits, true);
-                let one_by_one = op.pack_lanes([2, k], bits, false);
-                assert_eq!(wide.0, one_by_one.0, "keys of {rows} lanes at {bits} bits");
-                let bits_of = |v: &[f32]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits_of(&wide.1),
-                    bits_of(&one_by_one.1),
-                    "scales of {rows} lanes at {bits} bits"
-                );
+            for (build, present) in [(Build::Avx512, avx512), (Build::Avx2, avx2)] {
+                for bits in [4, 7] {
+                    if !present {
+                        continue;
+                    }
+                    let wide = op.pack_lanes([2, k], bits, build);
+                    let one_by_one = op.pack_lanes([2, k], bits, Build::Portable);
+                    let what = format!("{rows} lanes at {bits} bits, {build:?}");
+                    assert_eq!(wide.0, one_by_one.0, "keys of {what}");
+                    let bits_of = |v: &[f32]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits_of(&wide.1), bits_of(&one_by_one.1), "scales of {what}");
+                }
             }
         }
     }
