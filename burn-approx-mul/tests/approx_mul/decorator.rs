@@ -184,62 +184,54 @@ fn host_convolutions_of_every_rank_give_the_bits_of_conv2d() {
         ApproxDevice::<NdArray>::new(Default::default(), Multiplier::parse("afm16").unwrap());
     type B = Autodiff<ApproxMul<NdArray>>;
     let (b, c, o, k) = (3, 8, 16, 3);
-    let bits = |t: TensorData| -> Vec<u32> {
-        let v = t.to_vec::<f32>().unwrap();
-        v.iter().map(|v| v.to_bits()).collect()
+    // x: [b, c, h, w] and w: [o, c, kh, k] (seeds 70, 71), the output gradient (seed 72) of
+    // shape `[b, o, h, w]`, each reshaped to rank D
+    let leaves = |[h, w]: [usize; 2], kh: usize| {
+        let x = Tensor::<B, 4>::from_data(data(&[b, c, h, w], 70), &device);
+        let wt = Tensor::<B, 4>::from_data(data(&[o, c, kh, k], 71), &device);
+        let g = Tensor::<B, 4>::from_data(data(&[b, o, h, w], 72), &device);
+        (x, wt, g)
     };
-    // (y, dx, dw) of conv2d over `x: [b, c, h, w]`, `w: [o, c, kh, k]`, padding (kh / 2, 1)
-    let conv2d_of = |[h, w]: [usize; 2], kh: usize| {
-        let x = Tensor::<B, 4>::from_data(data(&[b, c, h, w], 70), &device).require_grad();
-        let wt = Tensor::<B, 4>::from_data(data(&[o, c, kh, k], 71), &device).require_grad();
-        let opts = ConvOptions::new([1, 1], [kh / 2, 1], [1, 1], 1);
-        let y = conv2d(x.clone(), wt.clone(), None, opts);
-        let g = Tensor::<B, 4>::from_data(data(&y.dims(), 72), &device);
+    // the bits of the output and of both gradients of `(y · g).sum()`
+    fn bits_of<const D: usize>(
+        conv: impl Fn(Tensor<B, D>, Tensor<B, D>) -> Tensor<B, D>,
+        [x, wt, g]: [Tensor<B, D>; 3],
+    ) -> [Vec<u32>; 3] {
+        let (x, wt) = (x.detach().require_grad(), wt.detach().require_grad());
+        let y = conv(x.clone(), wt.clone());
         let grads = (y.clone() * g).sum().backward();
         let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
-        [
-            bits(y.into_data()),
-            bits(dx.into_data()),
-            bits(dw.into_data()),
-        ]
+        [y.into_data(), dx.into_data(), dw.into_data()].map(|t| {
+            let v = t.to_vec::<f32>().unwrap();
+            v.iter().map(|v| v.to_bits()).collect()
+        })
+    }
+    let conv2d_of = |hw: [usize; 2], kh: usize| {
+        let (x, wt, g) = leaves(hw, kh);
+        let opts = ConvOptions::new([1, 1], [kh / 2, 1], [1, 1], 1);
+        bits_of(|x, w| conv2d(x, w, None, opts.clone()), [x, wt, g])
     };
     // conv1d over [b, c, 24]: conv2d over [b, c, 1, 24] with a [o, c, 1, k] kernel
     let l = 24;
-    let x = Tensor::<B, 4>::from_data(data(&[b, c, 1, l], 70), &device).reshape([b, c, l]);
-    let x = x.detach().require_grad();
-    let wt = Tensor::<B, 4>::from_data(data(&[o, c, 1, k], 71), &device).reshape([o, c, k]);
-    let wt = wt.detach().require_grad();
-    let y = conv1d(
-        x.clone(),
-        wt.clone(),
-        None,
-        ConvOptions::new([1], [1], [1], 1),
-    );
-    let g = Tensor::<B, 4>::from_data(data(&[b, o, 1, l], 72), &device).reshape([b, o, l]);
-    let grads = (y.clone() * g).sum().backward();
-    let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
-    let got = [
-        bits(y.into_data()),
-        bits(dx.into_data()),
-        bits(dw.into_data()),
+    let (x, wt, g) = leaves([1, l], 1);
+    let rank3 = [
+        x.reshape([b, c, l]),
+        wt.reshape([o, c, k]),
+        g.reshape([b, o, l]),
     ];
+    let opts = ConvOptions::new([1], [1], [1], 1);
+    let got = bits_of(|x, w| conv1d(x, w, None, opts.clone()), rank3);
     assert_eq!(got, conv2d_of([1, l], 1), "conv1d");
     // conv3d over [b, c, 1, 6, 8]: conv2d over [b, c, 6, 8] with a [o, c, 3, k] kernel
     let (h, w) = (6, 8);
-    let x = Tensor::<B, 4>::from_data(data(&[b, c, h, w], 70), &device).reshape([b, c, 1, h, w]);
-    let x = x.detach().require_grad();
-    let wt = Tensor::<B, 4>::from_data(data(&[o, c, 3, k], 71), &device).reshape([o, c, 1, 3, k]);
-    let wt = wt.detach().require_grad();
-    let opts = ConvOptions::new([1, 1, 1], [0, 1, 1], [1, 1, 1], 1);
-    let y = conv3d(x.clone(), wt.clone(), None, opts);
-    let g = Tensor::<B, 4>::from_data(data(&[b, o, h, w], 72), &device).reshape([b, o, 1, h, w]);
-    let grads = (y.clone() * g).sum().backward();
-    let (dx, dw) = (x.grad(&grads).unwrap(), wt.grad(&grads).unwrap());
-    let got = [
-        bits(y.into_data()),
-        bits(dx.into_data()),
-        bits(dw.into_data()),
+    let (x, wt, g) = leaves([h, w], 3);
+    let rank5 = [
+        x.reshape([b, c, 1, h, w]),
+        wt.reshape([o, c, 1, 3, k]),
+        g.reshape([b, o, 1, h, w]),
     ];
+    let opts = ConvOptions::new([1, 1, 1], [0, 1, 1], [1, 1, 1], 1);
+    let got = bits_of(|x, w| conv3d(x, w, None, opts.clone()), rank5);
     assert_eq!(got, conv2d_of([h, w], 3), "conv3d");
 }
 

@@ -431,9 +431,8 @@ unsafe fn transpose16x8_at(src: &[f32], at: [usize; 16]) -> [[f32; 16]; 8] {
 }
 
 /// Each value's scale and key ([`super::split`]) at 8 steps of `n` lanes, lane `l`'s 8 values
-/// one after another from `x[lane(l)]` (steps contiguous, lanes anywhere): `keys` and `scales`
-/// hold `[8][n]`, 16 lanes at a time by a transpose in registers (the last group's missing lanes
-/// read the last lane again and are not stored).
+/// one after another from `x[lane(l)]`: `keys` and `scales` hold `[8][n]`
+/// ([`super::operand::split_transposed`], 16 × 8 transposes).
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -445,28 +444,19 @@ pub(super) unsafe fn split_steps(
     scales: &mut [f32],
     bits: u32,
 ) {
-    let n = keys.len() / 8;
-    assert!(
-        n > 0 && keys.len() == 8 * n && scales.len() == keys.len(),
-        "split steps"
-    );
-    for l0 in (0..n).step_by(16) {
-        let live = (n - l0).min(16);
-        // lanes l0..l0 + live, 8 values each (`transpose16x8_at` asserts that they lie in `x`)
-        let at = std::array::from_fn(|i| lane(l0 + i.min(live - 1)));
+    super::operand::split_transposed::<8>(
+        x,
+        lane,
+        (keys, scales),
         // SAFETY: the CPU supports AVX2 (this function's contract).
-        let t = unsafe { transpose16x8_at(x, at) };
-        for (j, t) in t.iter().enumerate() {
-            let at = j * n + l0;
-            let lanes = keys[at..at + live]
-                .iter_mut()
-                .zip(&mut scales[at..at + live]);
-            for ((key, scale), v) in lanes.zip(&t[..live]) {
+        |x, at| unsafe { transpose16x8_at(x, at) },
+        |v, keys, scales| {
+            for ((key, scale), v) in keys.iter_mut().zip(scales).zip(v) {
                 let (s, k) = super::split(v.to_bits(), bits);
                 (*key, *scale) = (k as u32, s);
             }
-        }
-    }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -326,9 +326,8 @@ pub(super) unsafe fn split_run(x: &[f32], keys: &mut [u32], scales: &mut [f32], 
 }
 
 /// Each value's scale and key ([`super::split`]) at 16 steps of `n` lanes, lane `l`'s 16
-/// values one after another from `x[lane(l)]` (steps contiguous, lanes anywhere): `keys` and
-/// `scales` hold `[16][n]`, 16 lanes at a time by a transpose in registers (the last group's
-/// missing lanes read the last lane again and are not stored).
+/// values one after another from `x[lane(l)]`: `keys` and `scales` hold `[16][n]`
+/// ([`super::operand::split_transposed`], 16 × 16 transposes and [`split_run`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -340,24 +339,14 @@ pub(super) unsafe fn split_steps(
     scales: &mut [f32],
     bits: u32,
 ) {
-    let n = keys.len() / 16;
-    assert!(
-        n > 0 && keys.len() == 16 * n && scales.len() == keys.len(),
-        "split steps"
-    );
-    for l0 in (0..n).step_by(16) {
-        let live = (n - l0).min(16);
-        // lanes l0..l0 + live, 16 values each (`transpose16_at` asserts that they lie in `x`)
-        let at = std::array::from_fn(|i| lane(l0 + i.min(live - 1)));
-        // SAFETY: the CPU supports AVX-512F (this function's contract).
-        let t = unsafe { transpose16_at(x, at) };
-        for (j, t) in t.iter().enumerate() {
-            let at = j * n + l0;
-            let (keys, scales) = (&mut keys[at..at + live], &mut scales[at..at + live]);
-            // SAFETY: the CPU supports AVX-512F (this function's contract).
-            unsafe { split_run(&t[..live], keys, scales, bits) };
-        }
-    }
+    super::operand::split_transposed::<16>(
+        x,
+        lane,
+        (keys, scales),
+        // SAFETY (both): the CPU supports AVX-512F (this function's contract).
+        |x, at| unsafe { transpose16_at(x, at) },
+        |v, keys, scales| unsafe { split_run(v, keys, scales, bits) },
+    )
 }
 
 /// The 16 × 16 values from `src` (16 rows `stride` apart, 16 values each) transposed: entry `j`

@@ -95,20 +95,21 @@ impl Operand<'_> {
                 _ => runs.push((l, 1)),
             }
         }
-        // runs shorter than a vector, where the lanes' steps lie one after another (a
-        // convolution's output gradient, its channels `L` apart; its im2col columns, the taps
-        // of a row of the kernel together): 16 steps at a time with AVX-512, 8 with AVX2,
-        // transposed in registers (value by value, a weight gradient's lanes took a twentieth
-        // of ResNet-18-w16's AFM16 step)
-        let group = match build {
-            Build::Avx512 => 16,
-            Build::Avx2 => 8,
-            Build::Portable => 0,
-        };
-        let transposed = group > 0 && runs.iter().all(|&(_, len)| len < 16);
-        if runs.len() * 4 > n {
+        // runs too short to split a run at a time, where the lanes' steps lie one after another
+        // (a convolution's output gradient, its channels `L` apart; a 3 × 3 kernel's im2col
+        // columns): 16 steps at a time with AVX-512, 8 with AVX2, transposed in registers
+        // (value by value, a weight gradient's lanes took about 4 % of ResNet-18-w16's AFM16
+        // step on one thread; LeNet-5's 5 × 5 taps, runs of 5, split as fast a run at a time)
+        let short = runs.len() * 4 > n;
+        if short {
             runs = (0..n).map(|l| (l, 1)).collect();
         }
+        let group = match build {
+            Build::Avx512 if short => 16,
+            Build::Avx2 if short => 8,
+            _ => 0,
+        };
+        let transposed = group > 0;
         keys.par_chunks_mut(n * RUN)
             .zip(scales.par_chunks_mut(n * RUN))
             .enumerate()
@@ -177,6 +178,41 @@ impl Operand<'_> {
     }
 }
 
+/// Each value's scale and key at `S` steps of `n` lanes, lane `l`'s `S` values one after
+/// another from `x[lane(l)]` (steps contiguous, lanes anywhere), into `keys` and `scales` as
+/// `[S][n]`: 16 lanes at a time, `transpose` turning 16 lanes' runs (at the offsets given) into
+/// `S` runs of 16 lanes, `split` splitting a run's live lanes (the last group's missing lanes
+/// read the last lane again and are not stored). The builds' `split_steps` (`avx2.rs`,
+/// `avx512.rs`) give it their transpose and split.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn split_transposed<const S: usize>(
+    x: &[f32],
+    lane: impl Fn(usize) -> usize,
+    (keys, scales): (&mut [u32], &mut [f32]),
+    transpose: impl Fn(&[f32], [usize; 16]) -> [[f32; 16]; S],
+    split: impl Fn(&[f32], &mut [u32], &mut [f32]),
+) {
+    let n = keys.len() / S;
+    assert!(
+        n > 0 && keys.len() == S * n && scales.len() == keys.len(),
+        "split steps"
+    );
+    for l0 in (0..n).step_by(16) {
+        let live = (n - l0).min(16);
+        // lanes l0..l0 + live (the transposes assert that their runs lie in `x`)
+        let at = std::array::from_fn(|i| lane(l0 + i.min(live - 1)));
+        for (j, t) in transpose(x, at).iter().enumerate() {
+            let at = j * n + l0;
+            split(
+                &t[..live],
+                &mut keys[at..at + live],
+                &mut scales[at..at + live],
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Build, Index, Operand};
@@ -187,16 +223,16 @@ mod tests {
         let avx512 = std::is_x86_feature_detected!("avx512f");
         let avx2 = std::is_x86_feature_detected!("avx2");
         // a weight gradient's output gradient (19 channel lanes `L` apart) and its im2col
-        // columns (25 tap lanes in runs of 5, like a 5 × 5 kernel's); steps the positions of
-        // 3 samples (runs of 45, so some 16 steps cross a sample), 2 batch entries: 270 steps,
-        // past one task's 256
+        // columns (27 tap lanes in runs of 3, like a 3 × 3 kernel's over 3 channels); steps the
+        // positions of 3 samples (runs of 45, so some 16 steps cross a sample), 2 batch
+        // entries: 270 steps, past one task's 256
         let (l, samples) = (45, 3);
-        let (channels, taps) = (19, 25);
+        let (channels, taps) = (19, 27);
         let per_sample = channels * l;
         let steps: Vec<usize> = (0..samples)
             .flat_map(|s| (0..l).map(move |p| s * per_sample + p))
             .collect();
-        let tap_at: Vec<usize> = (0..taps).map(|t| t / 5 * 9 + t % 5).collect();
+        let tap_at: Vec<usize> = (0..taps).map(|t| t / 3 * 9 + t % 3).collect();
         let mut s = 3u64;
         let x: Vec<f32> = (0..2 * samples * per_sample)
             .map(|_| {
