@@ -124,7 +124,7 @@ impl Operand<'_> {
                     if transposed
                         && i + group <= steps
                         && kk + group <= k
-                        && self.step.at(kk + group - 1) == self.step.at(kk) + group - 1
+                        && (1..group).all(|j| self.step.at(kk + j) == self.step.at(kk) + j)
                     {
                         let (keys, scales) = (
                             &mut keys[i * n..][..group * n],
