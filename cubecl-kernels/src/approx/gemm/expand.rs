@@ -193,6 +193,15 @@ fn split(v: u32, bits: u32) -> (f32, usize) {
     )
 }
 
+/// [`split`] of each value of `x` into `keys` and `scales` (as many of each).
+#[inline(always)]
+fn split_each(x: &[f32], keys: &mut [u32], scales: &mut [f32], bits: u32) {
+    for ((key, scale), v) in keys.iter_mut().zip(scales).zip(x) {
+        let (s, k) = split(v.to_bits(), bits);
+        (*key, *scale) = (k as u32, s);
+    }
+}
+
 /// `lhs: [batch, m, k] · rhs: [batch, k, n]` (row-major) under the `m`-bit `table` by
 /// expansion, or `None` where it does not run ([`expands`]). The rhs is expanded against the
 /// lhs's rows when they are the longer side; else the lhs against the rhs's columns (the

@@ -450,12 +450,7 @@ pub(super) unsafe fn split_steps(
         (keys, scales),
         // SAFETY: the CPU supports AVX2 (this function's contract).
         |x, at| unsafe { transpose16x8_at(x, at) },
-        |v, keys, scales| {
-            for ((key, scale), v) in keys.iter_mut().zip(scales).zip(v) {
-                let (s, k) = super::split(v.to_bits(), bits);
-                (*key, *scale) = (k as u32, s);
-            }
-        },
+        |v, keys, scales| super::split_each(v, keys, scales, bits),
     )
 }
 

@@ -156,11 +156,7 @@ impl Operand<'_> {
                             unsafe { super::avx512::split_run(x, keys, scales, bits) };
                             continue;
                         }
-                        let lanes = keys.iter_mut().zip(scales.iter_mut());
-                        for ((key, scale), v) in lanes.zip(x) {
-                            let (s, k) = super::split(v.to_bits(), bits);
-                            (*key, *scale) = (k as u32, s);
-                        }
+                        super::split_each(x, keys, scales, bits);
                     }
                 }
             });
