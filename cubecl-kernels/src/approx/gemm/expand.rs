@@ -34,7 +34,9 @@
 //! overflowed intermediate would be rounded first). [`expands`] checks that for every operand
 //! against the table's smallest and largest non-zero entry; a matrix with an operand outside the
 //! band (a magnitude near `2^127`, an infinity, a NaN) takes the per-product path whole. The
-//! sum runs over `kk` in order from `+0`, as there.
+//! sum runs over `kk` in order from `+0`, as there. The AVX-512 build fuses each multiply and
+//! add where every product `LUT · sa · sb` is itself normal, hence exact, so that the add's
+//! rounding is the only one either way ([`Sum`]).
 //!
 //! When the lhs has fewer rows than the rhs has columns, the lhs is expanded instead: the
 //! transposed product `Cᵀ = Bᵀ · Aᵀ` (the rhs's columns packed, the lhs's rows the lanes, the
@@ -243,6 +245,8 @@ pub(super) struct Plan {
     transposed: bool,
     build: Build,
     bits: u32,
+    /// How the rows' products are added (the AVX-512 build fuses them where [`Sum::Fused`]).
+    sum: Sum,
     /// The rows the expansion needs.
     min_rows: usize,
     /// The table by the expanded side's key (the AVX2 and portable builds'), and by the packed
@@ -281,17 +285,16 @@ impl Plan {
             (lhs, rhs)
         };
         let min_rows = min_rows(bits, build, expanded.rows);
-        let takes = k > 0
-            && expands(
-                packed.x,
-                expanded.x,
-                [packed.rows, min_rows.min(packed.rows)],
-                expanded.rows,
-                table,
-            );
-        if !takes {
+        if k == 0 {
             return None;
         }
+        let sum = expands(
+            packed.x,
+            expanded.x,
+            [packed.rows, min_rows.min(packed.rows)],
+            expanded.rows,
+            table,
+        )?;
         let layouts = table.expansion_layouts();
         let (by_expanded, by_packed) = if transposed_product {
             (&layouts.by_lhs, &layouts.packed_rhs)
@@ -304,6 +307,7 @@ impl Plan {
             transposed: transposed_product,
             build,
             bits,
+            sum,
             min_rows,
             by_expanded,
             by_packed,
@@ -351,7 +355,7 @@ impl Plan {
             (lhs, rhs)
         };
         let batch = self.dims[0];
-        let (bits, min_rows, build) = (self.bits, self.min_rows, self.build);
+        let (bits, min_rows, build, sum) = (self.bits, self.min_rows, self.build, self.sum);
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
         let rows = packed.rows;
@@ -412,7 +416,7 @@ impl Plan {
                         (&e_keys[at..], &e_scales[at..]),
                         dims,
                         (by_expanded, (&by_packed.0[..], by_packed.1), bits),
-                        build,
+                        (build, sum),
                         sums,
                     ),
                 }
@@ -516,20 +520,24 @@ impl Rows<'_> {
 /// scales `[k, n]`), added into `sums`, a row of [`Build::sum_cols`] values per row (the
 /// columns past `n` are padded with key 0 and scale 0 and not written back). The table both
 /// ways: by the expanded side's key (the AVX2 and portable builds) and by the packed side's key
-/// with its row stride (the AVX-512 build).
+/// with its row stride (the AVX-512 build, which fuses each multiply and add where `sum` is
+/// [`Sum::Fused`]).
 fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
     (by_expanded, by_packed, bits): (&[f32], (&[f32], usize), u32),
-    build: Build,
+    (build, sum): (Build, Sum),
     sums: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        let fused = sum == Sum::Fused;
         match build {
             // SAFETY: `Build::of` chose this build: the CPU supports AVX-512F.
-            Build::Avx512 => return unsafe { avx512::task(a, b, dims, by_packed, bits, sums) },
+            Build::Avx512 => {
+                return unsafe { avx512::task(a, b, dims, (by_packed, bits), fused, sums) };
+            }
             // SAFETY: `Build::of` chose this build: the CPU supports AVX2.
             Build::Avx2 => return unsafe { avx2::task(a, b, dims, by_expanded, bits, sums) },
             Build::Portable => {}
@@ -539,7 +547,7 @@ fn task(
             return unsafe { task_avx2(a, b, dims, by_expanded, bits, sums) };
         }
     }
-    let _ = (build, by_packed);
+    let _ = (build, by_packed, sum);
     task_plain(a, b, dims, by_expanded, bits, sums)
 }
 
@@ -621,7 +629,7 @@ fn task_plain(
 
 /// The band check: which operands the expansion may take.
 mod band;
-pub(super) use band::expands;
+pub(super) use band::{Sum, expands};
 #[cfg(test)]
 pub(super) use band::exponent_range;
 

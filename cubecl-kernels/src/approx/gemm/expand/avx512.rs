@@ -31,6 +31,18 @@ fn lookup<const G: usize>(r: &[__m512; G], kb: __m512i, bit_masks: &[__mmask16; 
     q[0]
 }
 
+/// `acc + scale · e`: a multiply, then an add, or one fused multiply-add (`FUSED`, where every
+/// product is exact: [`super::Sum::Fused`]; the same bits, one instruction fewer).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn add_product<const FUSED: bool>(acc: __m512, scale: __m512, e: __m512) -> __m512 {
+    if FUSED {
+        _mm512_fmadd_ps(scale, e, acc)
+    } else {
+        _mm512_add_ps(acc, _mm512_mul_ps(scale, e))
+    }
+}
+
 /// A cache line of a table.
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
@@ -73,7 +85,7 @@ impl<const V: usize> Tables<'_, V> {
 /// picks. Four rows at a time, so that their sums' chains of additions overlap.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn block<const V: usize, const BITS: u32, const S: usize>(
+fn block<const V: usize, const BITS: u32, const S: usize, const FUSED: bool>(
     sums: &mut [f32],
     a: &Rows<'_>,
     k0: usize,
@@ -116,7 +128,7 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
                 let entry = table.add(key * V);
                 for (v, acc) in acc[j].iter_mut().enumerate() {
                     let e = _mm512_load_ps(entry.add(v).cast());
-                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, e));
+                    *acc = add_product::<FUSED>(*acc, scale, e);
                 }
             }
         }
@@ -131,7 +143,8 @@ fn block<const V: usize, const BITS: u32, const S: usize>(
 }
 
 /// [`super::task_plain`]'s sums, the same products in the same order, for a table of
-/// `2^bits` entries a key (`by_packed.1` apart: 16 for `bits ≤ 4`).
+/// `2^bits` entries a key (`by_packed.1` apart: 16 for `bits ≤ 4`); `fused`: each multiply and
+/// add fused ([`super::Sum::Fused`], the same bits).
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
@@ -140,37 +153,53 @@ pub(super) unsafe fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    (by_packed, stride): (&[f32], usize),
+    ((by_packed, stride), bits): ((&[f32], usize), u32),
+    fused: bool,
+    sums: &mut [f32],
+) {
+    debug_assert_eq!(stride, (1usize << bits).max(16), "table row stride");
+    match fused {
+        true => task_bits::<true>(a, b, dims, by_packed, bits, sums),
+        false => task_bits::<false>(a, b, dims, by_packed, bits, sums),
+    }
+}
+
+/// [`task`] for one table width and panel width (the sums' vectors a row).
+#[target_feature(enable = "avx512f")]
+fn task_bits<const FUSED: bool>(
+    a: Rows<'_>,
+    b: (&[u32], &[f32]),
+    dims: [usize; 3],
+    by_packed: &[f32],
     bits: u32,
     sums: &mut [f32],
 ) {
     // a panel of at most 16 columns (a narrow product, the last panel): rows of sums of
     // one vector
     let narrow = sums.len() == 16 * (a.r1 - a.r0);
-    debug_assert_eq!(stride, (1usize << bits).max(16), "table row stride");
     match (bits, narrow) {
-        (1, true) => task_g::<1, 1, 1>(a, b, dims, by_packed, sums),
-        (2, true) => task_g::<1, 1, 2>(a, b, dims, by_packed, sums),
-        (3, true) => task_g::<1, 1, 3>(a, b, dims, by_packed, sums),
-        (4, true) => task_g::<1, 1, 4>(a, b, dims, by_packed, sums),
-        (5, true) => task_g::<2, 1, 5>(a, b, dims, by_packed, sums),
-        (6, true) => task_g::<4, 1, 6>(a, b, dims, by_packed, sums),
-        (7, true) => task_g::<8, 1, 7>(a, b, dims, by_packed, sums),
-        (8, true) => task_g::<16, 1, 8>(a, b, dims, by_packed, sums),
-        (1, false) => task_g::<1, 2, 1>(a, b, dims, by_packed, sums),
-        (2, false) => task_g::<1, 2, 2>(a, b, dims, by_packed, sums),
-        (3, false) => task_g::<1, 2, 3>(a, b, dims, by_packed, sums),
-        (4, false) => task_g::<1, 2, 4>(a, b, dims, by_packed, sums),
-        (5, false) => task_g::<2, 2, 5>(a, b, dims, by_packed, sums),
-        (6, false) => task_g::<4, 2, 6>(a, b, dims, by_packed, sums),
-        (7, false) => task_g::<8, 2, 7>(a, b, dims, by_packed, sums),
-        (8, false) => task_g::<16, 2, 8>(a, b, dims, by_packed, sums),
+        (1, true) => task_g::<1, 1, 1, FUSED>(a, b, dims, by_packed, sums),
+        (2, true) => task_g::<1, 1, 2, FUSED>(a, b, dims, by_packed, sums),
+        (3, true) => task_g::<1, 1, 3, FUSED>(a, b, dims, by_packed, sums),
+        (4, true) => task_g::<1, 1, 4, FUSED>(a, b, dims, by_packed, sums),
+        (5, true) => task_g::<2, 1, 5, FUSED>(a, b, dims, by_packed, sums),
+        (6, true) => task_g::<4, 1, 6, FUSED>(a, b, dims, by_packed, sums),
+        (7, true) => task_g::<8, 1, 7, FUSED>(a, b, dims, by_packed, sums),
+        (8, true) => task_g::<16, 1, 8, FUSED>(a, b, dims, by_packed, sums),
+        (1, false) => task_g::<1, 2, 1, FUSED>(a, b, dims, by_packed, sums),
+        (2, false) => task_g::<1, 2, 2, FUSED>(a, b, dims, by_packed, sums),
+        (3, false) => task_g::<1, 2, 3, FUSED>(a, b, dims, by_packed, sums),
+        (4, false) => task_g::<1, 2, 4, FUSED>(a, b, dims, by_packed, sums),
+        (5, false) => task_g::<2, 2, 5, FUSED>(a, b, dims, by_packed, sums),
+        (6, false) => task_g::<4, 2, 6, FUSED>(a, b, dims, by_packed, sums),
+        (7, false) => task_g::<8, 2, 7, FUSED>(a, b, dims, by_packed, sums),
+        (8, false) => task_g::<16, 2, 8, FUSED>(a, b, dims, by_packed, sums),
         _ => unreachable!("tables of 1 to 8 bits"),
     }
 }
 
 #[target_feature(enable = "avx512f")]
-fn task_g<const G: usize, const V: usize, const BITS: u32>(
+fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
     a: Rows<'_>,
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
@@ -180,7 +209,7 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
     if super::direct(a.r1 - a.r0, BITS, super::Build::Avx512, lanes) {
-        return direct::<G, V, BITS>(a, (b_keys, b_scales), [k, n, c0], by_packed, sums);
+        return direct::<G, V, BITS, FUSED>(a, (b_keys, b_scales), [k, n, c0], by_packed, sums);
     }
     let len = STEPS * width * V;
     crate::scratch::with_scratch(&LINES, len, usize::MAX, |lines| {
@@ -208,14 +237,14 @@ fn task_g<const G: usize, const V: usize, const BITS: u32>(
                 }
             }
             match steps {
-                STEPS => block::<V, BITS, STEPS>(&mut *sums, &a, k0, &tables),
-                1 => block::<V, BITS, 1>(&mut *sums, &a, k0, &tables),
-                2 => block::<V, BITS, 2>(&mut *sums, &a, k0, &tables),
-                3 => block::<V, BITS, 3>(&mut *sums, &a, k0, &tables),
-                4 => block::<V, BITS, 4>(&mut *sums, &a, k0, &tables),
-                5 => block::<V, BITS, 5>(&mut *sums, &a, k0, &tables),
-                6 => block::<V, BITS, 6>(&mut *sums, &a, k0, &tables),
-                7 => block::<V, BITS, 7>(&mut *sums, &a, k0, &tables),
+                STEPS => block::<V, BITS, STEPS, FUSED>(&mut *sums, &a, k0, &tables),
+                1 => block::<V, BITS, 1, FUSED>(&mut *sums, &a, k0, &tables),
+                2 => block::<V, BITS, 2, FUSED>(&mut *sums, &a, k0, &tables),
+                3 => block::<V, BITS, 3, FUSED>(&mut *sums, &a, k0, &tables),
+                4 => block::<V, BITS, 4, FUSED>(&mut *sums, &a, k0, &tables),
+                5 => block::<V, BITS, 5, FUSED>(&mut *sums, &a, k0, &tables),
+                6 => block::<V, BITS, 6, FUSED>(&mut *sums, &a, k0, &tables),
+                7 => block::<V, BITS, 7, FUSED>(&mut *sums, &a, k0, &tables),
                 _ => unreachable!("1 to {STEPS} steps"),
             }
         }
@@ -255,7 +284,7 @@ fn lanes_at<const V: usize>(
 /// the lanes' scales, times the row's scale, added to its sums in registers; four rows at a
 /// time over every step. The same products in the same order as the expansion.
 #[target_feature(enable = "avx512f")]
-fn direct<const G: usize, const V: usize, const BITS: u32>(
+fn direct<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
@@ -282,7 +311,7 @@ fn direct<const G: usize, const V: usize, const BITS: u32>(
                     std::array::from_fn(|g| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * g)) });
                 for (v, acc) in acc.iter_mut().enumerate() {
                     let e = _mm512_mul_ps(lookup::<G>(&r, kbs[v], &bit_masks[v]), sbs[v]);
-                    *acc = _mm512_add_ps(*acc, _mm512_mul_ps(scale, e));
+                    *acc = add_product::<FUSED>(*acc, scale, e);
                 }
             }
         }

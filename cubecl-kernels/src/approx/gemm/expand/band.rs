@@ -6,20 +6,33 @@ use super::MAX_BITS;
 use crate::approx::LutTable;
 use rayon::prelude::*;
 
-/// Whether a `[batch, rows, k] · [batch, k, n]` product under `table` takes the expansion:
-/// at least `min_rows` rows (for the expansion to pay, [`super::min_rows`]), a narrow enough table,
-/// and every operand inside the band where the two orders of multiplication give the same bits
-/// (see the parent module's docs).
+/// How the expansion adds a row's products into its sums.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(in crate::approx::gemm) enum Sum {
+    /// A multiply, then an add: the product rounded, then the sum (every operand in the band).
+    Separate,
+    /// A fused multiply-add. Every product `LUT · sa · sb` is also a normal number, so it is
+    /// exact (a table entry times two powers of two), and the add's rounding is the only one,
+    /// as with the separate multiply and add. A product below the normal range would be
+    /// rounded by the multiply and not by the fused one.
+    Fused,
+}
+
+/// Whether a `[batch, rows, k] · [batch, k, n]` product under `table` takes the expansion, and
+/// how it adds its products ([`Sum`]): at least `min_rows` rows (for the expansion to pay,
+/// [`super::min_rows`]), a narrow enough table, and every operand inside the band where the two
+/// orders of multiplication give the same bits (see the parent module's docs); `None` where it
+/// does not take it.
 pub(in crate::approx::gemm) fn expands(
     lhs: &[f32],
     rhs: &[f32],
     [rows, min_rows]: [usize; 2],
     n: usize,
     table: &LutTable,
-) -> bool {
+) -> Option<Sum> {
     let bits = table.bits();
     if bits > MAX_BITS || rows < min_rows || n == 0 {
-        return false;
+        return None;
     }
     // the operands' smallest and largest biased exponent among normal values (255: an
     // infinity or a NaN, never in the band; zero and subnormals have scale ±0, always safe)
@@ -27,17 +40,29 @@ pub(in crate::approx::gemm) fn expands(
     let (rhs_lo, rhs_hi) = exponent_range(rhs);
     let (e_lo, e_hi) = (lhs_lo.min(rhs_lo), lhs_hi.max(rhs_hi));
     if e_hi == 255 {
-        return false;
+        return None;
     }
     let (lo, hi) = table.expansion_layouts().range;
-    if !lo.is_finite() || e_lo == 255 {
-        // an all-zero table, or no normal operand: every product is ±0 in both orders
-        return true;
+    if !lo.is_finite() || lhs_lo == 255 || rhs_lo == 255 {
+        // an all-zero table, or an operand without a normal value: every product is ±0 in
+        // both orders, and exact
+        return Some(Sum::Fused);
     }
     // a scale s = ±2^(e - 127) is safe when lo·|s| is normal and hi·|s| is finite; the
     // smallest and the largest scale bound every other
     let scale = |e: u32| 2f64.powi(e as i32 - 127);
-    lo * scale(e_lo) >= f64::from(f32::MIN_POSITIVE) && hi * scale(e_hi) <= f64::from(f32::MAX)
+    let normal = |lo: f64, hi: f64| {
+        lo >= f64::from(f32::MIN_POSITIVE) && hi <= f64::from(f32::MAX)
+    };
+    if !normal(lo * scale(e_lo), hi * scale(e_hi)) {
+        return None;
+    }
+    // every product normal: bounded by the smallest and the largest scale of each operand
+    let fused = normal(
+        lo * scale(lhs_lo) * scale(rhs_lo),
+        hi * scale(lhs_hi) * scale(rhs_hi),
+    );
+    Some(if fused { Sum::Fused } else { Sum::Separate })
 }
 
 /// The smallest biased exponent among `x`'s normal values (255 when there are none) and the

@@ -218,7 +218,7 @@ fn the_table_expansion_gives_the_per_product_bits() {
         lhs[9] = 1e30;
         rhs[9] = 1e-30;
         assert!(
-            expand::expands(&lhs, &rhs, [rows, min_rows(bits, 45)], 45, table),
+            expand::expands(&lhs, &rhs, [rows, min_rows(bits, 45)], 45, table).is_some(),
             "m = {bits}"
         );
         // the portable build and the CPU's widest (AVX-512 or AVX2, each with its direct way
@@ -244,13 +244,8 @@ fn the_table_expansion_gives_the_per_product_bits() {
         let wide = [2, 20, 37, min_rows(bits, 20).max(40) + 3];
         let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
         let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
-        assert!(expand::expands(
-            &rhs,
-            &lhs,
-            [wide[3], min_rows(bits, 20)],
-            20,
-            table
-        ));
+        let sum = expand::expands(&rhs, &lhs, [wide[3], min_rows(bits, 20)], 20, table);
+        assert_eq!(sum, Some(expand::Sum::Fused), "m = {bits}");
         both_builds(&lhs, &rhs, wide, "lhs expanded");
         // few rows against a partial vector and against a partial pair (with AVX-512 and with
         // AVX2 they run without expanded tables, `expand::direct`), each way round; with AVX2
@@ -316,23 +311,18 @@ fn operands_outside_the_band_keep_the_per_product_path() {
     let at = [rows, min_rows(5, n)];
     let lhs = crate::approx::host::binades(rows * 4, 1, 10);
     let rhs = crate::approx::host::binades(4 * n, 2, 10);
-    assert!(expand::expands(&lhs, &rhs, at, n, &table));
+    assert!(expand::expands(&lhs, &rhs, at, n, &table).is_some());
     // too few rows for the expansion to pay
     let few = min_rows(5, n) - 1;
-    assert!(!expand::expands(
-        &lhs[..few * 4],
-        &rhs,
-        [few, min_rows(5, n)],
-        n,
-        &table
-    ));
+    let at_few = [few, min_rows(5, n)];
+    assert!(expand::expands(&lhs[..few * 4], &rhs, at_few, n, &table).is_none());
     for bad in [f32::INFINITY, f32::NAN, 2f32.powi(127), -3e38] {
         let mut l = lhs.clone();
         l[17] = bad;
-        assert!(!expand::expands(&l, &rhs, at, n, &table), "{bad}");
+        assert!(expand::expands(&l, &rhs, at, n, &table).is_none(), "{bad}");
         let mut r = rhs.clone();
         r[3] = bad;
-        assert!(!expand::expands(&lhs, &r, at, n, &table), "{bad}");
+        assert!(expand::expands(&lhs, &r, at, n, &table).is_none(), "{bad}");
     }
     // an entry below 1 makes the smallest normal scale's intermediate subnormal
     let mut small: Vec<f32> = table.significands().to_vec();
@@ -340,8 +330,8 @@ fn operands_outside_the_band_keep_the_per_product_path() {
     let small = LutTable::new(5, small);
     let mut l = lhs.clone();
     l[0] = f32::MIN_POSITIVE;
-    assert!(expand::expands(&l, &rhs, at, n, &table));
-    assert!(!expand::expands(&l, &rhs, at, n, &small));
+    assert!(expand::expands(&l, &rhs, at, n, &table).is_some());
+    assert!(expand::expands(&l, &rhs, at, n, &small).is_none());
     // and the product of such operands is the per-product one, through the public entry
     let mul = ApproxMultiply::Lut(small);
     let mut l = lhs.clone();
@@ -353,6 +343,51 @@ fn operands_outside_the_band_keep_the_per_product_path() {
             .zip(&want)
             .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()))
     );
+}
+
+/// Products past the normal range (each operand in the band) keep a separate multiply and add
+/// ([`expand::Sum::Separate`]): the rounded product is added, as on the per-product path. Two
+/// products of `±2^128` overflow to `+inf` and `-inf`, whose sum is a NaN; a fused
+/// multiply-add would round `+inf + -2^128` to `+inf` instead.
+#[test]
+fn products_past_the_normal_range_are_added_separately() {
+    let bits = 7;
+    let table = mitchell_table(bits);
+    let (k, n) = (8, 20);
+    let rows = min_rows(bits, n).max(16) + 3;
+    let at = [rows, min_rows(bits, n)];
+    let lhs = crate::approx::host::binades(rows * k, 3, 10);
+    let rhs = crate::approx::host::binades(k * n, 5, 10);
+    assert_eq!(expand::expands(&lhs, &rhs, at, n, &table), Some(expand::Sum::Fused));
+    // operands near 2^-70 (in the band) whose products are subnormal
+    let tiny = |x: &[f32]| x.iter().map(|v| v * 2f32.powi(-70)).collect::<Vec<f32>>();
+    let sum = expand::expands(&tiny(&lhs), &tiny(&rhs), at, n, &table);
+    assert_eq!(sum, Some(expand::Sum::Separate));
+    // operands near 2^64 whose products overflow: row 0 against column 3
+    let (mut big_l, mut big_r) = (lhs.clone(), rhs.clone());
+    big_l[..2].copy_from_slice(&[2f32.powi(64); 2]);
+    (big_r[3], big_r[n + 3]) = (2f32.powi(64), -(2f32.powi(64)));
+    let sum = expand::expands(&big_l, &big_r, at, n, &table);
+    assert_eq!(sum, Some(expand::Sum::Separate));
+    let mul = ApproxMultiply::Lut(table);
+    for (l, r, what) in [
+        (tiny(&lhs), tiny(&rhs), "subnormal products"),
+        (big_l, big_r, "overflowing products"),
+    ] {
+        let want = gemm_impl(&l, &r, [1, rows, k, n], &mul, false, false);
+        if what == "overflowing products" {
+            assert!(want[3].is_nan(), "+inf + -inf");
+        }
+        for simd in [false, true] {
+            let got = gemm_impl(&l, &r, [1, rows, k, n], &mul, simd, true);
+            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{what}, simd {simd} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
 }
 
 /// A transposed rhs read in place gives the bits of the row-major copy on every path: the
