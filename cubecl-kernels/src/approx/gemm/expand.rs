@@ -629,9 +629,9 @@ fn task_plain(
 
 /// The band check: which operands the expansion may take.
 mod band;
-pub(super) use band::{Sum, expands};
 #[cfg(test)]
 pub(super) use band::exponent_range;
+pub(super) use band::{Sum, expands};
 
 /// The AVX2 build: expanded rows by transposes, sums in registers.
 #[cfg(target_arch = "x86_64")]

@@ -51,9 +51,7 @@ pub(in crate::approx::gemm) fn expands(
     // a scale s = ±2^(e - 127) is safe when lo·|s| is normal and hi·|s| is finite; the
     // smallest and the largest scale bound every other
     let scale = |e: u32| 2f64.powi(e as i32 - 127);
-    let normal = |lo: f64, hi: f64| {
-        lo >= f64::from(f32::MIN_POSITIVE) && hi <= f64::from(f32::MAX)
-    };
+    let normal = |lo: f64, hi: f64| lo >= f64::from(f32::MIN_POSITIVE) && hi <= f64::from(f32::MAX);
     if !normal(lo * scale(e_lo), hi * scale(e_hi)) {
         return None;
     }

@@ -358,7 +358,10 @@ fn products_past_the_normal_range_are_added_separately() {
     let at = [rows, min_rows(bits, n)];
     let lhs = crate::approx::host::binades(rows * k, 3, 10);
     let rhs = crate::approx::host::binades(k * n, 5, 10);
-    assert_eq!(expand::expands(&lhs, &rhs, at, n, &table), Some(expand::Sum::Fused));
+    assert_eq!(
+        expand::expands(&lhs, &rhs, at, n, &table),
+        Some(expand::Sum::Fused)
+    );
     // operands near 2^-70 (in the band) whose products are subnormal
     let tiny = |x: &[f32]| x.iter().map(|v| v * 2f32.powi(-70)).collect::<Vec<f32>>();
     let sum = expand::expands(&tiny(&lhs), &tiny(&rhs), at, n, &table);
