@@ -536,7 +536,8 @@ fn task(
         match build {
             // SAFETY: `Build::of` chose this build: the CPU supports AVX-512F.
             Build::Avx512 => {
-                return unsafe { avx512::task(a, b, dims, (by_packed, bits), fused, sums) };
+                let tables = (by_expanded, by_packed, bits);
+                return unsafe { avx512::task(a, b, dims, tables, fused, sums) };
             }
             // SAFETY: `Build::of` chose this build: the CPU supports AVX2.
             Build::Avx2 => return unsafe { avx2::task(a, b, dims, by_expanded, bits, sums) },

@@ -74,6 +74,16 @@ impl<const V: usize> Tables<'_, V> {
         }
     }
 
+    /// Stores line `v` of entry `ma` of step `s`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store_line(&mut self, s: usize, ma: usize, v: usize, t: __m512) {
+        assert!(v < V, "expanded line");
+        let line = &mut self.lines[(s * self.width + ma) * V + v];
+        // SAFETY: one aligned line.
+        unsafe { _mm512_store_ps(line.0.as_mut_ptr(), t) };
+    }
+
     /// Step `s`'s first entry.
     fn step(&self, s: usize) -> *const Line {
         self.lines[s * self.width * V..].as_ptr()
@@ -153,14 +163,15 @@ pub(super) unsafe fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    ((by_packed, stride), bits): ((&[f32], usize), u32),
+    (by_expanded, (by_packed, stride), bits): (&[f32], (&[f32], usize), u32),
     fused: bool,
     sums: &mut [f32],
 ) {
     debug_assert_eq!(stride, (1usize << bits).max(16), "table row stride");
+    let tables = (by_expanded, by_packed);
     match fused {
-        true => task_bits::<true>(a, b, dims, by_packed, bits, sums),
-        false => task_bits::<false>(a, b, dims, by_packed, bits, sums),
+        true => task_bits::<true>(a, b, dims, tables, bits, sums),
+        false => task_bits::<false>(a, b, dims, tables, bits, sums),
     }
 }
 
@@ -170,7 +181,7 @@ fn task_bits<const FUSED: bool>(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
-    by_packed: &[f32],
+    tables: (&[f32], &[f32]),
     bits: u32,
     sums: &mut [f32],
 ) {
@@ -178,22 +189,22 @@ fn task_bits<const FUSED: bool>(
     // one vector
     let narrow = sums.len() == 16 * (a.r1 - a.r0);
     match (bits, narrow) {
-        (1, true) => task_g::<1, 1, 1, FUSED>(a, b, dims, by_packed, sums),
-        (2, true) => task_g::<1, 1, 2, FUSED>(a, b, dims, by_packed, sums),
-        (3, true) => task_g::<1, 1, 3, FUSED>(a, b, dims, by_packed, sums),
-        (4, true) => task_g::<1, 1, 4, FUSED>(a, b, dims, by_packed, sums),
-        (5, true) => task_g::<2, 1, 5, FUSED>(a, b, dims, by_packed, sums),
-        (6, true) => task_g::<4, 1, 6, FUSED>(a, b, dims, by_packed, sums),
-        (7, true) => task_g::<8, 1, 7, FUSED>(a, b, dims, by_packed, sums),
-        (8, true) => task_g::<16, 1, 8, FUSED>(a, b, dims, by_packed, sums),
-        (1, false) => task_g::<1, 2, 1, FUSED>(a, b, dims, by_packed, sums),
-        (2, false) => task_g::<1, 2, 2, FUSED>(a, b, dims, by_packed, sums),
-        (3, false) => task_g::<1, 2, 3, FUSED>(a, b, dims, by_packed, sums),
-        (4, false) => task_g::<1, 2, 4, FUSED>(a, b, dims, by_packed, sums),
-        (5, false) => task_g::<2, 2, 5, FUSED>(a, b, dims, by_packed, sums),
-        (6, false) => task_g::<4, 2, 6, FUSED>(a, b, dims, by_packed, sums),
-        (7, false) => task_g::<8, 2, 7, FUSED>(a, b, dims, by_packed, sums),
-        (8, false) => task_g::<16, 2, 8, FUSED>(a, b, dims, by_packed, sums),
+        (1, true) => task_g::<1, 1, 1, FUSED>(a, b, dims, tables, sums),
+        (2, true) => task_g::<1, 1, 2, FUSED>(a, b, dims, tables, sums),
+        (3, true) => task_g::<1, 1, 3, FUSED>(a, b, dims, tables, sums),
+        (4, true) => task_g::<1, 1, 4, FUSED>(a, b, dims, tables, sums),
+        (5, true) => task_g::<2, 1, 5, FUSED>(a, b, dims, tables, sums),
+        (6, true) => task_g::<4, 1, 6, FUSED>(a, b, dims, tables, sums),
+        (7, true) => task_g::<8, 1, 7, FUSED>(a, b, dims, tables, sums),
+        (8, true) => task_g::<16, 1, 8, FUSED>(a, b, dims, tables, sums),
+        (1, false) => task_g::<1, 2, 1, FUSED>(a, b, dims, tables, sums),
+        (2, false) => task_g::<1, 2, 2, FUSED>(a, b, dims, tables, sums),
+        (3, false) => task_g::<1, 2, 3, FUSED>(a, b, dims, tables, sums),
+        (4, false) => task_g::<1, 2, 4, FUSED>(a, b, dims, tables, sums),
+        (5, false) => task_g::<2, 2, 5, FUSED>(a, b, dims, tables, sums),
+        (6, false) => task_g::<4, 2, 6, FUSED>(a, b, dims, tables, sums),
+        (7, false) => task_g::<8, 2, 7, FUSED>(a, b, dims, tables, sums),
+        (8, false) => task_g::<16, 2, 8, FUSED>(a, b, dims, tables, sums),
         _ => unreachable!("tables of 1 to 8 bits"),
     }
 }
@@ -203,13 +214,14 @@ fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
     a: Rows<'_>,
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
-    by_packed: &[f32],
+    (by_expanded, by_packed): (&[f32], &[f32]),
     sums: &mut [f32],
 ) {
     let [width, lanes, cols] = super::task_state(&a, sums, [n, c0], BITS);
     assert_eq!(cols, 16 * V, "expansion sums");
     if super::direct(a.r1 - a.r0, BITS, super::Build::Avx512, lanes) {
-        return direct::<G, V, BITS, FUSED>(a, (b_keys, b_scales), [k, n, c0], by_packed, sums);
+        let b = (b_keys, b_scales);
+        return direct::<G, V, BITS, FUSED>(a, b, [k, n, c0], by_packed, sums);
     }
     let len = STEPS * width * V;
     crate::scratch::with_scratch(&LINES, len, usize::MAX, |lines| {
@@ -224,16 +236,28 @@ fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
                 (kbs[s], sbs[s], bit_masks[s]) =
                     lanes_at::<V>((b_keys, b_scales), (k0 + s) * n + c0, lanes);
             }
-            for ma in 0..width {
-                let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
-                // SAFETY: G vectors of 16 within the row's 16·G entries.
-                let r: [__m512; G] =
-                    std::array::from_fn(|j| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * j)) });
+            if BITS >= TRANSPOSED_BITS {
                 for s in 0..steps {
-                    let t = std::array::from_fn(|v| {
-                        _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
+                    let at = (k0 + s) * n + c0;
+                    for (v, &sb) in sbs[s].iter().enumerate() {
+                        let live = lanes.saturating_sub(16 * v).min(16);
+                        let keys = &b_keys[at + 16 * v..at + 16 * v + live];
+                        expand_transposed(&mut tables, [s, v], by_expanded, keys, sb);
+                    }
+                }
+            } else {
+                for ma in 0..width {
+                    let row = &by_packed[ma * 16 * G..(ma + 1) * 16 * G];
+                    // SAFETY: G vectors of 16 within the row's 16·G entries.
+                    let r: [__m512; G] = std::array::from_fn(|j| unsafe {
+                        _mm512_loadu_ps(row.as_ptr().add(16 * j))
                     });
-                    tables.store(s, ma, t);
+                    for s in 0..steps {
+                        let t = std::array::from_fn(|v| {
+                            _mm512_mul_ps(lookup::<G>(&r, kbs[s][v], &bit_masks[s][v]), sbs[s][v])
+                        });
+                        tables.store(s, ma, t);
+                    }
                 }
             }
             match steps {
@@ -249,6 +273,46 @@ fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
             }
         }
     });
+}
+
+/// The table width from which the expansion transposes the lanes' table columns
+/// ([`expand_transposed`]) rather than permuting each packed key's table row ([`lookup`]):
+/// four shuffles an entry-vector against four permutes and three blends at `m = 7`, eight
+/// and seven at `m = 8` (at `m = 6`, two permutes and a blend; below, one permute).
+const TRANSPOSED_BITS: u32 = 7;
+
+/// Line `v` of every entry of step `s`'s table: the lanes' table columns (`keys`: their keys,
+/// the live lanes of vector `v`; padded lanes read key 0 and have scale 0), 16 entries at a
+/// time transposed in registers into 16 entries of 16 lanes, times the lanes' scales `sb`.
+/// The entries [`lookup`] picks, bit for bit.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn expand_transposed<const V: usize>(
+    tables: &mut Tables<'_, V>,
+    [s, v]: [usize; 2],
+    by_expanded: &[f32],
+    keys: &[u32],
+    sb: __m512,
+) {
+    let width = tables.width;
+    assert!(
+        keys.len() <= 16
+            && width.is_multiple_of(16)
+            && by_expanded.len() >= width * width
+            && keys.iter().all(|&key| (key as usize) < width),
+        "transposed expansion"
+    );
+    let at: [usize; 16] = std::array::from_fn(|l| keys.get(l).map_or(0, |&key| key as usize));
+    for ma0 in (0..width).step_by(16) {
+        // SAFETY: 16 values of row `at[l] < width` from `ma0 ≤ width - 16`, inside the table
+        // of `width · width` entries (asserted).
+        let r: [__m512; 16] = std::array::from_fn(|l| unsafe {
+            _mm512_loadu_ps(by_expanded.as_ptr().add(at[l] * width + ma0))
+        });
+        for (j, w) in transposed(r).into_iter().enumerate() {
+            tables.store_line(s, ma0 + j, v, _mm512_mul_ps(w, sb));
+        }
+    }
 }
 
 /// A panel's lanes at step `kk`: their keys and scales (padded lanes: key 0, scale 0) and the
@@ -400,6 +464,20 @@ unsafe fn transpose16_at(src: &[f32], at: [usize; 16]) -> [[f32; 16]; 16] {
     // SAFETY: 16 rows of 16 values inside `src` (asserted).
     let r: [__m512; 16] =
         std::array::from_fn(|i| unsafe { _mm512_loadu_ps(src.as_ptr().add(at[i])) });
+    let w = transposed(r);
+    let mut out = [[0f32; 16]; 16];
+    for (row, w) in out.iter_mut().zip(w) {
+        // SAFETY: 16 values into a 16-value array.
+        unsafe { _mm512_storeu_ps(row.as_mut_ptr(), w) };
+    }
+    out
+}
+
+/// The 16 × 16 values of `r` transposed in registers: vector `j` holds value `j` of every
+/// vector of `r`, in order.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transposed(r: [__m512; 16]) -> [__m512; 16] {
     // pairs of rows interleaved, then pairs of pairs: 4 × 4 blocks transposed in each 128-bit
     // lane
     let t: [__m512; 16] = std::array::from_fn(|i| {
@@ -432,20 +510,14 @@ unsafe fn transpose16_at(src: &[f32], at: [usize; 16]) -> [[f32; 16]; 16] {
             _mm512_shuffle_f32x4::<0xdd>(a, b)
         }
     });
-    let w: [__m512; 16] = std::array::from_fn(|i| {
+    std::array::from_fn(|i| {
         let (a, b) = (v[i % 8], v[8 + i % 8]);
         if i < 8 {
             _mm512_shuffle_f32x4::<0x88>(a, b)
         } else {
             _mm512_shuffle_f32x4::<0xdd>(a, b)
         }
-    });
-    let mut out = [[0f32; 16]; 16];
-    for (row, w) in out.iter_mut().zip(w) {
-        // SAFETY: 16 values into a 16-value array.
-        unsafe { _mm512_storeu_ps(row.as_mut_ptr(), w) };
-    }
-    out
+    })
 }
 
 #[cfg(test)]
