@@ -12,21 +12,21 @@
 //! [`expands`]). Below, the lhs is the *packed* side (its rows) and the rhs the *expanded*
 //! side (its columns are the lanes).
 //!
-//! **Three builds of the loops** ([`Build`]). With AVX-512 each table row `T[ma]` is built
-//! without a gather either: the `2^m` entries of the packed key's table row sit in `2^m / 16`
-//! vectors, and two-source permutes indexed by the lanes' keys pick each lane's entry
-//! (`m ≤ 4`: one permute; `m = 7`: four, blended by key bits 5 and 6), then one multiply by the
-//! lanes' scales. With AVX2 (no AVX-512) the table by the expanded side's key holds each lane's
-//! column of entries contiguous, and 8 × 8 blocks of those columns are transposed in
-//! registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the rows' sums
-//! are whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a
-//! portable loop builds the same rows entry by entry. The
-//! packed side is read in place through its strides (a value's sign and exponent bits are its
-//! scale, its top `m` mantissa bits its key: no encoded copy); the expanded side is encoded
-//! once into keys and scales (the AVX2 direct way reads it in place too). Each task adds into
-//! a per-thread buffer of sums and writes its own rectangle of the output (the transposed
-//! product 16 rows at a time, each output row's run one contiguous write), so the write-back
-//! runs on every thread.
+//! **Three builds of the loops** ([`Build`]). With AVX-512 each table row `T[ma]` is built without
+//! a gather either: the `2^m` entries of the packed key's table row sit in `2^m / 16` vectors, and
+//! two-source permutes indexed by the lanes' keys pick each lane's entry (`m ≤ 4`: one permute;
+//! `m = 6`: two, blended by key bit 5), then one multiply by the lanes' scales; from `m = 7` on the
+//! lanes' columns of the table by their keys are read instead, 16 entries of 16 lanes transposed in
+//! registers at a time. With AVX2 (no AVX-512) the table by the expanded side's key holds each
+//! lane's column of entries contiguous, and 8 × 8 blocks of those columns are transposed in
+//! registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the rows' sums are
+//! whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a portable
+//! loop builds the same rows entry by entry. The packed side is read in place through its strides
+//! (a value's sign and exponent bits are its scale, its top `m` mantissa bits its key: no encoded
+//! copy); the expanded side is encoded once into keys and scales (the AVX2 direct way reads it in
+//! place too). Each task adds into a per-thread buffer of sums and writes its own rectangle of the
+//! output (the transposed product 16 rows at a time, each output row's run one contiguous write),
+//! so the write-back runs on every thread.
 //!
 //! **Bit-identical to the per-product path.** There a product is `(LUT · sa) · sb`, here
 //! `sa · (LUT · sb)`. The scales are powers of two (or zero), so both round the same real value
@@ -135,7 +135,8 @@ pub(super) fn direct(rows: usize, bits: u32, build: Build, lanes: usize) -> bool
 
 /// The estimated cycles of one step of the product with `rows` packed rows against `lanes`
 /// expanded ones (measured at `m = 7` on AVX-512: an expanded entry about 6 cycles a vector of
-/// 16 lanes, a row's addition 2, a row's direct entry and addition 24; with AVX2 a row's
+/// 16 lanes by permutes, about 4.4 by the transposes that build it now, not counted here; a
+/// row's addition 2, a row's direct entry and addition 24; with AVX2 a row's
 /// direct entries 12 a vector of 8 lanes, in those units: their 8 scalar reads and column
 /// offsets), or `None` where neither way pays ([`min_rows`], and [`DIRECT_LANES`] for the
 /// [`direct`] one). The plan packs the side that costs less. LeNet-5's conv1 weight gradient

@@ -1,5 +1,6 @@
-//! The AVX-512 build of the expansion: each expanded table row by permutes, the rows' sums in
-//! registers, four rows at a time.
+//! The AVX-512 build of the expansion: each expanded table row by permutes (by transposes of
+//! the lanes' table columns from `m = 7` on), the rows' sums in registers, four rows at a
+//! time.
 
 use super::{LANES, Rows, STEPS};
 use std::arch::x86_64::*;
