@@ -238,9 +238,9 @@ fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
                     lanes_at::<V>((b_keys, b_scales), (k0 + s) * n + c0, lanes);
             }
             if BITS >= TRANSPOSED_BITS {
-                for s in 0..steps {
+                for (s, sbs) in sbs.iter().enumerate().take(steps) {
                     let at = (k0 + s) * n + c0;
-                    for (v, &sb) in sbs[s].iter().enumerate() {
+                    for (v, &sb) in sbs.iter().enumerate() {
                         let live = lanes.saturating_sub(16 * v).min(16);
                         let keys = &b_keys[at + 16 * v..at + 16 * v + live];
                         expand_transposed(&mut tables, [s, v], by_expanded, keys, sb);
