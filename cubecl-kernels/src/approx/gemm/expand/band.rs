@@ -43,9 +43,9 @@ pub(in crate::approx::gemm) fn expands(
         return None;
     }
     let (lo, hi) = table.expansion_layouts().range;
-    if !lo.is_finite() || lhs_lo == 255 || rhs_lo == 255 {
-        // an all-zero table, or an operand without a normal value: every product is ±0 in
-        // both orders, and exact
+    if !lo.is_finite() || e_lo == 255 {
+        // an all-zero table, or no normal operand: every product is ±0 in both orders, and
+        // exact
         return Some(Sum::Fused);
     }
     // a scale s = ±2^(e - 127) is safe when lo·|s| is normal and hi·|s| is finite; the
@@ -55,11 +55,14 @@ pub(in crate::approx::gemm) fn expands(
     if !normal(lo * scale(e_lo), hi * scale(e_hi)) {
         return None;
     }
-    // every product normal: bounded by the smallest and the largest scale of each operand
-    let fused = normal(
-        lo * scale(lhs_lo) * scale(rhs_lo),
-        hi * scale(lhs_hi) * scale(rhs_hi),
-    );
+    // every product normal: bounded by the smallest and the largest scale of each operand (a
+    // side without a normal value makes every product ±0, exact)
+    let fused = lhs_lo == 255
+        || rhs_lo == 255
+        || normal(
+            lo * scale(lhs_lo) * scale(rhs_lo),
+            hi * scale(lhs_hi) * scale(rhs_hi),
+        );
     Some(if fused { Sum::Fused } else { Sum::Separate })
 }
 

@@ -324,6 +324,20 @@ fn operands_outside_the_band_keep_the_per_product_path() {
         r[3] = bad;
         assert!(expand::expands(&lhs, &r, at, n, &table).is_none(), "{bad}");
     }
+    // a side without a normal value (zeros) leaves the other side's bounds in force: an
+    // expanded entry past f32::MAX times a zero scale would be a NaN, not the per-product zero
+    let zeros = vec![0.0; rows * 4];
+    let mut r = rhs.clone();
+    r[3] = -3e38;
+    assert!(expand::expands(&zeros, &r, at, n, &table).is_none());
+    let lut = ApproxMultiply::Lut(table.clone());
+    let got = gemm(&zeros, &r, [1, rows, 4, n], &lut);
+    let want = gemm_impl(&zeros, &r, [1, rows, 4, n], &lut, false, false);
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
     // an entry below 1 makes the smallest normal scale's intermediate subnormal
     let mut small: Vec<f32> = table.significands().to_vec();
     small[1] = 0.75;
