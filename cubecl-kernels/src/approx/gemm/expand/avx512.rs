@@ -68,10 +68,8 @@ impl<const V: usize> Tables<'_, V> {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn store(&mut self, s: usize, ma: usize, t: [__m512; V]) {
-        let at = (s * self.width + ma) * V;
-        for (line, t) in self.lines[at..at + V].iter_mut().zip(t) {
-            // SAFETY: one aligned line.
-            unsafe { _mm512_store_ps(line.0.as_mut_ptr(), t) };
+        for (v, t) in t.into_iter().enumerate() {
+            self.store_line(s, ma, v, t);
         }
     }
 
