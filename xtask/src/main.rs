@@ -202,6 +202,37 @@ pub fn cores() -> usize {
         .unwrap_or(1)
 }
 
+/// This machine's CPU as the reports name it: its model name, family and model numbers and
+/// its widest vector extension (`/proc/cpuinfo`), or the architecture where that is not read.
+pub(crate) fn cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    cpu_of(&info).unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// [`cpu`] of a `/proc/cpuinfo` text (its first processor's fields).
+fn cpu_of(info: &str) -> Option<String> {
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let name = field("model name")?;
+    let flags = field("flags").unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    let vector = if has("avx512f") {
+        ", AVX-512"
+    } else if has("avx2") {
+        ", AVX2"
+    } else {
+        ""
+    };
+    Some(match (field("cpu family"), field("model")) {
+        (Some(family), Some(model)) => format!("{name}, family {family} model {model}{vector}"),
+        _ => format!("{name}{vector}"),
+    })
+}
+
 /// Runs `cargo <args>` in the workspace root, printing its wall time.
 pub fn cargo(args: &[&str]) -> Result<()> {
     cargo_env(args, &[])
@@ -469,5 +500,25 @@ fn main() -> Result<()> {
             train_limit,
             test_limit,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_of;
+
+    #[test]
+    fn the_cpu_is_named_by_its_model_family_and_widest_vectors() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n\
+                    model name\t: AMD EPYC 9R14\nflags\t\t: fpu sse avx2 avx512f\n\n\
+                    processor\t: 1\nmodel name\t: other\n";
+        assert_eq!(
+            cpu_of(info).as_deref(),
+            Some("AMD EPYC 9R14, family 25 model 17, AVX-512")
+        );
+        let avx2 = "model name\t: Intel Xeon\nflags\t: sse avx2\n";
+        assert_eq!(cpu_of(avx2).as_deref(), Some("Intel Xeon, AVX2"));
+        // no model name (another architecture's format): none
+        assert_eq!(cpu_of("Processor\t: ARMv8\n"), None);
     }
 }

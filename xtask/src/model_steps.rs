@@ -338,7 +338,7 @@ pub(crate) fn import_gpu(dir: &Path, commit: &str) -> Result<()> {
 fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str) -> String {
     let mut md = format!(
         "{SECTION}\n\nWritten by `cargo xtask bench --filter model` at {when}, this machine \
-         ({} cores). A training step: forward, cross-entropy, backward and Adam's update, \
+         ({} cores, {}). A training step: forward, cross-entropy, backward and Adam's update, \
          every tensor f32 on both sides, measured in one run; PyTorch's column: {what}, the \
          same model definitions (`xtask/gpu/torch_rows.py`), batch and thread count. Routes: \
          `native` is `--conv gemm` (the default), `native-burn-conv` Burn's own convolution \
@@ -351,7 +351,8 @@ fn section(steps: &[Step], torch: &BTreeMap<String, f64>, what: &str, when: &str
          `docs/model-steps.csv`.\n\n\
          | model | batch | device | threads | route | Ember | PyTorch | Ember ÷ PyTorch |\n\
          |---|---:|---|---:|---|---:|---:|---:|\n",
-        crate::cores()
+        crate::cores(),
+        crate::cpu()
     );
     for s in steps {
         let t = torch.get(&s.torch_key());
