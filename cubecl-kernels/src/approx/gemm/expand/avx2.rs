@@ -9,7 +9,9 @@
 //! lanes' scales. The same multiplication as the portable build's, entry for entry.
 //!
 //! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries read
-//! at each step, no expanded tables.
+//! at each step, no expanded tables. Both add a row's products by one fused multiply-add where
+//! every product is exact ([`super::Sum::Fused`]; the same bits), so the build needs FMA beside
+//! AVX2.
 
 use super::{LANES, Operand, Rows, STEPS};
 use std::arch::x86_64::*;
