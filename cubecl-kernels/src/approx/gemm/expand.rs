@@ -17,10 +17,10 @@
 //! two-source permutes indexed by the lanes' keys pick each lane's entry (`m ≤ 4`: one permute;
 //! `m = 6`: two, blended by key bit 5), then one multiply by the lanes' scales; from `m = 7` on the
 //! lanes' columns of the table by their keys are read instead, 16 entries of 16 lanes transposed in
-//! registers at a time. With AVX2 (no AVX-512) the table by the expanded side's key holds each
-//! lane's column of entries contiguous, and 8 × 8 blocks of those columns are transposed in
-//! registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the rows' sums are
-//! whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a portable
+//! registers at a time. With AVX2 and FMA (no AVX-512) the table by the expanded side's key
+//! holds each lane's column of entries contiguous, and 8 × 8 blocks of those columns are
+//! transposed in registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the
+//! rows' sums are whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a portable
 //! loop builds the same rows entry by entry. The packed side is read in place through its strides
 //! (a value's sign and exponent bits are its scale, its top `m` mantissa bits its key: no encoded
 //! copy); the expanded side is encoded once into keys and scales (the AVX2 direct way reads it in
@@ -34,8 +34,8 @@
 //! overflowed intermediate would be rounded first). [`expands`] checks that for every operand
 //! against the table's smallest and largest non-zero entry; a matrix with an operand outside the
 //! band (a magnitude near `2^127`, an infinity, a NaN) takes the per-product path whole. The
-//! sum runs over `kk` in order from `+0`, as there. The AVX-512 build fuses each multiply and
-//! add where every product `LUT · sa · sb` is itself normal, hence exact, so that the add's
+//! sum runs over `kk` in order from `+0`, as there. The AVX-512 and AVX2 builds fuse each
+//! multiply and add where every product `LUT · sa · sb` is itself normal, hence exact, so that the add's
 //! rounding is the only one either way ([`Sum`]).
 //!
 //! When the lhs has fewer rows than the rhs has columns, the lhs is expanded instead: the
@@ -61,41 +61,6 @@ pub(super) const LANES: usize = 32;
 /// stay in registers: ResNet-18-w16's convolutions at b64 took 12–15 % less time than with four
 /// steps, and more with sixteen).
 const STEPS: usize = 8;
-
-/// The build of the expansion's loops a product runs ([`Build::of`]).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Build {
-    /// Expanded rows by two-source permutes of the packed key's table row (`avx512.rs`).
-    Avx512,
-    /// Expanded rows by 8 × 8 transposes of the expanded keys' table columns (`avx2.rs`).
-    Avx2,
-    /// Expanded rows entry by entry (compiled for AVX2 where the CPU has it).
-    Portable,
-}
-
-impl Build {
-    /// The widest build the CPU runs, or the portable one where `simd` is off (the tests run
-    /// every build to check one against the others).
-    pub(super) fn of(simd: bool) -> Self {
-        if simd && avx512_available() {
-            Self::Avx512
-        } else if simd && avx2_available() {
-            Self::Avx2
-        } else {
-            Self::Portable
-        }
-    }
-
-    /// The values in a row of a task's sums for a panel of `live` columns: whole vectors of
-    /// 8 with AVX2, else one vector of 16 for at most 16 live columns, two otherwise.
-    fn sum_cols(self, live: usize) -> usize {
-        match self {
-            Self::Avx2 => live.clamp(1, LANES).next_multiple_of(8),
-            _ if live <= 16 => 16,
-            _ => LANES,
-        }
-    }
-}
 
 /// Rows the expansion must be shared by for it to pay, with `lanes` columns on the expanded
 /// side. With AVX-512 an expanded entry (two-source permutes, blends and a multiply) costs about
@@ -158,29 +123,6 @@ pub(super) fn step_cost(rows: usize, lanes: usize, bits: u32, build: Build) -> O
     (rows >= min_rows(bits, build, lanes)).then(|| ((1 << bits) * ENTRY + rows * ADD) * vectors)
 }
 
-/// Whether the CPU has AVX-512F (the permute build of the expansion).
-fn avx512_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Whether the CPU has AVX2 (the transpose build of the expansion).
-fn avx2_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
 /// Table widths the expansion runs at (a block's expanded tables: `STEPS · 2^m · LANES` f32,
 /// 256 KiB at `m = 8`).
 const MAX_BITS: u32 = 8;
@@ -246,7 +188,8 @@ pub(super) struct Plan {
     transposed: bool,
     build: Build,
     bits: u32,
-    /// How the rows' products are added (the AVX-512 build fuses them where [`Sum::Fused`]).
+    /// How the rows' products are added (the AVX-512 and AVX2 builds fuse them where
+    /// [`Sum::Fused`]).
     sum: Sum,
     /// The rows the expansion needs.
     min_rows: usize,
@@ -407,10 +350,11 @@ impl Plan {
             with_sums((r1 - r0) * cols, |sums| {
                 let dims = [k, lanes, p * LANES];
                 match in_place {
-                    // SAFETY: `Build::of` chose the AVX2 build: the CPU supports AVX2.
+                    // SAFETY: `Build::of` chose the AVX2 build: the CPU supports AVX2 and FMA.
                     #[cfg(target_arch = "x86_64")]
                     true => unsafe {
-                        avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, bits, sums)
+                        let sum = (bits, sum == Sum::Fused);
+                        avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, sum, sums)
                     },
                     _ => task(
                         a,
@@ -521,8 +465,8 @@ impl Rows<'_> {
 /// scales `[k, n]`), added into `sums`, a row of [`Build::sum_cols`] values per row (the
 /// columns past `n` are padded with key 0 and scale 0 and not written back). The table both
 /// ways: by the expanded side's key (the AVX2 and portable builds) and by the packed side's key
-/// with its row stride (the AVX-512 build, which fuses each multiply and add where `sum` is
-/// [`Sum::Fused`]).
+/// with its row stride (the AVX-512 build). The AVX-512 and AVX2 builds fuse each multiply and
+/// add where `sum` is [`Sum::Fused`].
 fn task(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
@@ -540,8 +484,10 @@ fn task(
                 let tables = (by_expanded, by_packed, bits);
                 return unsafe { avx512::task(a, b, dims, tables, fused, sums) };
             }
-            // SAFETY: `Build::of` chose this build: the CPU supports AVX2.
-            Build::Avx2 => return unsafe { avx2::task(a, b, dims, by_expanded, bits, sums) },
+            // SAFETY: `Build::of` chose this build: the CPU supports AVX2 and FMA.
+            Build::Avx2 => {
+                return unsafe { avx2::task(a, b, dims, by_expanded, (bits, fused), sums) };
+            }
             Build::Portable => {}
         }
         if avx2_available() {
@@ -631,6 +577,12 @@ fn task_plain(
 
 /// The band check: which operands the expansion may take.
 mod band;
+/// The builds of the loops and the CPU features they need.
+mod build;
+#[cfg(test)]
+pub(super) use build::{builds_here, with_widest};
+pub(super) use build::Build;
+use build::avx2_available;
 #[cfg(test)]
 pub(super) use band::exponent_range;
 pub(super) use band::{Sum, expands};

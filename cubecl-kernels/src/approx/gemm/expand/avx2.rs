@@ -9,7 +9,9 @@
 //! lanes' scales. The same multiplication as the portable build's, entry for entry.
 //!
 //! A task of fewer rows than the expansion needs runs [`direct`]ly: each row's entries read
-//! at each step, no expanded tables.
+//! at each step, no expanded tables. Both add a row's products by one fused multiply-add where
+//! every product is exact ([`super::Sum::Fused`]; the same bits), so the build needs FMA beside
+//! AVX2.
 
 use super::{LANES, Operand, Rows, STEPS};
 use std::arch::x86_64::*;
@@ -33,7 +35,7 @@ struct Tables<'a, const V: usize> {
 impl<const V: usize> Tables<'_, V> {
     /// Stores line `v` of entry `ma` of step `s`.
     #[inline]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma")]
     fn store(&mut self, s: usize, ma: usize, v: usize, t: __m256) {
         let line = &mut self.lines[(s * self.width + ma) * V + v];
         // SAFETY: one aligned line.
@@ -43,12 +45,30 @@ impl<const V: usize> Tables<'_, V> {
 
 /// The sums of a task of the AVX2 build, [`super::task_plain`]'s products in the same order:
 /// `8 · V` values a row of `sums`, `V` from 1 to 4. (A plan of fewer packed rows than the
-/// expansion needs runs its tasks by [`direct_in_place`] instead.)
+/// expansion needs runs its tasks by [`direct_in_place`] instead.) Where `fused`
+/// ([`super::Sum::Fused`]: every product is exact), each multiply and add is one fused
+/// multiply-add, the same bits.
 ///
 /// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn task(
+    a: Rows<'_>,
+    b: (&[u32], &[f32]),
+    dims: [usize; 3],
+    by_expanded: &[f32],
+    (bits, fused): (u32, bool),
+    sums: &mut [f32],
+) {
+    match fused {
+        true => task_cols::<true>(a, b, dims, by_expanded, bits, sums),
+        false => task_cols::<false>(a, b, dims, by_expanded, bits, sums),
+    }
+}
+
+/// [`task`] of a `FUSED` sum.
+#[target_feature(enable = "avx2,fma")]
+fn task_cols<const FUSED: bool>(
     a: Rows<'_>,
     b: (&[u32], &[f32]),
     dims: [usize; 3],
@@ -59,35 +79,40 @@ pub(super) unsafe fn task(
     let cols = sums.len() / (a.r1 - a.r0).max(1);
     // rows a group adds at once: as many chains of additions as the registers hold
     match cols {
-        8 => task_v::<1, 8>(a, b, dims, by_expanded, bits, sums),
-        16 => task_v::<2, 4>(a, b, dims, by_expanded, bits, sums),
-        24 => task_v::<3, 3>(a, b, dims, by_expanded, bits, sums),
-        32 => task_v::<4, 2>(a, b, dims, by_expanded, bits, sums),
+        8 => task_v::<1, 8, FUSED>(a, b, dims, by_expanded, bits, sums),
+        16 => task_v::<2, 4, FUSED>(a, b, dims, by_expanded, bits, sums),
+        24 => task_v::<3, 3, FUSED>(a, b, dims, by_expanded, bits, sums),
+        32 => task_v::<4, 2, FUSED>(a, b, dims, by_expanded, bits, sums),
         _ => unreachable!("rows of 8 to 32 sums"),
     }
 }
 
 /// A task of fewer rows than the expansion needs ([`super::direct`]) without expanded tables,
 /// by [`direct`] for the panel's vectors of lanes. A plan of fewer packed rows than the
-/// expansion needs runs every task this way.
+/// expansion needs runs every task this way. `fused` as in [`task`].
 ///
 /// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn direct_in_place(
     a: Rows<'_>,
     expanded: (Operand<'_>, usize),
     dims: [usize; 3],
     by_expanded: &[f32],
-    bits: u32,
+    (bits, fused): (u32, bool),
     sums: &mut [f32],
 ) {
     let [_, n, c0] = dims;
-    match n.saturating_sub(c0).div_ceil(8) {
-        0 | 1 => direct::<1>(a, expanded, dims, by_expanded, bits, sums),
-        2 => direct::<2>(a, expanded, dims, by_expanded, bits, sums),
-        3 => direct::<3>(a, expanded, dims, by_expanded, bits, sums),
-        _ => direct::<4>(a, expanded, dims, by_expanded, bits, sums),
+    let vectors = n.saturating_sub(c0).div_ceil(8);
+    match (vectors, fused) {
+        (0 | 1, false) => direct::<1, false>(a, expanded, dims, by_expanded, bits, sums),
+        (2, false) => direct::<2, false>(a, expanded, dims, by_expanded, bits, sums),
+        (3, false) => direct::<3, false>(a, expanded, dims, by_expanded, bits, sums),
+        (_, false) => direct::<4, false>(a, expanded, dims, by_expanded, bits, sums),
+        (0 | 1, true) => direct::<1, true>(a, expanded, dims, by_expanded, bits, sums),
+        (2, true) => direct::<2, true>(a, expanded, dims, by_expanded, bits, sums),
+        (3, true) => direct::<3, true>(a, expanded, dims, by_expanded, bits, sums),
+        (_, true) => direct::<4, true>(a, expanded, dims, by_expanded, bits, sums),
     }
 }
 
@@ -101,8 +126,8 @@ pub(super) unsafe fn direct_in_place(
 /// lanes are read once for all the rows, whose sums stay in L1 (with the sums of a few rows in
 /// registers across the steps, the lanes' columns were spilled to the stack and read again for
 /// every few rows).
-#[target_feature(enable = "avx2")]
-fn direct<const V: usize>(
+#[target_feature(enable = "avx2,fma")]
+fn direct<const V: usize, const FUSED: bool>(
     a: Rows<'_>,
     (expanded, bt): (Operand<'_>, usize),
     [k, n, c0]: [usize; 3],
@@ -148,11 +173,11 @@ fn direct<const V: usize>(
         for (g, sums) in groups.by_ref().enumerate() {
             let rows = [row(3 * g), row(3 * g + 1), row(3 * g + 2)];
             // SAFETY: `table` holds `width²` values; `sums` three rows of `8 · V`.
-            unsafe { direct_rows(sums, rows, &columns, sbs, table) };
+            unsafe { direct_rows::<3, V, FUSED>(sums, rows, &columns, sbs, table) };
         }
         for (i, sums) in groups.into_remainder().chunks_exact_mut(cols).enumerate() {
             // SAFETY: as above, one row.
-            unsafe { direct_rows(sums, [row(grouped + i)], &columns, sbs, table) };
+            unsafe { direct_rows::<1, V, FUSED>(sums, [row(grouped + i)], &columns, sbs, table) };
         }
     }
 }
@@ -166,8 +191,8 @@ fn direct<const V: usize>(
 /// `table` holds `column + key` for every column and key (`width²` values); `sums` holds
 /// `R · 8 · V` values.
 #[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn direct_rows<const R: usize, const V: usize>(
+#[target_feature(enable = "avx2,fma")]
+unsafe fn direct_rows<const R: usize, const V: usize, const FUSED: bool>(
     sums: &mut [f32],
     rows: [(f32, usize); R],
     columns: &[[u32; 8]; V],
@@ -185,17 +210,14 @@ unsafe fn direct_rows<const R: usize, const V: usize>(
                 let e = _mm256_mul_ps(e, sbs[v]);
                 let sum = sums.as_mut_ptr().add(j * 8 * V + 8 * v);
                 let acc = _mm256_loadu_ps(sum);
-                _mm256_storeu_ps(
-                    sum,
-                    _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(scale), e)),
-                );
+                _mm256_storeu_ps(sum, add_product::<FUSED>(acc, _mm256_set1_ps(scale), e));
             }
         }
     }
 }
 
-#[target_feature(enable = "avx2")]
-fn task_v<const V: usize, const R: usize>(
+#[target_feature(enable = "avx2,fma")]
+fn task_v<const V: usize, const R: usize, const FUSED: bool>(
     a: Rows<'_>,
     (b_keys, b_scales): (&[u32], &[f32]),
     [k, n, c0]: [usize; 3],
@@ -226,14 +248,14 @@ fn task_v<const V: usize, const R: usize>(
                 }
             }
             match steps {
-                STEPS => block::<V, R, STEPS>(&mut *sums, &a, k0, &tables, bits),
-                1 => block::<V, R, 1>(&mut *sums, &a, k0, &tables, bits),
-                2 => block::<V, R, 2>(&mut *sums, &a, k0, &tables, bits),
-                3 => block::<V, R, 3>(&mut *sums, &a, k0, &tables, bits),
-                4 => block::<V, R, 4>(&mut *sums, &a, k0, &tables, bits),
-                5 => block::<V, R, 5>(&mut *sums, &a, k0, &tables, bits),
-                6 => block::<V, R, 6>(&mut *sums, &a, k0, &tables, bits),
-                7 => block::<V, R, 7>(&mut *sums, &a, k0, &tables, bits),
+                STEPS => block::<V, R, STEPS, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                1 => block::<V, R, 1, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                2 => block::<V, R, 2, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                3 => block::<V, R, 3, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                4 => block::<V, R, 4, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                5 => block::<V, R, 5, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                6 => block::<V, R, 6, FUSED>(&mut *sums, &a, k0, &tables, bits),
+                7 => block::<V, R, 7, FUSED>(&mut *sums, &a, k0, &tables, bits),
                 _ => unreachable!("1 to {STEPS} steps"),
             }
         }
@@ -243,7 +265,7 @@ fn task_v<const V: usize, const R: usize>(
 /// Line `v` of every entry of step `s`'s expanded table: lanes `8v..8v + 8` (their keys below
 /// the table's width, checked by the caller's mask) times their scales.
 #[inline]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 fn expand_vector<const V: usize>(
     tables: &mut Tables<'_, V>,
     [s, v]: [usize; 2],
@@ -305,8 +327,8 @@ fn expand_vector<const V: usize>(
 /// row, each step in order, the value's scale times the entry of that step's table its key
 /// picks. `R` rows at a time, so that their sums' chains of additions overlap.
 #[inline]
-#[target_feature(enable = "avx2")]
-fn block<const V: usize, const R: usize, const S: usize>(
+#[target_feature(enable = "avx2,fma")]
+fn block<const V: usize, const R: usize, const S: usize, const FUSED: bool>(
     sums: &mut [f32],
     a: &Rows<'_>,
     k0: usize,
@@ -360,7 +382,7 @@ fn block<const V: usize, const R: usize, const S: usize>(
                 let entry = table.add(key * V);
                 for (v, acc) in acc[j].iter_mut().enumerate() {
                     let e = _mm256_load_ps(entry.add(v).cast());
-                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(scale, e));
+                    *acc = add_product::<FUSED>(*acc, scale, e);
                 }
             }
         }
@@ -372,6 +394,17 @@ fn block<const V: usize, const R: usize, const S: usize>(
     };
     // whole groups of `R` rows, then one at a time (one call site: the group is inlined)
     a.in_groups(R, |i0, live| group(i0, live, sums));
+}
+
+/// `acc + scale · e`: one fused multiply-add where `FUSED` (every product exact: the same
+/// bits), else a multiply and an add.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn add_product<const FUSED: bool>(acc: __m256, scale: __m256, e: __m256) -> __m256 {
+    match FUSED {
+        true => _mm256_fmadd_ps(scale, e, acc),
+        false => _mm256_add_ps(acc, _mm256_mul_ps(scale, e)),
+    }
 }
 
 /// The 16 rows of 8 values from `src` (rows `stride` apart) transposed: result `j` is value

@@ -187,6 +187,19 @@ fn vector_and_scalar_loops_agree_bit_for_bit() {
     }
 }
 
+/// The product by the table expansion where it takes the operands, `Build::of` choosing at
+/// most `build` (the portable one where `build` is).
+fn expanded_by(
+    build: expand::Build,
+    lhs: &[f32],
+    rhs: &[f32],
+    dims: [usize; 4],
+    mul: &ApproxMultiply,
+) -> Vec<f32> {
+    let simd = build != expand::Build::Portable;
+    expand::with_widest(build, || gemm_impl(lhs, rhs, dims, mul, simd, true))
+}
+
 fn mitchell_table(bits: u32) -> LutTable {
     match crate::approx::host::mitchell_table(bits) {
         ApproxMultiply::Lut(table) => table,
@@ -221,17 +234,17 @@ fn the_table_expansion_gives_the_per_product_bits() {
             expand::expands(&lhs, &rhs, [rows, min_rows(bits, 45)], 45, table).is_some(),
             "m = {bits}"
         );
-        // the portable build and the CPU's widest (AVX-512 or AVX2, each with its direct way
-        // for few rows) give the per-product bits
+        // every build the CPU runs (the portable one, AVX2, AVX-512, each SIMD build with its
+        // direct way for few rows) gives the per-product bits
         let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
             let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
-            for simd in [false, true] {
-                let expanded = gemm_impl(lhs, rhs, dims, &mul, simd, true);
+            for build in expand::builds_here() {
+                let expanded = expanded_by(build, lhs, rhs, dims, &mul);
                 for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
                     assert_eq!(
                         a.to_bits(),
                         b.to_bits(),
-                        "m = {bits}, {what}, simd {simd} [{i}]: {a} vs {b}"
+                        "m = {bits}, {what}, {build:?} [{i}]: {a} vs {b}"
                     );
                 }
             }
@@ -395,12 +408,12 @@ fn products_past_the_normal_range_are_added_separately() {
         if what == "overflowing products" {
             assert!(want[3].is_nan(), "+inf + -inf");
         }
-        for simd in [false, true] {
-            let got = gemm_impl(&l, &r, [1, rows, k, n], &mul, simd, true);
+        for build in expand::builds_here() {
+            let got = expanded_by(build, &l, &r, [1, rows, k, n], &mul);
             for (i, (a, b)) in want.iter().zip(&got).enumerate() {
                 assert!(
                     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                    "{what}, simd {simd} [{i}]: {a} vs {b}"
+                    "{what}, {build:?} [{i}]: {a} vs {b}"
                 );
             }
         }

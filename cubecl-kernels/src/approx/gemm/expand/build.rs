@@ -1,0 +1,109 @@
+//! The builds of the expansion's loops ([`Build`]) and the CPU features each needs.
+
+use super::LANES;
+
+/// The build of the expansion's loops a product runs ([`Build::of`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(in crate::approx::gemm) enum Build {
+    /// Expanded rows by two-source permutes of the packed key's table row (`avx512.rs`).
+    Avx512,
+    /// Expanded rows by 8 × 8 transposes of the expanded keys' table columns (`avx2.rs`;
+    /// the CPU has AVX2 and FMA).
+    Avx2,
+    /// Expanded rows entry by entry (compiled for AVX2 where the CPU has it).
+    Portable,
+}
+
+impl Build {
+    /// The widest build the CPU runs, or the portable one where `simd` is off (the tests run
+    /// every build to check one against the others).
+    pub(super) fn of(simd: bool) -> Self {
+        #[cfg(test)]
+        let simd = simd && WIDEST.get() != Self::Portable;
+        #[cfg(test)]
+        let avx512_available = || WIDEST.get() == Self::Avx512 && avx512_available();
+        if simd && avx512_available() {
+            Self::Avx512
+        } else if simd && avx2_available() && fma_available() {
+            Self::Avx2
+        } else {
+            Self::Portable
+        }
+    }
+
+    /// The values in a row of a task's sums for a panel of `live` columns: whole vectors of
+    /// 8 with AVX2, else one vector of 16 for at most 16 live columns, two otherwise.
+    pub(super) fn sum_cols(self, live: usize) -> usize {
+        match self {
+            Self::Avx2 => live.clamp(1, LANES).next_multiple_of(8),
+            _ if live <= 16 => 16,
+            _ => LANES,
+        }
+    }
+}
+
+/// Whether the CPU has AVX-512F (the permute build of the expansion).
+fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU has AVX2 (the transpose build of the expansion).
+pub(super) fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the CPU has FMA (every AVX2 CPU of Intel's and AMD's has; the AVX2 build fuses its
+/// multiply-adds where every product is exact).
+fn fma_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The widest build [`Build::of`] may choose on this thread ([`with_widest`]).
+    static WIDEST: std::cell::Cell<Build> = const { std::cell::Cell::new(Build::Avx512) };
+}
+
+/// `f` run with [`Build::of`] choosing at most `widest` on this thread (the plan chooses its
+/// build on the calling thread), so that the tests run every build the CPU has.
+#[cfg(test)]
+pub(in crate::approx::gemm) fn with_widest<R>(widest: Build, f: impl FnOnce() -> R) -> R {
+    let before = WIDEST.replace(widest);
+    let out = f();
+    WIDEST.set(before);
+    out
+}
+
+/// The builds this CPU runs, the portable one first.
+#[cfg(test)]
+pub(in crate::approx::gemm) fn builds_here() -> Vec<Build> {
+    let mut builds = vec![Build::Portable];
+    if avx2_available() && fma_available() {
+        builds.push(Build::Avx2);
+    }
+    if avx512_available() {
+        builds.push(Build::Avx512);
+    }
+    builds
+}
