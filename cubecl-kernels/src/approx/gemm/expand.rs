@@ -20,8 +20,8 @@
 //! registers at a time. With AVX2 and FMA (no AVX-512) the table by the expanded side's key
 //! holds each lane's column of entries contiguous, and 8 × 8 blocks of those columns are
 //! transposed in registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the
-//! rows' sums are whole vectors of 8. Elsewhere (and in the tests, to check one against the others) a portable
-//! loop builds the same rows entry by entry. The packed side is read in place through its strides
+//! rows' sums are whole vectors of 8. Elsewhere (and in the tests, to check one against the
+//! others) a portable loop builds the same rows entry by entry. The packed side is read in place through its strides
 //! (a value's sign and exponent bits are its scale, its top `m` mantissa bits its key: no encoded
 //! copy); the expanded side is encoded once into keys and scales (the AVX2 direct way reads it in
 //! place too). Each task adds into a per-thread buffer of sums and writes its own rectangle of the
@@ -35,8 +35,8 @@
 //! against the table's smallest and largest non-zero entry; a matrix with an operand outside the
 //! band (a magnitude near `2^127`, an infinity, a NaN) takes the per-product path whole. The
 //! sum runs over `kk` in order from `+0`, as there. The AVX-512 and AVX2 builds fuse each
-//! multiply and add where every product `LUT · sa · sb` is itself normal, hence exact, so that the add's
-//! rounding is the only one either way ([`Sum`]).
+//! multiply and add where every product `LUT · sa · sb` is itself normal, hence exact, so that
+//! the add's rounding is the only one either way ([`Sum`]).
 //!
 //! When the lhs has fewer rows than the rhs has columns, the lhs is expanded instead: the
 //! transposed product `Cᵀ = Bᵀ · Aᵀ` (the rhs's columns packed, the lhs's rows the lanes, the
