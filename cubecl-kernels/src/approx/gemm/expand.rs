@@ -21,10 +21,10 @@
 //! holds each lane's column of entries contiguous, and 8 × 8 blocks of those columns are
 //! transposed in registers into 8 entries of 8 lanes, then multiplied by the lanes' scales; the
 //! rows' sums are whole vectors of 8. Elsewhere (and in the tests, to check one against the
-//! others) a portable loop builds the same rows entry by entry. The packed side is read in place through its strides
-//! (a value's sign and exponent bits are its scale, its top `m` mantissa bits its key: no encoded
-//! copy); the expanded side is encoded once into keys and scales (the AVX2 direct way reads it in
-//! place too). Each task adds into a per-thread buffer of sums and writes its own rectangle of the
+//! others) a portable loop builds the same rows entry by entry. The packed side is read in place
+//! through its strides (a value's sign and exponent bits are its scale, its top `m` mantissa
+//! bits its key: no encoded copy); the expanded side is encoded once into keys and scales (the
+//! AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and writes its own rectangle of the
 //! output (the transposed product 16 rows at a time, each output row's run one contiguous write),
 //! so the write-back runs on every thread.
 //!
