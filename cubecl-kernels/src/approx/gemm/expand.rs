@@ -580,12 +580,12 @@ mod band;
 /// The builds of the loops and the CPU features they need.
 mod build;
 #[cfg(test)]
-pub(super) use build::{builds_here, with_widest};
+pub(super) use band::exponent_range;
+pub(super) use band::{Sum, expands};
 pub(super) use build::Build;
 use build::avx2_available;
 #[cfg(test)]
-pub(super) use band::exponent_range;
-pub(super) use band::{Sum, expands};
+pub(super) use build::{builds_here, with_widest};
 
 /// The AVX2 build: expanded rows by transposes, sums in registers.
 #[cfg(target_arch = "x86_64")]
