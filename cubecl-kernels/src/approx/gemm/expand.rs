@@ -48,7 +48,7 @@
 //! (`implicit.rs`); [`Plan`] checks a product once and runs it on any of its operands' step
 //! ranges or batch groups.
 
-use super::reference::Rhs;
+use super::reference::{Rhs, avx2_available};
 use crate::approx::{LutTable, MANT_MASK};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -583,7 +583,6 @@ mod build;
 pub(super) use band::exponent_range;
 pub(super) use band::{Sum, expands};
 pub(super) use build::Build;
-use build::avx2_available;
 #[cfg(test)]
 pub(super) use build::{builds_here, with_widest};
 

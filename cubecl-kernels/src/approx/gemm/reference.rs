@@ -454,7 +454,7 @@ fn lut_rows<const R: usize>(
     acc
 }
 
-fn avx512_available() -> bool {
+pub(super) fn avx512_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")

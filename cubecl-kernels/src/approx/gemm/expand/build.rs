@@ -1,6 +1,7 @@
 //! The builds of the expansion's loops ([`Build`]) and the CPU features each needs.
 
 use super::LANES;
+use crate::approx::gemm::reference::{avx2_available, avx512_available};
 
 /// The build of the expansion's loops a product runs ([`Build::of`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -39,30 +40,6 @@ impl Build {
             _ if live <= 16 => 16,
             _ => LANES,
         }
-    }
-}
-
-/// Whether the CPU has AVX-512F (the permute build of the expansion).
-fn avx512_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Whether the CPU has AVX2 (the transpose build of the expansion).
-pub(super) fn avx2_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
     }
 }
 

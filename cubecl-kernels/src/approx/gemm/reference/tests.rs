@@ -236,7 +236,7 @@ fn the_table_expansion_gives_the_per_product_bits() {
         );
         // every build the CPU runs (the portable one, AVX2, AVX-512, each SIMD build with its
         // direct way for few rows) gives the per-product bits
-        let both_builds = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
+        let every_build = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
             let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
             for build in expand::builds_here() {
                 let expanded = expanded_by(build, lhs, rhs, dims, &mul);
@@ -249,17 +249,17 @@ fn the_table_expansion_gives_the_per_product_bits() {
                 }
             }
         };
-        both_builds(&lhs, &rhs, dims, "rhs expanded");
+        every_build(&lhs, &rhs, dims, "rhs expanded");
         // a panel of one partial vector (LeNet-5's 6 channels: one vector of 8 with AVX2)
         let six = crate::approx::host::binades(2 * k * 6, 43, 60);
-        both_builds(&lhs, &six, [2, rows, k, 6], "six columns");
+        every_build(&lhs, &six, [2, rows, k, 6], "six columns");
         // fewer rows than columns: the lhs expanded, through the transposed product
         let wide = [2, 20, 37, min_rows(bits, 20).max(40) + 3];
         let lhs = crate::approx::host::binades(2 * 20 * 37, 13, 60);
         let rhs = crate::approx::host::binades(2 * 37 * wide[3], 17, 60);
         let sum = expand::expands(&rhs, &lhs, [wide[3], min_rows(bits, 20)], 20, table);
         assert_eq!(sum, Some(expand::Sum::Fused), "m = {bits}");
-        both_builds(&lhs, &rhs, wide, "lhs expanded");
+        every_build(&lhs, &rhs, wide, "lhs expanded");
         // few rows against a partial vector and against a partial pair (with AVX-512 and with
         // AVX2 they run without expanded tables, `expand::direct`), each way round; with AVX2
         // also the most rows that run directly
@@ -271,12 +271,12 @@ fn the_table_expansion_gives_the_per_product_bits() {
         for (few, lanes) in [(few, 9), (few, 20), (most, 20), (5, 6)] {
             let lhs = crate::approx::host::binades(2 * few * 37, 29, 60);
             let rhs = crate::approx::host::binades(2 * 37 * lanes, 31, 60);
-            both_builds(&lhs, &rhs, [2, few, 37, lanes], "few lhs rows");
+            every_build(&lhs, &rhs, [2, few, 37, lanes], "few lhs rows");
             let (lhs, rhs) = (
                 crate::approx::host::binades(2 * lanes * 37, 37, 60),
                 crate::approx::host::binades(2 * 37 * few, 41, 60),
             );
-            both_builds(&lhs, &rhs, [2, lanes, 37, few], "few rhs columns");
+            every_build(&lhs, &rhs, [2, lanes, 37, few], "few rhs columns");
         }
         if bits == 7 {
             // packed rows past a task's cached sums (256 KiB: 4096 rows of one vector), split
@@ -284,7 +284,7 @@ fn the_table_expansion_gives_the_per_product_bits() {
             let tall = [1, 16, 9, 4096 + 5];
             let lhs = crate::approx::host::binades(16 * 9, 19, 60);
             let rhs = crate::approx::host::binades(9 * tall[3], 23, 60);
-            both_builds(&lhs, &rhs, tall, "rows in blocks");
+            every_build(&lhs, &rhs, tall, "rows in blocks");
         }
         // through the public entry, split along a long k as the kernel splits it
         let long = [1, rows, 3000, 16];
