@@ -530,12 +530,13 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         activation_forward::<B>(Activation::Relu, x, B::relu)
     }
 
-    /// As [`Self::relu`], in place of Burn's five element-wise launches.
+    /// As [`Self::sigmoid`], in place of Burn's five element-wise passes.
     fn gelu(x: T<B>) -> T<B> {
         activation_forward::<B>(Activation::Gelu, x, B::gelu)
     }
 
-    /// As [`Self::relu`], in place of Burn's fourteen element-wise launches.
+    /// As [`Self::sigmoid`] (the host pass over both operands), in place of Burn's fourteen
+    /// element-wise passes.
     fn gelu_backward(x: T<B>, grad: T<B>) -> T<B> {
         activation_backward::<B>(Activation::Gelu, x, grad, B::gelu_backward)
     }

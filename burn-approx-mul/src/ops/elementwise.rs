@@ -1,6 +1,6 @@
 //! Burn's element-wise arithmetic on the GEMM routes of a backend without CubeCL kernels:
-//! binary ops with broadcasting, sigmoid, tanh, ReLU's and sigmoid's backward and the reshape of a
-//! strided view run through [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's.
+//! binary ops with broadcasting, sigmoid, tanh, GELU, ReLU's, sigmoid's and GELU's backward and
+//! the reshape of a strided view run through [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's.
 //! On CubeCL backends the activations run [`cubecl_kernels::activation`]'s kernels. On
 //! [`ConvRoute::Burn`], and for operands neither takes (other element types), the inner
 //! backend's op runs.
@@ -85,7 +85,7 @@ pub(crate) fn tanh<B: KernelBackend>(x: FloatTensor<ApproxMul<B>>) -> FloatTenso
 }
 
 /// `op` of `x` on the GEMM routes: one kernel on a CubeCL runtime, Ember's host pass for
-/// sigmoid where the host views `x`; by `inner` (the inner backend's op) where those decline
+/// sigmoid and GELU where the host views `x`; by `inner` (the inner backend's op) where those decline
 /// and on `--conv burn`.
 pub(crate) fn activation_forward<B: KernelBackend>(
     op: Activation,
@@ -98,7 +98,8 @@ pub(crate) fn activation_forward<B: KernelBackend>(
         _ => activation::forward::<B>(op, x.inner)
             .or_else(|x| match op {
                 Activation::Sigmoid => host_pass::<B>(x, elementwise::sigmoid),
-                Activation::Relu | Activation::Gelu => Err(x),
+                Activation::Gelu => host_pass::<B>(x, elementwise::gelu),
+                Activation::Relu => Err(x),
             })
             .unwrap_or_else(inner),
     };
@@ -106,7 +107,7 @@ pub(crate) fn activation_forward<B: KernelBackend>(
 }
 
 /// `op`'s backward from `saved` (ReLU's and sigmoid's output, GELU's input) and `grad` on the
-/// GEMM routes: Ember's host loop for ReLU and sigmoid where the host views both operands, one
+/// GEMM routes: Ember's host loop for ReLU, sigmoid and GELU where the host views both operands, one
 /// kernel on a CubeCL runtime; by `inner` (the inner backend's op) where those decline and on
 /// `--conv burn`.
 pub(crate) fn activation_backward<B: KernelBackend>(
@@ -121,7 +122,7 @@ pub(crate) fn activation_backward<B: KernelBackend>(
         _ => match op {
             Activation::Relu => binary::<B>(Binary::ReluBackward, saved.inner, grad.inner),
             Activation::Sigmoid => binary::<B>(Binary::SigmoidBackward, saved.inner, grad.inner),
-            Activation::Gelu => Err((saved.inner, grad.inner)),
+            Activation::Gelu => binary::<B>(Binary::GeluBackward, saved.inner, grad.inner),
         }
         .or_else(|(s, g)| activation::backward::<B>(op, s, g))
         .unwrap_or_else(|(s, g)| inner(s, g)),

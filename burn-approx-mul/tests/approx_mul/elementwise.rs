@@ -3,7 +3,7 @@
 //! gradient, broadcasts in both directions, permuted operands and reshapes of strided views,
 //! with NaN and infinities in the data, and a convolution's bias gradient (a sum of the swapped
 //! and reshaped output gradient); ReLU, GELU, sigmoid and tanh (one host pass each way for
-//! sigmoid, one forward for tanh, shared out over rayon's threads on a long tensor),
+//! sigmoid and GELU, one forward for tanh, shared out over rayon's threads on a long tensor),
 //! forward and backward, sigmoid also at NaN, the infinities and past `exp`'s range. On the
 //! CubeCL runtime `EMBER_TEST_RUNTIME` selects, ReLU, GELU and sigmoid, forward and backward
 //! (one kernel each on the GEMM routes), in place and not, equal Burn's composites: ReLU and

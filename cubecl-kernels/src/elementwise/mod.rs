@@ -1,6 +1,6 @@
 //! Burn's element-wise arithmetic on host memory: the binary ops with broadcasting (`add`,
-//! `sub`, `mul`, `div`), ReLU's and sigmoid's backward, sigmoid and tanh, and the copy of a
-//! strided view into row-major order.
+//! `sub`, `mul`, `div`), ReLU's, sigmoid's and GELU's backward, the copy of a strided view into
+//! row-major order, and the activations ([`activation`]: sigmoid, tanh, GELU).
 //!
 //! burn-ndarray 0.21 (built without its `simd` feature, `docs/architecture.md`) runs these
 //! through ndarray's dynamic-rank `Zip` and iterators: a broadcast operand or a permuted view
@@ -10,20 +10,23 @@
 //! one operand fixed (a per-channel value broadcast over a plane). The binary loops run on the
 //! calling thread: they are bound by memory, and spreading them over rayon's threads made
 //! LeNet-5's training step on 2 cores 1.6× slower (7.6 ms against 4.7 ms, `cargo xtask bench
-//! --filter model`) and ResNet-18-w16's no faster. Sigmoid and tanh are bound by their `exp`,
-//! `ln` and `tanh` calls (tens of nanoseconds a value): from [`SPLIT_VALUES`] values on, their
-//! pass is shared out over rayon's threads in runs of [`SPLIT_RUN`] (a GRU's gates at batch 64
-//! and 256 units are 16,384 values a time step).
+//! --filter model`) and ResNet-18-w16's no faster. GELU's backward is bound by its `powf` and
+//! `tanh` calls instead: where its operands have one shape it is shared out over rayon's
+//! threads as the activations are ([`SPLIT_VALUES`]).
 //!
 //! Each result value is the IEEE f32 operation burn-ndarray computes for it (`a + b`,
 //! `a - b`, `a · b`, `a / b`; ReLU's backward is `grad` where `output > 0`, else `0`, NaN
 //! outputs passing the gradient), or the chain of them burn-backend's default composite runs
-//! (sigmoid's six passes, its backward's four), so the results equal burn-ndarray's bit for
-//! bit: nothing is summed, so no order of additions can differ, and `exp` and `ln` are the
-//! same calls of the host's `f32` functions that burn-ndarray makes (its `tanh`: the `f64`
-//! function of the value widened, rounded back to `f32`).
+//! (sigmoid's backward's four passes, GELU's backward's fourteen), so the results equal
+//! burn-ndarray's bit for bit: nothing is summed, so no order of additions can differ, and the
+//! functions are the same calls burn-ndarray makes ([`activation`]).
 
-use rayon::prelude::*;
+pub mod activation;
+
+pub use activation::{
+    SIGMOID, SPLIT_RUN, SPLIT_VALUES, erf_value, gelu, gelu_backward_value, gelu_value, sigmoid,
+    sigmoid_backward_value, sigmoid_value, tanh, tanh_value,
+};
 
 /// A read-only host view of f32 values: the value at index `i` is
 /// `values[Σ i[d] · strides[d]]` (non-negative strides; any value for an axis of length 1).
@@ -108,6 +111,10 @@ pub enum Binary {
     /// Sigmoid's backward with `a` the sigmoid's output and `b` its output gradient:
     /// `a · (a · −1 + 1) · b` (burn-backend's `sigmoid_backward`, operation for operation).
     SigmoidBackward,
+    /// GELU's backward with `a` the GELU's input and `b` its output gradient (burn-backend's
+    /// `gelu_backward`, operation for operation: [`gelu_backward_value`]); over rayon's threads
+    /// where `a` and `b` have one shape.
+    GeluBackward,
 }
 
 /// `op` of `a` and `b` broadcast against each other (an axis of length 1 repeats), as
@@ -119,6 +126,10 @@ pub enum Binary {
 pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32>, Vec<usize>)> {
     a.check();
     b.check();
+    if op == Binary::GeluBackward && a.shape == b.shape {
+        let values = activation::zip_split(a, b, gelu_backward_value)?;
+        return Some((values, a.shape.clone()));
+    }
     let shape = broadcast_shape(&a.shape, &b.shape)?;
     let strides = [broadcast(a, &shape), broadcast(b, &shape)];
     let walk = Walk::new(&shape, strides);
@@ -129,6 +140,7 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
         Binary::Div => walk.run(a.values, b.values, |x, y| x / y),
         Binary::ReluBackward => walk.run(a.values, b.values, relu_backward_value),
         Binary::SigmoidBackward => walk.run(a.values, b.values, sigmoid_backward_value),
+        Binary::GeluBackward => walk.run(a.values, b.values, gelu_backward_value),
     };
     Some((values, shape))
 }
@@ -157,66 +169,6 @@ pub fn relu_backward_value(y: f32, g: f32) -> f32 {
         true => 0.0,
         false => g,
     }
-}
-
-/// Burn's scalars of sigmoid's passes: the `−1` its negations multiply by, the `1` it adds.
-pub const SIGMOID: [f32; 2] = [-1.0, 1.0];
-
-/// Burn's sigmoid of one value (burn-backend's default `sigmoid`, operation for operation):
-/// `exp(ln(exp(x · −1) + 1) · −1)`. Burn negates by multiplying by `−1`.
-pub fn sigmoid_value(x: f32) -> f32 {
-    let [minus_one, one] = SIGMOID;
-    (((x * minus_one).exp() + one).ln() * minus_one).exp()
-}
-
-/// Burn's sigmoid backward at one value, given the forward's output `y` and the gradient `g`:
-/// `y · (y · −1 + 1) · g`.
-pub fn sigmoid_backward_value(y: f32, g: f32) -> f32 {
-    let [minus_one, one] = SIGMOID;
-    (y * (y * minus_one + one)) * g
-}
-
-/// burn-ndarray's tanh of one value: the `f64` tanh of the value widened, rounded to `f32`.
-pub fn tanh_value(x: f32) -> f32 {
-    (x as f64).tanh() as f32
-}
-
-/// Values from which [`sigmoid`] and [`tanh`] share their pass out over rayon's threads.
-pub const SPLIT_VALUES: usize = 8 * 1024;
-
-/// The values each task of a shared-out pass maps.
-pub const SPLIT_RUN: usize = 4 * 1024;
-
-/// Burn's sigmoid of the view's values, in row-major order: each value the composite
-/// burn-backend's default `sigmoid` computes with burn-ndarray's element-wise ops
-/// ([`sigmoid_value`]), in one pass.
-///
-/// # Panics
-/// If the view's strides reach past its values.
-pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, sigmoid_value)
-}
-
-/// burn-ndarray's tanh of the view's values ([`tanh_value`]), in row-major order.
-///
-/// # Panics
-/// If the view's strides reach past its values.
-pub fn tanh(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, tanh_value)
-}
-
-/// `f` of the view's values in row-major order, over rayon's threads from [`SPLIT_VALUES`]
-/// values on.
-fn unary(a: &HostView<'_>, f: fn(f32) -> f32) -> Vec<f32> {
-    let mut values = to_row_major(a);
-    if values.len() < SPLIT_VALUES {
-        values.iter_mut().for_each(|v| *v = f(*v));
-    } else {
-        values
-            .par_chunks_mut(SPLIT_RUN)
-            .for_each(|run| run.iter_mut().for_each(|v| *v = f(*v)));
-    }
-    values
 }
 
 /// The view's values in row-major order.
@@ -371,10 +323,7 @@ impl<'w> Odometer<'w> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        Binary, HostView, SPLIT_RUN, SPLIT_VALUES, binary, sigmoid, sigmoid_value, tanh,
-        tanh_value, to_row_major,
-    };
+    use super::{Binary, HostView, binary, gelu_backward_value, to_row_major};
 
     /// The value of `v` at the row-major position `flat` of `shape` (`v` broadcast to it).
     fn at(v: &HostView<'_>, shape: &[usize], mut flat: usize) -> f32 {
@@ -411,12 +360,14 @@ mod tests {
                     }
                     // burn-backend's `sigmoid_backward`: mul(mul(x, neg(x) + 1), y)
                     Binary::SigmoidBackward => (x * (x * -1.0 + 1.0)) * y,
+                    // its own reference: `activation`'s tests check it against burn-ndarray's
+                    Binary::GeluBackward => gelu_backward_value(x, y),
                 }
             })
             .collect()
     }
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
+    pub(super) fn values(n: usize, seed: u32) -> Vec<f32> {
         (0..n as u32)
             .map(|i| {
                 let h = (i ^ seed).wrapping_mul(2_654_435_761).rotate_left(13);
@@ -426,7 +377,11 @@ mod tests {
     }
 
     /// A permuted view of row-major `values` of `shape`: axes in `order`.
-    fn permuted<'a>(values: &'a [f32], shape: &[usize], order: &[usize]) -> HostView<'a> {
+    pub(super) fn permuted<'a>(
+        values: &'a [f32],
+        shape: &[usize],
+        order: &[usize],
+    ) -> HostView<'a> {
         let base = HostView::row_major(values, shape);
         HostView {
             values,
@@ -435,84 +390,21 @@ mod tests {
         }
     }
 
-    const OPS: [Binary; 6] = [
+    const OPS: [Binary; 7] = [
         Binary::Add,
         Binary::Sub,
         Binary::Mul,
         Binary::Div,
         Binary::ReluBackward,
         Binary::SigmoidBackward,
+        Binary::GeluBackward,
     ];
 
-    fn assert_bits(got: &[f32], want: &[f32]) {
+    pub(super) fn assert_bits(got: &[f32], want: &[f32]) {
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(want).enumerate() {
             assert_eq!(g.to_bits(), w.to_bits(), "value {i}: {g} against {w}");
         }
-    }
-
-    #[test]
-    #[allow(clippy::neg_multiply)] // Burn's negation, as in `reference`
-    fn sigmoid_is_burns_composite_in_row_major_order() {
-        // burn-backend's default: exp(neg(log(exp(neg(x)) + 1))), negation a product by −1
-        let composite = |x: f32| (((x * -1.0).exp() + 1.0).ln() * -1.0).exp();
-        let mut values = values(60, 5);
-        values[..4].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0]);
-        values[4] = 95.0;
-        for (shape, order) in [(vec![60], vec![0]), (vec![3, 4, 5], vec![2, 0, 1])] {
-            let view = permuted(&values, &shape, &order);
-            let want: Vec<f32> = to_row_major(&view).into_iter().map(composite).collect();
-            assert_bits(&sigmoid(&view), &want);
-        }
-        assert_eq!(
-            sigmoid(&HostView::row_major(&values[1..3], &[2])),
-            [1.0, 0.0]
-        );
-        assert!(sigmoid(&HostView::row_major(&[], &[0, 3])).is_empty());
-    }
-
-    #[test]
-    fn tanh_is_burn_ndarrays_and_long_passes_are_shared_out_alike() {
-        use burn::backend::NdArray;
-        use burn::tensor::{Tensor, TensorData};
-        // past the split, with a strided view, special values at both ends of a run
-        let n = SPLIT_VALUES + SPLIT_RUN + 3;
-        let mut values = values(n, 9);
-        let specials = [
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            -0.0,
-            20.0,
-            -1e-30,
-            1e-7,
-        ];
-        let at = [
-            0,
-            SPLIT_RUN - 1,
-            SPLIT_RUN,
-            2 * SPLIT_RUN - 1,
-            2 * SPLIT_RUN,
-            n - 2,
-            n - 1,
-        ];
-        for (i, v) in at.into_iter().zip(specials) {
-            values[i] = v;
-        }
-        let plain = TensorData::new(values.clone(), [n]);
-        let plain = Tensor::<NdArray, 1>::from_data(plain, &Default::default());
-        let want = plain.clone().tanh().into_data().to_vec::<f32>().unwrap();
-        assert_bits(&tanh(&HostView::row_major(&values, &[n])), &want);
-        let serial: Vec<f32> = values.iter().map(|&v| tanh_value(v)).collect();
-        assert_bits(&serial, &want);
-        let long_sigmoid: Vec<f32> = values.iter().map(|&v| sigmoid_value(v)).collect();
-        assert_bits(&sigmoid(&HostView::row_major(&values, &[n])), &long_sigmoid);
-        // a transposed view of a short pass
-        let (rows, cols) = (5, 7);
-        let view = permuted(&values[..rows * cols], &[rows, cols], &[1, 0]);
-        let want: Vec<f32> = to_row_major(&view).into_iter().map(tanh_value).collect();
-        assert_bits(&tanh(&view), &want);
-        assert!(tanh(&HostView::row_major(&[], &[0, 3])).is_empty());
     }
 
     #[test]
