@@ -64,7 +64,7 @@ pub const SPLIT_RUN: usize = 4 * 1024;
 /// # Panics
 /// If the view's strides reach past its values.
 pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, sigmoid_value)
+    unary(a, |run| run.iter_mut().for_each(|v| *v = sigmoid_value(*v)))
 }
 
 /// burn-ndarray's tanh of the view's values ([`tanh_value`]), in row-major order.
@@ -72,22 +72,30 @@ pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
 /// # Panics
 /// If the view's strides reach past its values.
 pub fn tanh(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, tanh_value)
+    unary(a, |run| run.iter_mut().for_each(|v| *v = tanh_value(*v)))
 }
 
-/// `f` of the view's values in row-major order, over rayon's threads from [`SPLIT_VALUES`]
-/// values on.
-fn unary(a: &HostView<'_>, f: fn(f32) -> f32) -> Vec<f32> {
+/// `run` over the view's values in row-major order, in place: over rayon's threads in runs of
+/// [`SPLIT_RUN`] from [`SPLIT_VALUES`] values on where the pool has more than one, whole on
+/// the calling thread otherwise.
+fn unary(a: &HostView<'_>, run: impl Fn(&mut [f32]) + Sync + Send) -> Vec<f32> {
     let mut values = to_row_major(a);
-    if values.len() < SPLIT_VALUES {
-        values.iter_mut().for_each(|v| *v = f(*v));
-    } else {
-        values
-            .par_chunks_mut(SPLIT_RUN)
-            .for_each(|run| run.iter_mut().for_each(|v| *v = f(*v)));
+    match splits(values.len()) {
+        true => values.par_chunks_mut(SPLIT_RUN).for_each(run),
+        false => run(&mut values),
     }
     values
 }
+
+/// Whether a pass of `n` values is shared out over rayon's threads.
+fn splits(n: usize) -> bool {
+    n >= SPLIT_VALUES && rayon::current_num_threads() > 1
+}
+
+/// Values of a GELU pass's stages: each stage runs over a block before the next (the calls of
+/// `erf`, `powf` and `tanh` one by one, the arithmetic between them as vectors), the block's
+/// intermediates in L1.
+const BLOCK: usize = 256;
 
 /// burn-ndarray's error function of one value: libm's `f64` `erf` of the value widened,
 /// rounded to `f32`.
@@ -122,35 +130,74 @@ pub fn gelu_backward_value(x: f32, g: f32) -> f32 {
 /// # Panics
 /// If the view's strides reach past its values.
 pub fn gelu(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, gelu_value)
+    unary(a, gelu_run)
 }
 
-/// `f` of two views of one shape, value by value in row-major order, over rayon's threads from
-/// [`SPLIT_VALUES`] values on (a compute-bound pass: GELU's backward); `None` where the
-/// shapes differ.
+/// [`gelu_value`] of every value of `run`, in place, by [`BLOCK`]s.
+fn gelu_run(run: &mut [f32]) {
+    let [sqrt_2, one, two] = GELU_FORWARD;
+    let mut erf = [0f32; BLOCK];
+    for block in run.chunks_mut(BLOCK) {
+        for (e, &x) in erf.iter_mut().zip(block.iter()) {
+            *e = erf_value(x / sqrt_2);
+        }
+        for (x, &e) in block.iter_mut().zip(&erf) {
+            *x = (*x * (e + one)) / two;
+        }
+    }
+}
+
+/// [`gelu_backward_value`] of `x` and `g` into `out` (one length), by [`BLOCK`]s.
+// Burn negates by multiplying by −1, as in `gelu_backward_value`
+#[allow(clippy::neg_multiply)]
+pub(super) fn gelu_backward_run(x: &[f32], g: &[f32], out: &mut [f32]) {
+    let [k1, k2, k3, k4, power] = GELU_BACKWARD;
+    let (mut x3, mut inner_2) = ([0f32; BLOCK], [0f32; BLOCK]);
+    for ((out, x), g) in out
+        .chunks_mut(BLOCK)
+        .zip(x.chunks(BLOCK))
+        .zip(g.chunks(BLOCK))
+    {
+        for (c, &x) in x3.iter_mut().zip(x) {
+            *c = x.powf(power);
+        }
+        // `out` holds `i₁`, then `t`
+        for (((o, i), &c), &x) in out.iter_mut().zip(inner_2.iter_mut()).zip(&x3).zip(x) {
+            (*o, *i) = (c * k1 + x * k2, c * k3 + x * k4);
+        }
+        for o in out.iter_mut() {
+            *o = tanh_value(*o);
+        }
+        for ((o, &i), &g) in out.iter_mut().zip(&inner_2).zip(g) {
+            let t = *o;
+            let sech = (t * t) * -1.0 + 1.0;
+            *o = (t * 0.5 + (i * sech + 0.5)) * g;
+        }
+    }
+}
+
+/// `run` over two views of one shape in row-major order (their values in, the result's out),
+/// shared out as [`unary`] shares its runs; `None` where the shapes differ.
 ///
 /// # Panics
 /// If a view's strides reach past its values.
 pub(super) fn zip_split(
     a: &HostView<'_>,
     b: &HostView<'_>,
-    f: fn(f32, f32) -> f32,
+    run: impl Fn(&[f32], &[f32], &mut [f32]) + Sync + Send,
 ) -> Option<Vec<f32>> {
     if a.shape != b.shape {
         return None;
     }
     let (a, b) = (row_major(a), row_major(b));
     let mut out = vec![0f32; a.len()];
-    let run = |(o, (x, y)): (&mut [f32], (&[f32], &[f32]))| {
-        for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
-            *o = f(x, y);
+    match splits(out.len()) {
+        true => {
+            let pairs = a.par_chunks(SPLIT_RUN).zip(b.par_chunks(SPLIT_RUN));
+            let each = |(o, (x, y)): (&mut [f32], (&[f32], &[f32]))| run(x, y, o);
+            out.par_chunks_mut(SPLIT_RUN).zip(pairs).for_each(each);
         }
-    };
-    if out.len() < SPLIT_VALUES {
-        run((&mut out, (&a, &b)));
-    } else {
-        let pairs = a.par_chunks(SPLIT_RUN).zip(b.par_chunks(SPLIT_RUN));
-        out.par_chunks_mut(SPLIT_RUN).zip(pairs).for_each(run);
+        false => run(&a, &b, &mut out),
     }
     Some(out)
 }
@@ -250,6 +297,7 @@ mod tests {
             -1e-30,
             1e-7,
         ];
+        // a shorter pass has them at a block's ends instead
         let at = [
             0,
             SPLIT_RUN - 1,
@@ -257,6 +305,7 @@ mod tests {
             2 * SPLIT_RUN - 1,
             2 * SPLIT_RUN,
         ];
+        let at = at.map(|i| if i < n - 2 { i } else { i % 256 });
         for (i, v) in at.into_iter().chain([n - 2, n - 1]).zip(specials) {
             values[i] = v;
         }
@@ -268,8 +317,8 @@ mod tests {
         use burn::backend::NdArray;
         use burn::tensor::ops::ActivationOps;
         use burn::tensor::{Tensor, TensorData, TensorPrimitive, activation};
-        // past the split, and a short pass
-        for n in [SPLIT_VALUES + SPLIT_RUN + 3, 2 * SPLIT_RUN + 5] {
+        // past the split, and a short pass (a few blocks of the stages)
+        for n in [SPLIT_VALUES + SPLIT_RUN + 3, 3 * 256 + 7] {
             let x = with_specials(n, 11);
             let g: Vec<f32> = values(n, 12).iter().map(|v| v / 3.0).collect();
             let tensor = |v: &[f32]| {
@@ -279,8 +328,8 @@ mod tests {
             let want = activation::gelu(tensor(&x));
             let want = want.into_data().to_vec::<f32>().unwrap();
             assert_bits(&gelu(&HostView::row_major(&x, &[n])), &want);
-            let serial: Vec<f32> = x.iter().map(|&v| gelu_value(v)).collect();
-            assert_bits(&serial, &want);
+            let serial_gelu: Vec<f32> = x.iter().map(|&v| gelu_value(v)).collect();
+            assert_bits(&serial_gelu, &want);
             let (px, pg) = (tensor(&x).into_primitive().tensor(), tensor(&g));
             let grad = <NdArray as ActivationOps<NdArray>>::gelu_backward(
                 px,
@@ -294,6 +343,14 @@ mod tests {
             assert_bits(&got, &want);
             let serial = x.iter().zip(&g).map(|(&x, &g)| gelu_backward_value(x, g));
             assert_bits(&serial.collect::<Vec<_>>(), &want);
+            // a pool of one thread runs a long pass whole on the calling thread
+            let one = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap();
+            let (got, _) = one.install(|| binary(Binary::GeluBackward, &vx, &vg).unwrap());
+            assert_bits(&got, &want);
+            assert_bits(&one.install(|| gelu(&vx)), &serial_gelu);
         }
     }
 

@@ -127,7 +127,7 @@ pub fn binary(op: Binary, a: &HostView<'_>, b: &HostView<'_>) -> Option<(Vec<f32
     a.check();
     b.check();
     if op == Binary::GeluBackward && a.shape == b.shape {
-        let values = activation::zip_split(a, b, gelu_backward_value)?;
+        let values = activation::zip_split(a, b, activation::gelu_backward_run)?;
         return Some((values, a.shape.clone()));
     }
     let shape = broadcast_shape(&a.shape, &b.shape)?;
