@@ -1,9 +1,9 @@
 //! Burn's element-wise arithmetic on the GEMM routes of a backend without CubeCL kernels:
 //! binary ops with broadcasting, sigmoid, tanh, GELU, ReLU's, sigmoid's and GELU's backward and
-//! the reshape of a strided view run through [`cubecl_kernels::elementwise`], bit-identical to burn-ndarray's.
-//! On CubeCL backends the activations run [`cubecl_kernels::activation`]'s kernels. On
-//! [`ConvRoute::Burn`], and for operands neither takes (other element types), the inner
-//! backend's op runs.
+//! the reshape of a strided view run through [`cubecl_kernels::elementwise`], bit-identical to
+//! burn-ndarray's. On CubeCL backends the activations run [`cubecl_kernels::activation`]'s
+//! kernels. On [`ConvRoute::Burn`], and for operands neither takes (other element types), the
+//! inner backend's op runs.
 
 use super::native::ConvRoute;
 use crate::ApproxMul;
@@ -85,8 +85,8 @@ pub(crate) fn tanh<B: KernelBackend>(x: FloatTensor<ApproxMul<B>>) -> FloatTenso
 }
 
 /// `op` of `x` on the GEMM routes: one kernel on a CubeCL runtime, Ember's host pass for
-/// sigmoid and GELU where the host views `x`; by `inner` (the inner backend's op) where those decline
-/// and on `--conv burn`.
+/// sigmoid and GELU where the host views `x`; by `inner` (the inner backend's op) where those
+/// decline and on `--conv burn`.
 pub(crate) fn activation_forward<B: KernelBackend>(
     op: Activation,
     x: FloatTensor<ApproxMul<B>>,
@@ -107,9 +107,9 @@ pub(crate) fn activation_forward<B: KernelBackend>(
 }
 
 /// `op`'s backward from `saved` (ReLU's and sigmoid's output, GELU's input) and `grad` on the
-/// GEMM routes: Ember's host loop for ReLU, sigmoid and GELU where the host views both operands, one
-/// kernel on a CubeCL runtime; by `inner` (the inner backend's op) where those decline and on
-/// `--conv burn`.
+/// GEMM routes: Ember's host loop for ReLU, sigmoid and GELU where the host views both
+/// operands, one kernel on a CubeCL runtime; by `inner` (the inner backend's op) where those
+/// decline and on `--conv burn`.
 pub(crate) fn activation_backward<B: KernelBackend>(
     op: Activation,
     saved: FloatTensor<ApproxMul<B>>,

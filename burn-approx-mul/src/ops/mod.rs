@@ -7,10 +7,10 @@
 //! references elsewhere), which move and add values but never multiply them.
 //!
 //! On the GEMM routes of a backend without CubeCL kernels, Burn's element-wise arithmetic
-//! (binary ops with broadcasting, sigmoid, ReLU's and sigmoid's backward, the reshape of a
-//! strided view) runs on Ember's host loops ([`cubecl_kernels::elementwise`]), bit-identical to
-//! the inner backend's, and so does 2-d max pooling, forward and backward
-//! ([`cubecl_kernels::pool`]).
+//! (binary ops with broadcasting, sigmoid, tanh, GELU, ReLU's, sigmoid's and GELU's backward,
+//! the reshape of a strided view) runs on Ember's host loops
+//! ([`cubecl_kernels::elementwise`]), bit-identical to the inner backend's, and so does 2-d max
+//! pooling, forward and backward ([`cubecl_kernels::pool`]).
 
 pub mod conv;
 pub(crate) mod elementwise;

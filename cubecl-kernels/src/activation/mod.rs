@@ -35,8 +35,9 @@
 //! rounding of the runtime's `exp`, `erf`, `tanh` and `pow`. Sigmoid equals both within the
 //! rounding of the runtime's `exp` and `ln`: a shader compiler may rewrite their chain inside
 //! one kernel (lavapipe's results differ from Burn's composite by up to 5 ulps). On the host,
-//! [`crate::elementwise`] computes sigmoid and ReLU's and sigmoid's backward in one pass each,
-//! bit for bit burn-ndarray's composites.
+//! [`crate::elementwise`] computes sigmoid, GELU and ReLU's, sigmoid's and GELU's backward in
+//! one pass each, bit for bit burn-ndarray's composites (whose `erf` and `tanh` are libm's
+//! `f64` functions, not the ones above).
 //!
 //! The kernels are `kernel.rs` (one forward and one backward kernel, each out of place or in
 //! place, the activation a comptime [`Activation`]; `ember profile` names them
@@ -44,8 +45,7 @@
 //! `ActivationBackwardInPlaceKernel`), their launches [`launch_forward`] and
 //! [`launch_backward`] (`launch.rs`); [`ops`] runs them on the float tensors of a backend with
 //! CubeCL memory and declines elsewhere (ndarray has its own one-pass ReLU, and Ember's host
-//! element-wise walk for sigmoid and for ReLU's and sigmoid's backward,
-//! [`crate::elementwise`]).
+//! passes for sigmoid, GELU and the three backwards, [`crate::elementwise`]).
 
 mod kernel;
 mod launch;
