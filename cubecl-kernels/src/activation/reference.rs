@@ -41,20 +41,6 @@ pub fn relu_backward(y: &[f32], g: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-/// Burn's scalars of GELU's forward pass: `x / √2` (`SQRT_2` rounded to f32), `+ 1`, `/ 2`.
-pub const GELU_FORWARD: [f32; 3] = [core::f64::consts::SQRT_2 as f32, 1.0, 2.0];
-
-/// Burn's scalars of GELU's backward pass (the derivative of the tanh approximation, Burn
-/// 0.21's `gelu_backward`): the four constants as Burn rounds them (f64 to f32), then the power
-/// `x³` is taken with.
-pub const GELU_BACKWARD: [f32; 5] = [
-    0.0356774f64 as f32,
-    0.797885f64 as f32,
-    0.0535161f64 as f32,
-    0.398942f64 as f32,
-    3.0,
-];
-
 /// The error function as CubeCL's polyfill computes it: `1 − t·(a₁ + t·(a₂ + …))·e^(−x²)`,
 /// `t = 1 / (1 + p·|x|)`, odd.
 fn erf(x: f32) -> f32 {
@@ -111,7 +97,9 @@ pub fn gelu_backward(x: &[f32], g: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-pub use crate::elementwise::{SIGMOID, sigmoid_backward_value, sigmoid_value};
+pub use crate::elementwise::{
+    GELU_BACKWARD, GELU_FORWARD, SIGMOID, sigmoid_backward_value, sigmoid_value,
+};
 
 /// Burn's sigmoid of `x`.
 pub fn sigmoid(x: &[f32]) -> Vec<f32> {

@@ -24,7 +24,6 @@
 //! calls, so the values equal burn-ndarray's bit for bit whatever the split.
 
 use super::{HostView, to_row_major};
-use crate::activation::reference::{GELU_BACKWARD, GELU_FORWARD};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -96,6 +95,20 @@ fn splits(n: usize) -> bool {
 /// `erf`, `powf` and `tanh` one by one, the arithmetic between them as vectors), the block's
 /// intermediates in L1.
 const BLOCK: usize = 256;
+
+/// Burn's scalars of GELU's forward pass: `x / √2` (`SQRT_2` rounded to f32), `+ 1`, `/ 2`.
+pub const GELU_FORWARD: [f32; 3] = [core::f64::consts::SQRT_2 as f32, 1.0, 2.0];
+
+/// Burn's scalars of GELU's backward pass (the derivative of the tanh approximation, Burn
+/// 0.21's `gelu_backward`): the four constants as Burn rounds them (f64 to f32), then the power
+/// `x³` is taken with.
+pub const GELU_BACKWARD: [f32; 5] = [
+    0.0356774f64 as f32,
+    0.797885f64 as f32,
+    0.0535161f64 as f32,
+    0.398942f64 as f32,
+    3.0,
+];
 
 /// burn-ndarray's error function of one value: libm's `f64` `erf` of the value widened,
 /// rounded to `f32`.

@@ -24,8 +24,9 @@
 pub mod activation;
 
 pub use activation::{
-    SIGMOID, SPLIT_RUN, SPLIT_VALUES, erf_value, gelu, gelu_backward_value, gelu_value, sigmoid,
-    sigmoid_backward_value, sigmoid_value, tanh, tanh_value,
+    GELU_BACKWARD, GELU_FORWARD, SIGMOID, SPLIT_RUN, SPLIT_VALUES, erf_value, gelu,
+    gelu_backward_value, gelu_value, sigmoid, sigmoid_backward_value, sigmoid_value, tanh,
+    tanh_value,
 };
 
 /// A read-only host view of f32 values: the value at index `i` is
