@@ -40,12 +40,18 @@ fn on_device_of<B: KernelBackend>(
     B::float_from_data(TensorData::new(values, shape), &device)
 }
 
-/// `t` reshaped to `shape`: a strided host view is copied in row-major order on the host (in
-/// place of burn-ndarray's value-by-value walk); anything else is handed back.
+/// `t` reshaped to `shape` on the host: a row-major tensor in place
+/// ([`KernelBackend::float_reshape_view`]: burn-ndarray copies it), a strided host view copied
+/// in row-major order (in place of burn-ndarray's value-by-value walk); anything else is handed
+/// back.
 pub(crate) fn reshape<B: KernelBackend>(
     t: FloatTensor<B>,
     shape: &Shape,
 ) -> Result<FloatTensor<B>, FloatTensor<B>> {
+    let t = match B::float_reshape_view(t, shape.as_slice()) {
+        Ok(view) => return Ok(view),
+        Err(t) => t,
+    };
     let values = match B::float_host_view(&t) {
         Some(view) if !view.is_row_major() => {
             let numel: usize = view.shape.iter().product();

@@ -415,16 +415,20 @@ pub(crate) fn linear<B: KernelBackend>(
     kernel: MatmulKernel,
 ) -> (FloatTensor<B>, Option<String>) {
     let product = |l, r| cubecl_kernels::matmul::matmul::<B>(kernel, l, r).0;
-    fn rows<B: Backend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
+    // reshapes in place where the host holds the tensor in row-major order
+    fn reshape<B: KernelBackend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
+        B::float_reshape_view(t, shape.as_slice()).unwrap_or_else(|t| B::float_reshape(t, shape))
+    }
+    fn rows<B: KernelBackend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
         let s = t.shape();
         let d = s[s.num_dims() - 1];
         let rows = s.num_elements() / d.max(1);
-        (B::float_reshape(t, Shape::from([rows, d])), s)
+        (reshape::<B>(t, Shape::from([rows, d])), s)
     }
-    fn back<B: Backend>(t: FloatTensor<B>, like: Shape, last: usize) -> FloatTensor<B> {
+    fn back<B: KernelBackend>(t: FloatTensor<B>, like: Shape, last: usize) -> FloatTensor<B> {
         let mut dims = like.to_vec();
         *dims.last_mut().expect("rank > 2") = last;
-        B::float_reshape(t, Shape::from(dims))
+        reshape::<B>(t, Shape::from(dims))
     }
     let out = match op {
         Linear::Forward => {

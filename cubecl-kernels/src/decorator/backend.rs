@@ -91,6 +91,18 @@ pub trait KernelBackend: Backend {
         None
     }
 
+    /// `t` with the shape `shape` (as many values) without a copy, where the backend holds it in
+    /// host memory in row-major order (ndarray: burn-ndarray 0.21's `reshape` copies every
+    /// tensor, contiguous or not); `t` back elsewhere, and where the counts differ. The result
+    /// shares `t`'s memory copy-on-write, as burn-ndarray's own views do.
+    fn float_reshape_view(
+        t: FloatTensor<Self>,
+        shape: &[usize],
+    ) -> Result<FloatTensor<Self>, FloatTensor<Self>> {
+        let _ = shape;
+        Err(t)
+    }
+
     /// Bytes of device memory held by live tensors on `device`, as the runtime's memory manager
     /// counts them (CubeCL: `bytes_in_use`, pool padding excluded); `None` where the backend
     /// allocates from the host heap (measure those with a counting global allocator).
@@ -160,6 +172,25 @@ where
             burn_ndarray::NdArrayTensor::I64(storage) => storage.view().to_slice(),
             _ => None,
         }
+    }
+
+    fn float_reshape_view(
+        t: FloatTensor<Self>,
+        shape: &[usize],
+    ) -> Result<FloatTensor<Self>, FloatTensor<Self>> {
+        let burn_ndarray::NdArrayTensor::F32(storage) = t else {
+            return Err(t);
+        };
+        let view = storage.view();
+        let takes = view.is_standard_layout() && view.len() == shape.iter().product::<usize>();
+        if !takes {
+            return Err(burn_ndarray::NdArrayTensor::F32(storage));
+        }
+        let array = storage.into_shared();
+        let array = array
+            .into_shape_with_order(ndarray::IxDyn(shape))
+            .expect("a row-major array takes any shape of as many values");
+        Ok(array.into())
     }
 
     fn float_host_view(t: &FloatTensor<Self>) -> Option<crate::elementwise::HostView<'_>> {
@@ -377,7 +408,7 @@ pub fn read_f32<B: Backend>(t: FloatTensor<B>) -> Vec<f32> {
 mod tests {
     use super::{KernelBackend, in_order, read_f32, with_f32};
     use burn_backend::TensorData;
-    use burn_backend::ops::FloatTensorOps;
+    use burn_backend::ops::{FloatTensorOps, IntTensorOps};
 
     type B = burn_ndarray::NdArray<f32>;
 
@@ -409,6 +440,39 @@ mod tests {
         assert_eq!(with_f32::<B, _>(got, <[f32]>::to_vec), want);
         // the original is untouched
         assert_eq!(read_f32::<B>(shared), values);
+    }
+
+    #[test]
+    fn a_row_major_tensor_takes_a_shape_in_place_and_keeps_its_values() {
+        let values: Vec<f32> = (0..24).map(|v| v as f32 - 3.0).collect();
+        let t = B::float_from_data(
+            TensorData::new(values.clone(), [2, 3, 4]),
+            &Default::default(),
+        );
+        let at = B::float_host_slice(&t).map(<[f32]>::as_ptr);
+        let kept = t.clone();
+        let rows = B::float_reshape_view(t, &[6, 4]).expect("row-major");
+        assert_eq!(burn_backend::TensorMetadata::shape(&rows).to_vec(), [6, 4]);
+        assert_eq!(
+            B::float_host_slice(&rows).map(<[f32]>::as_ptr),
+            at,
+            "no copy"
+        );
+        // an op in place on the view copies first: the original keeps its values
+        let doubled = B::float_mul_scalar(rows, 2.0.into());
+        let want: Vec<f32> = values.iter().map(|v| v * 2.0).collect();
+        assert_eq!(read_f32::<B>(doubled), want);
+        assert_eq!(read_f32::<B>(kept.clone()), values);
+        // another count of values, a strided view and an int tensor are handed back
+        let kept = B::float_reshape_view(kept, &[5, 5]).expect_err("25 values");
+        let swapped = B::float_swap_dims(kept, 0, 2);
+        let swapped = B::float_reshape_view(swapped, &[24]).expect_err("strided");
+        assert_eq!(
+            burn_backend::TensorMetadata::shape(&swapped).to_vec(),
+            [4, 3, 2]
+        );
+        let ints = B::int_from_data(TensorData::new(vec![1i64, 2], [2]), &Default::default());
+        assert!(B::float_reshape_view(ints, &[2, 1]).is_err(), "not f32");
     }
 
     #[test]
