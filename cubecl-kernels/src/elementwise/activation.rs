@@ -259,28 +259,7 @@ mod tests {
         use burn::tensor::{Tensor, TensorData};
         // past the split, with a strided view, special values at both ends of a run
         let n = SPLIT_VALUES + SPLIT_RUN + 3;
-        let mut values = values(n, 9);
-        let specials = [
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            -0.0,
-            20.0,
-            -1e-30,
-            1e-7,
-        ];
-        let at = [
-            0,
-            SPLIT_RUN - 1,
-            SPLIT_RUN,
-            2 * SPLIT_RUN - 1,
-            2 * SPLIT_RUN,
-            n - 2,
-            n - 1,
-        ];
-        for (i, v) in at.into_iter().zip(specials) {
-            values[i] = v;
-        }
+        let values = with_specials(n, 9);
         let plain = TensorData::new(values.clone(), [n]);
         let plain = Tensor::<NdArray, 1>::from_data(plain, &Default::default());
         let want = plain.clone().tanh().into_data().to_vec::<f32>().unwrap();
