@@ -415,9 +415,9 @@ pub(crate) fn linear<B: KernelBackend>(
     kernel: MatmulKernel,
 ) -> (FloatTensor<B>, Option<String>) {
     let product = |l, r| cubecl_kernels::matmul::matmul::<B>(kernel, l, r).0;
-    // reshapes in place where the host holds the tensor in row-major order
+    // the GEMM routes' reshape (`ApproxMul::float_reshape`): in place or copied on the host
     fn reshape<B: KernelBackend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
-        B::float_reshape_view(t, shape.as_slice()).unwrap_or_else(|t| B::float_reshape(t, shape))
+        super::elementwise::reshape::<B>(t, &shape).unwrap_or_else(|t| B::float_reshape(t, shape))
     }
     fn rows<B: KernelBackend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
         let s = t.shape();

@@ -24,9 +24,9 @@
 //! others) a portable loop builds the same rows entry by entry. The packed side is read in place
 //! through its strides (a value's sign and exponent bits are its scale, its top `m` mantissa
 //! bits its key: no encoded copy); the expanded side is encoded once into keys and scales (the
-//! AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and writes its own rectangle of the
-//! output (the transposed product 16 rows at a time, each output row's run one contiguous write),
-//! so the write-back runs on every thread.
+//! AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and
+//! writes its own rectangle of the output (the transposed product 16 rows at a time, each
+//! output row's run one contiguous write), so the write-back runs on every thread.
 //!
 //! **Bit-identical to the per-product path.** There a product is `(LUT · sa) · sb`, here
 //! `sa · (LUT · sb)`. The scales are powers of two (or zero), so both round the same real value
