@@ -23,6 +23,7 @@
 //! contracts a multiply and an add), and `exp`, `ln`, `powf`, `tanh` and `erf` are the same
 //! calls, so the values equal burn-ndarray's bit for bit whatever the split.
 
+use super::tanh::tanh_in_place;
 use super::{HostView, to_row_major};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -71,7 +72,7 @@ pub fn sigmoid(a: &HostView<'_>) -> Vec<f32> {
 /// # Panics
 /// If the view's strides reach past its values.
 pub fn tanh(a: &HostView<'_>) -> Vec<f32> {
-    unary(a, |run| run.iter_mut().for_each(|v| *v = tanh_value(*v)))
+    unary(a, tanh_in_place)
 }
 
 /// `run` over the view's values in row-major order, in place: over rayon's threads in runs of
@@ -178,9 +179,7 @@ pub(super) fn gelu_backward_run(x: &[f32], g: &[f32], out: &mut [f32]) {
         for (((o, i), &c), &x) in out.iter_mut().zip(inner_2.iter_mut()).zip(&x3).zip(x) {
             (*o, *i) = (c * k1 + x * k2, c * k3 + x * k4);
         }
-        for o in out.iter_mut() {
-            *o = tanh_value(*o);
-        }
+        tanh_in_place(out);
         for ((o, &i), &g) in out.iter_mut().zip(&inner_2).zip(g) {
             let t = *o;
             let sech = (t * t) * -1.0 + 1.0;
