@@ -23,7 +23,7 @@
 //! contracts a multiply and an add), and `exp`, `ln`, `powf`, `tanh` and `erf` are the same
 //! calls, so the values equal burn-ndarray's bit for bit whatever the split.
 
-use super::tanh::tanh_in_place;
+use super::wide::{erf_in_place, tanh_in_place};
 use super::{HostView, to_row_major};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -152,10 +152,12 @@ fn gelu_run(run: &mut [f32]) {
     let [sqrt_2, one, two] = GELU_FORWARD;
     let mut erf = [0f32; BLOCK];
     for block in run.chunks_mut(BLOCK) {
+        let erf = &mut erf[..block.len()];
         for (e, &x) in erf.iter_mut().zip(block.iter()) {
-            *e = erf_value(x / sqrt_2);
+            *e = x / sqrt_2;
         }
-        for (x, &e) in block.iter_mut().zip(&erf) {
+        erf_in_place(erf);
+        for (x, &e) in block.iter_mut().zip(erf.iter()) {
             *x = (*x * (e + one)) / two;
         }
     }

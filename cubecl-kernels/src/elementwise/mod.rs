@@ -22,7 +22,7 @@
 //! functions are the same calls burn-ndarray makes ([`activation`]).
 
 pub mod activation;
-pub mod tanh;
+pub mod wide;
 
 pub use activation::{
     GELU_BACKWARD, GELU_FORWARD, SIGMOID, SPLIT_RUN, SPLIT_VALUES, erf_value, gelu,

@@ -1,0 +1,390 @@
+//! burn-ndarray's `f64` tanh and error function of many `f32` values at once, bit for bit its
+//! scalar calls.
+//!
+//! burn-ndarray's tanh widens each value to `f64`, calls the host's `f64` tanh and rounds the
+//! result to `f32` ([`super::activation::tanh_value`]); its GELU's error function does the same
+//! with libm's `erf` ([`super::activation::erf_value`]). Those calls (glibc's tanh goes through
+//! `expm1`) were about a sixth of DeiT-Ti's training step on ndarray. [`tanh_in_place`] and
+//! [`erf_in_place`] compute the same `f64` functions by vectors instead ([`Tanh::wide`],
+//! [`Erf::wide`]: polynomials and an exponential without branches) and round them to `f32`.
+//!
+//! # Why the bits are the scalar call's
+//!
+//! An `f64` value rounds to the `f32` on its side of the nearest `f32` rounding midpoint, and
+//! where it lies relative to that midpoint shows in its 29 low significand bits (`2^28` is the
+//! midpoint). Each vector value lies within [`Wide::MEASURED_ULPS`] `f64` units in the last
+//! place of the `f64` function the scalar call rounds (at most 14; measured over every `f32`
+//! input on glibc, and any libm's tanh and libm's `erf` are within a unit or two of the true
+//! function), so wherever the vector value lies at least [`MARGIN`] units from a midpoint both
+//! round to the same `f32`. Values nearer a midpoint (under one in a hundred thousand),
+//! non-finite inputs and inputs below `2^-120` (results near `f32`'s subnormal range, where its
+//! midpoints lie elsewhere) take the scalar call. Tests: every `f32` input of both functions
+//! (`every_f32_by_vectors_is_the_scalar_call_bit_for_bit`, ignored in the suite: about five
+//! minutes each on two cores in release), and in the suite a sweep of every exponent and the
+//! special values.
+
+use super::activation::{erf_value, tanh_value};
+
+/// Values computed by vectors at a time: the lanes' `f64` values and flags stay in L1.
+const CHUNK: usize = 64;
+
+/// `f64` units in the last place, counted in the significand's low bits, within which a vector
+/// value near an `f32` rounding midpoint takes the scalar call instead.
+pub const MARGIN: u64 = 1 << 10;
+
+/// Inputs below this magnitude take the scalar call.
+const TINY: f64 = 7.52316384526264e-37; // 2^-120
+
+/// An `f64` function of `f32` values computed by vectors, with the scalar call it stands for.
+pub trait Wide {
+    /// The largest distance of [`Wide::wide`] from the `f64` function the scalar call rounds,
+    /// over every finite `f32` input below [`Wide::CAP`], in `f64` units in the last place: far
+    /// inside
+    /// [`MARGIN`].
+    const MEASURED_ULPS: u64;
+    /// The magnitude from which [`Wide::wide`] computes the function at the cap (every `f32`
+    /// the function rounds to there is the cap's).
+    const CAP: f64;
+    /// The function of the widened value, without branches; meaningless for non-finite inputs.
+    fn wide(x: f64) -> f64;
+    /// The scalar call whose bits the vectors give.
+    fn scalar(x: f32) -> f32;
+    /// The `f64` function the scalar call rounds to `f32`.
+    fn exact(x: f64) -> f64;
+}
+
+/// Each value `v` of `values` replaced by `tanh_value(v)`, by vectors where the CPU has them.
+pub fn tanh_in_place(values: &mut [f32]) {
+    in_place::<Tanh>(values)
+}
+
+/// Each value `v` of `values` replaced by `erf_value(v)`, by vectors where the CPU has them.
+pub fn erf_in_place(values: &mut [f32]) {
+    in_place::<Erf>(values)
+}
+
+fn in_place<F: Wide>(values: &mut [f32]) {
+    for chunk in values.chunks_mut(CHUNK) {
+        let mut scalar = [false; CHUNK];
+        vectors::<F>(chunk, &mut scalar);
+        for (v, _) in chunk.iter_mut().zip(scalar).filter(|(_, s)| *s) {
+            *v = F::scalar(*v);
+        }
+    }
+}
+
+/// The vector pass over one chunk: each value's rounded [`Wide::wide`] where it is exact,
+/// `scalar` set where the scalar call must give it (the value left as it was).
+fn vectors<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            unsafe { vectors_avx512::<F>(chunk, scalar) };
+            return;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            unsafe { vectors_avx2::<F>(chunk, scalar) };
+            return;
+        }
+    }
+    vectors_plain::<F>(chunk, scalar)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn vectors_avx512<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    vectors_plain::<F>(chunk, scalar)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn vectors_avx2<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    vectors_plain::<F>(chunk, scalar)
+}
+
+#[inline(always)]
+fn vectors_plain<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    let mut wide = [0f64; CHUNK];
+    for (w, &v) in wide.iter_mut().zip(chunk.iter()) {
+        *w = F::wide(v as f64);
+    }
+    for ((v, s), &w) in chunk.iter_mut().zip(scalar.iter_mut()).zip(&wide) {
+        let a = (*v as f64).abs();
+        *s = !(TINY..f64::INFINITY).contains(&a) || near_midpoint(w, MARGIN);
+        *v = match *s {
+            true => *v,
+            false => w as f32,
+        };
+    }
+}
+
+/// Whether `w`'s 29 low significand bits lie within `margin` of `2^28`, the `f32` rounding
+/// midpoint (one unsigned comparison: the bits shifted so that the band starts at zero).
+#[inline(always)]
+pub fn near_midpoint(w: f64, margin: u64) -> bool {
+    const LOW: u64 = (1 << 29) - 1;
+    (w.to_bits().wrapping_add(margin.wrapping_sub(1 << 28)) & LOW) < 2 * margin
+}
+
+/// burn-ndarray's tanh ([`tanh_value`]).
+pub struct Tanh;
+
+/// Below this magnitude [`Tanh::wide`] takes the Taylor polynomial, above it the exponential
+/// form.
+pub const SMALL: f64 = 0.125;
+
+impl Wide for Tanh {
+    const MEASURED_ULPS: u64 = 14;
+    const CAP: f64 = 20.0;
+
+    /// tanh of `x` in `f64`, every lane both ways: an odd Taylor polynomial to `x^15` below
+    /// [`SMALL`] (the next term is under `2^-58` of the value), `1 − 2 / (e^{2|x|} + 1)` above
+    /// it with `|x|` capped at 20 (past it tanh rounds to 1), the sign of `x` copied onto
+    /// either.
+    #[inline(always)]
+    fn wide(x: f64) -> f64 {
+        // tanh's Taylor coefficients of x³ … x^15
+        const T: [f64; 7] = [
+            -1.0 / 3.0,
+            2.0 / 15.0,
+            -17.0 / 315.0,
+            62.0 / 2835.0,
+            -1382.0 / 155925.0,
+            21844.0 / 6081075.0,
+            -929569.0 / 638512875.0,
+        ];
+        let a = x.abs();
+        let z = a * a;
+        let series = T[3] + z * (T[4] + z * (T[5] + z * T[6]));
+        let small = a + a * (z * (T[0] + z * (T[1] + z * (T[2] + z * series))));
+        let e = exp_wide(2.0 * a.min(Self::CAP));
+        let large = 1.0 - 2.0 / (e + 1.0);
+        let t = if a < SMALL { small } else { large };
+        t.copysign(x)
+    }
+
+    fn scalar(x: f32) -> f32 {
+        tanh_value(x)
+    }
+
+    fn exact(x: f64) -> f64 {
+        x.tanh()
+    }
+}
+
+/// burn-ndarray's error function ([`erf_value`]: libm's `erf`).
+pub struct Erf;
+
+/// Terms of [`Erf::wide`]'s series: the rest is under `1e-17` of the sum at its cap, 4.
+const ERF_TERMS: usize = 60;
+
+/// `1 / (2n + 1)!!` for `n < ERF_TERMS`, the series' coefficients.
+const ERF_SERIES: [f64; ERF_TERMS] = {
+    let mut table = [1.0; ERF_TERMS];
+    let mut n = 1;
+    while n < ERF_TERMS {
+        table[n] = table[n - 1] / (2 * n + 1) as f64;
+        n += 1;
+    }
+    table
+};
+
+impl Wide for Erf {
+    const MEASURED_ULPS: u64 = 13;
+    const CAP: f64 = 4.0;
+
+    /// erf of `x` in `f64` by the series of positive terms
+    /// `erf(a) = 2/√π · a · e^{−a²} · Σ (2a²)^n / (2n + 1)!!` (no cancellation), `a = |x|`
+    /// capped at 4 (every `erf` from there on rounds to `±1` in `f32`: `1 − erf(4) ≈ 1.5e-8`,
+    /// under half of `f32`'s step below 1), the sign of `x` copied onto it.
+    #[inline(always)]
+    fn wide(x: f64) -> f64 {
+        const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
+        let a = x.abs().min(Self::CAP);
+        let (square, mut sum) = (a * a, 0f64);
+        let z = 2.0 * square;
+        for c in ERF_SERIES.iter().rev() {
+            sum = sum.mul_add(z, *c);
+        }
+        (TWO_OVER_SQRT_PI * a * exp_wide(-square) * sum).copysign(x)
+    }
+
+    fn scalar(x: f32) -> f32 {
+        erf_value(x)
+    }
+
+    fn exact(x: f64) -> f64 {
+        libm::erf(x)
+    }
+}
+
+/// `e^y` for `−16 ≤ y ≤ 40` without branches: `y = k·ln 2 + r` (`ln 2` in two parts, so
+/// `k·ln 2` loses nothing), `e^r` by its Taylor polynomial to `r^13` (`|r| ≤ ln 2 / 2`), times
+/// `2^k` built from its exponent bits.
+#[inline(always)]
+fn exp_wide(y: f64) -> f64 {
+    // 1.5 · 2^52: adding it rounds to an integer, which then sits in the low significand bits
+    const SHIFT: f64 = 6_755_399_441_055_744.0;
+    // ln 2's leading 32 significand bits (the rest zero), and the remainder
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    let shifted = y * std::f64::consts::LOG2_E + SHIFT;
+    let k = shifted - SHIFT;
+    let r = (y - k * LN2_HI) - k * LN2_LO;
+    let mut p = 1.0 / 6_227_020_800.0; // 1/13!
+    for d in (1..=12).rev() {
+        p = p * r + INVERSE_FACTORIALS[d];
+    }
+    p = p * r + 1.0;
+    let scale = f64::from_bits(shifted.to_bits().wrapping_add(1023) << 52);
+    p * scale
+}
+
+/// `1/n!` for `n = 0 ..= 12`.
+const INVERSE_FACTORIALS: [f64; 13] = {
+    let mut table = [1.0; 13];
+    let mut n = 1;
+    while n < 13 {
+        table[n] = table[n - 1] / n as f64;
+        n += 1;
+    }
+    table
+};
+
+#[cfg(test)]
+mod tests {
+    use super::{Erf, MARGIN, Tanh, Wide, erf_in_place, in_place, near_midpoint, tanh_in_place};
+    use crate::elementwise::activation::{erf_value, tanh_value};
+
+    /// `f32` values over every exponent: a stride through all bit patterns, both signs.
+    fn sweep(stride: u32) -> Vec<f32> {
+        (0..u32::MAX / stride)
+            .map(|i| f32::from_bits(i * stride))
+            .collect()
+    }
+
+    /// The sweep, the special values, each function's own edges and a dense stretch of the
+    /// range that matters to GELU, `by_vectors` of them against `scalar` bit for bit.
+    fn matches_the_scalar_call(by_vectors: fn(&mut [f32]), scalar: fn(f32) -> f32) {
+        let mut values = sweep(4_099);
+        values.extend([
+            0.0,
+            -0.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            -1e-40,
+            f32::MAX,
+            f32::MIN,
+            0.125,
+            0.124_999_99,
+            0.125_000_01,
+            -0.125,
+            3.919_0,
+            4.0,
+            4.000_000_5,
+            -3.999_999_8,
+            9.010_913,
+            20.0,
+            -20.000_002,
+            1e-30,
+        ]);
+        values.extend((0..20_000).map(|i| (i as f32 - 10_000.0) / 1_000.0));
+        let want: Vec<u32> = values.iter().map(|&v| scalar(v).to_bits()).collect();
+        // a length past the chunk with a short last chunk
+        by_vectors(&mut values);
+        for (i, (g, w)) in values.iter().zip(&want).enumerate() {
+            let w = f32::from_bits(*w);
+            assert_eq!(g.to_bits(), w.to_bits(), "value {i}: {g} against {w}");
+        }
+    }
+
+    #[test]
+    fn tanh_by_vectors_is_the_scalar_call_bit_for_bit() {
+        matches_the_scalar_call(tanh_in_place, tanh_value);
+    }
+
+    #[test]
+    fn erf_by_vectors_is_the_scalar_call_bit_for_bit() {
+        matches_the_scalar_call(erf_in_place, erf_value);
+    }
+
+    /// The largest distance of `F::wide` from `F::exact` over finite inputs below `F::CAP`, in
+    /// `f64` units in the last place, the signs checked equal.
+    fn worst_distance<F: Wide>(values: impl Iterator<Item = f32>) -> u64 {
+        let mut worst = 0;
+        for v in values.filter(|v| (v.abs() as f64) < F::CAP) {
+            let (fast, exact) = (F::wide(v as f64), F::exact(v as f64));
+            assert_eq!(fast.is_sign_negative(), exact.is_sign_negative(), "{v}");
+            worst = worst.max(fast.to_bits().abs_diff(exact.to_bits()));
+        }
+        worst
+    }
+
+    #[test]
+    fn the_wide_functions_are_within_their_measured_distance() {
+        let tanh = worst_distance::<Tanh>(sweep(65_537).into_iter());
+        assert!(tanh <= Tanh::MEASURED_ULPS, "tanh: {tanh} units");
+        let erf = worst_distance::<Erf>(sweep(65_537).into_iter());
+        assert!(erf <= Erf::MEASURED_ULPS, "erf: {erf} units");
+    }
+
+    #[test]
+    fn values_near_an_f32_rounding_midpoint_take_the_scalar_call() {
+        let margin = MARGIN;
+        // 1 + 2^-24: the midpoint between 1 and the next f32
+        let midpoint = f64::from_bits(1f64.to_bits() + (1 << 28));
+        let at = |units: i64| f64::from_bits(midpoint.to_bits().wrapping_add_signed(units));
+        assert!(near_midpoint(midpoint, margin));
+        assert!(near_midpoint(at(margin as i64 - 1), margin));
+        assert!(near_midpoint(at(-(margin as i64)), margin));
+        assert!(!near_midpoint(at(margin as i64), margin));
+        assert!(!near_midpoint(at(-(margin as i64) - 1), margin));
+        assert!(!near_midpoint(1.0, margin));
+        assert!(!near_midpoint(f64::from_bits(1f64.to_bits() - 1), margin));
+    }
+
+    /// Every `f32` bit pattern through `F`'s vectors against its scalar call, and `F::wide`'s
+    /// largest distance from `F::exact`.
+    fn every_f32<F: Wide>() {
+        use rayon::prelude::*;
+        let (worst, scalar) = (0..1u32 << 16)
+            .into_par_iter()
+            .map(|high| {
+                let inputs: Vec<f32> = (0..1u32 << 16)
+                    .map(|low| f32::from_bits((high << 16) | low))
+                    .collect();
+                let mut values = inputs.clone();
+                in_place::<F>(&mut values);
+                for (&v, &got) in inputs.iter().zip(&values) {
+                    let want = F::scalar(v);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{v:e}: {got:e} against {want:e}"
+                    );
+                }
+                let near = inputs
+                    .iter()
+                    .filter(|v| near_midpoint(F::wide(**v as f64), MARGIN));
+                (worst_distance::<F>(inputs.iter().copied()), near.count())
+            })
+            .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1 + b.1));
+        println!("worst {worst} units; {scalar} values near a midpoint");
+        assert!(worst <= F::MEASURED_ULPS, "{worst} units");
+    }
+
+    /// `cargo test --release -p cubecl-kernels --lib -- --ignored every_f32`: about five minutes
+    /// a function on two cores.
+    #[test]
+    #[ignore = "4.3 billion values a function: run on purpose"]
+    fn every_f32_by_vectors_is_the_scalar_call_bit_for_bit() {
+        every_f32::<Tanh>();
+        every_f32::<Erf>();
+    }
+}
