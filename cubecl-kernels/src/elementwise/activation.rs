@@ -3,10 +3,11 @@
 //!
 //! Burn 0.21's GELU is five element-wise passes and its backward fourteen
 //! (`docs/approx-mul.md`, the activation kernels); DeiT-Ti and ResMLP-S12 apply GELU twelve
-//! times a step to `[batch, tokens, 4·d]` activations. These passes are bound by their `erf`,
-//! `exp`, `ln`, `tanh` and `pow` calls (tens of nanoseconds a value), so from [`SPLIT_VALUES`]
-//! values on each is shared out over rayon's threads in runs of [`SPLIT_RUN`] (a GRU's gates at
-//! batch 64 and 256 units are 16,384 values a time step).
+//! times a step to `[batch, tokens, 4·d]` activations. These passes are bound by their `exp`,
+//! `ln`, `erf` and `powf` calls (tens of nanoseconds a value; `tanh` is computed by vectors
+//! with the call's bits, [`super::wide`]), so from [`SPLIT_VALUES`] values on each is shared
+//! out over rayon's threads in runs of [`SPLIT_RUN`] (a GRU's gates at batch 64 and 256 units
+//! are 16,384 values a time step).
 //!
 //! # Semantics (burn-ndarray's, operation for operation)
 //!
@@ -20,10 +21,11 @@
 //!   `powf(x, 3)`, as burn-ndarray's `powi_scalar` computes it.
 //!
 //! Every step is the IEEE f32 operation burn-ndarray's op runs (nothing is summed, Rust never
-//! contracts a multiply and an add), and `exp`, `ln`, `powf`, `tanh` and `erf` are the same
-//! calls, so the values equal burn-ndarray's bit for bit whatever the split.
+//! contracts a multiply and an add), and `exp`, `ln`, `erf` and `powf` are the same calls,
+//! `tanh` the call's bits ([`super::wide`]), so the values equal burn-ndarray's bit for bit
+//! whatever the split.
 
-use super::wide::{erf_in_place, tanh_in_place};
+use super::wide::tanh_in_place;
 use super::{HostView, to_row_major};
 use rayon::prelude::*;
 use std::borrow::Cow;
@@ -92,8 +94,8 @@ fn splits(n: usize) -> bool {
     n >= SPLIT_VALUES && rayon::current_num_threads() > 1
 }
 
-/// Values of a GELU pass's stages: each stage runs over a block before the next (the calls of
-/// `erf`, `powf` and `tanh` one by one, the arithmetic between them as vectors), the block's
+/// Values of a GELU pass's stages: each stage runs over a block before the next (the `erf` and
+/// `powf` calls one by one, `tanh` and the arithmetic between them as vectors), the block's
 /// intermediates in L1.
 const BLOCK: usize = 256;
 
@@ -152,12 +154,10 @@ fn gelu_run(run: &mut [f32]) {
     let [sqrt_2, one, two] = GELU_FORWARD;
     let mut erf = [0f32; BLOCK];
     for block in run.chunks_mut(BLOCK) {
-        let erf = &mut erf[..block.len()];
         for (e, &x) in erf.iter_mut().zip(block.iter()) {
-            *e = x / sqrt_2;
+            *e = erf_value(x / sqrt_2);
         }
-        erf_in_place(erf);
-        for (x, &e) in block.iter_mut().zip(erf.iter()) {
+        for (x, &e) in block.iter_mut().zip(&erf) {
             *x = (*x * (e + one)) / two;
         }
     }

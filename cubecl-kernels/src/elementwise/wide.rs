@@ -1,29 +1,35 @@
-//! burn-ndarray's `f64` tanh and error function of many `f32` values at once, bit for bit its
-//! scalar calls.
+//! `f64` functions of many `f32` values at once by vectors, bit for bit the scalar calls
+//! burn-ndarray makes: its tanh.
 //!
 //! burn-ndarray's tanh widens each value to `f64`, calls the host's `f64` tanh and rounds the
-//! result to `f32` ([`super::activation::tanh_value`]); its GELU's error function does the same
-//! with libm's `erf` ([`super::activation::erf_value`]). Those calls (glibc's tanh goes through
-//! `expm1`) were about a sixth of DeiT-Ti's training step on ndarray. [`tanh_in_place`] and
-//! [`erf_in_place`] compute the same `f64` functions by vectors instead ([`Tanh::wide`],
-//! [`Erf::wide`]: polynomials and an exponential without branches) and round them to `f32`.
+//! result to `f32` ([`super::activation::tanh_value`]). That call (glibc's goes through
+//! `expm1`) was about a seventh of DeiT-Ti's training step on ndarray. [`tanh_in_place`]
+//! computes the same `f64` function by vectors instead ([`Tanh::wide`]: a polynomial and an
+//! exponential without branches) and rounds it to `f32`.
 //!
 //! # Why the bits are the scalar call's
 //!
 //! An `f64` value rounds to the `f32` on its side of the nearest `f32` rounding midpoint, and
 //! where it lies relative to that midpoint shows in its 29 low significand bits (`2^28` is the
 //! midpoint). Each vector value lies within [`Wide::MEASURED_ULPS`] `f64` units in the last
-//! place of the `f64` function the scalar call rounds (at most 14; measured over every `f32`
-//! input on glibc, and any libm's tanh and libm's `erf` are within a unit or two of the true
-//! function), so wherever the vector value lies at least [`MARGIN`] units from a midpoint both
-//! round to the same `f32`. Values nearer a midpoint (under one in a hundred thousand),
+//! place of the `f64` function the scalar call rounds (14 for tanh; measured over every `f32`
+//! input on glibc, and any libm's tanh is within a unit or two of the true function), so
+//! wherever the vector value lies at least [`MARGIN`] units from a midpoint both round to the
+//! same `f32`. Values nearer a midpoint (under one in a million of all `f32` inputs),
 //! non-finite inputs and inputs below `2^-120` (results near `f32`'s subnormal range, where its
-//! midpoints lie elsewhere) take the scalar call. Tests: every `f32` input of both functions
+//! midpoints lie elsewhere) take the scalar call. Tests: every `f32` input
 //! (`every_f32_by_vectors_is_the_scalar_call_bit_for_bit`, ignored in the suite: about five
-//! minutes each on two cores in release), and in the suite a sweep of every exponent and the
-//! special values.
+//! minutes on two cores in release), and in the suite a sweep of every exponent and the special
+//! values.
+//!
+//! GELU's `erf` (libm's, `f64`) stays the scalar call: its series of positive terms
+//! (`2/√π · a · e^{−a²} · Σ (2a²)^n / (2n + 1)!!`, 60 terms to reach `f32`'s range of `erf`)
+//! gave the call's bits for every `f32` input but took longer by vectors than libm's call
+//! (about 6.6 % of the samples of DeiT-Ti's native step against libm's 4.3 %, `perf record`).
+//! `powf`'s `x³` stays the host's call: glibc's `powf` is not correctly rounded (its documented
+//! bound is 0.82 units of `f32`), so no vector value gives its bits on every libm.
 
-use super::activation::{erf_value, tanh_value};
+use super::activation::tanh_value;
 
 /// Values computed by vectors at a time: the lanes' `f64` values and flags stay in L1.
 const CHUNK: usize = 64;
@@ -58,17 +64,14 @@ pub fn tanh_in_place(values: &mut [f32]) {
     in_place::<Tanh>(values)
 }
 
-/// Each value `v` of `values` replaced by `erf_value(v)`, by vectors where the CPU has them.
-pub fn erf_in_place(values: &mut [f32]) {
-    in_place::<Erf>(values)
-}
-
 fn in_place<F: Wide>(values: &mut [f32]) {
     for chunk in values.chunks_mut(CHUNK) {
         let mut scalar = [false; CHUNK];
         vectors::<F>(chunk, &mut scalar);
-        for (v, _) in chunk.iter_mut().zip(scalar).filter(|(_, s)| *s) {
-            *v = F::scalar(*v);
+        if scalar.contains(&true) {
+            for (v, _) in chunk.iter_mut().zip(scalar).filter(|(_, s)| *s) {
+                *v = F::scalar(*v);
+            }
         }
     }
 }
@@ -175,53 +178,7 @@ impl Wide for Tanh {
     }
 }
 
-/// burn-ndarray's error function ([`erf_value`]: libm's `erf`).
-pub struct Erf;
-
-/// Terms of [`Erf::wide`]'s series: the rest is under `1e-17` of the sum at its cap, 4.
-const ERF_TERMS: usize = 60;
-
-/// `1 / (2n + 1)!!` for `n < ERF_TERMS`, the series' coefficients.
-const ERF_SERIES: [f64; ERF_TERMS] = {
-    let mut table = [1.0; ERF_TERMS];
-    let mut n = 1;
-    while n < ERF_TERMS {
-        table[n] = table[n - 1] / (2 * n + 1) as f64;
-        n += 1;
-    }
-    table
-};
-
-impl Wide for Erf {
-    const MEASURED_ULPS: u64 = 13;
-    const CAP: f64 = 4.0;
-
-    /// erf of `x` in `f64` by the series of positive terms
-    /// `erf(a) = 2/√π · a · e^{−a²} · Σ (2a²)^n / (2n + 1)!!` (no cancellation), `a = |x|`
-    /// capped at 4 (every `erf` from there on rounds to `±1` in `f32`: `1 − erf(4) ≈ 1.5e-8`,
-    /// under half of `f32`'s step below 1), the sign of `x` copied onto it.
-    #[inline(always)]
-    fn wide(x: f64) -> f64 {
-        const TWO_OVER_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
-        let a = x.abs().min(Self::CAP);
-        let (square, mut sum) = (a * a, 0f64);
-        let z = 2.0 * square;
-        for c in ERF_SERIES.iter().rev() {
-            sum = sum.mul_add(z, *c);
-        }
-        (TWO_OVER_SQRT_PI * a * exp_wide(-square) * sum).copysign(x)
-    }
-
-    fn scalar(x: f32) -> f32 {
-        erf_value(x)
-    }
-
-    fn exact(x: f64) -> f64 {
-        libm::erf(x)
-    }
-}
-
-/// `e^y` for `−16 ≤ y ≤ 40` without branches: `y = k·ln 2 + r` (`ln 2` in two parts, so
+/// `e^y` for `0 ≤ y ≤ 40` without branches: `y = k·ln 2 + r` (`ln 2` in two parts, so
 /// `k·ln 2` loses nothing), `e^r` by its Taylor polynomial to `r^13` (`|r| ≤ ln 2 / 2`), times
 /// `2^k` built from its exponent bits.
 #[inline(always)]
@@ -256,8 +213,8 @@ const INVERSE_FACTORIALS: [f64; 13] = {
 
 #[cfg(test)]
 mod tests {
-    use super::{Erf, MARGIN, Tanh, Wide, erf_in_place, in_place, near_midpoint, tanh_in_place};
-    use crate::elementwise::activation::{erf_value, tanh_value};
+    use super::{MARGIN, Tanh, Wide, in_place, near_midpoint, tanh_in_place};
+    use crate::elementwise::activation::tanh_value;
 
     /// `f32` values over every exponent: a stride through all bit patterns, both signs.
     fn sweep(stride: u32) -> Vec<f32> {
@@ -309,11 +266,6 @@ mod tests {
         matches_the_scalar_call(tanh_in_place, tanh_value);
     }
 
-    #[test]
-    fn erf_by_vectors_is_the_scalar_call_bit_for_bit() {
-        matches_the_scalar_call(erf_in_place, erf_value);
-    }
-
     /// The largest distance of `F::wide` from `F::exact` over finite inputs below `F::CAP`, in
     /// `f64` units in the last place, the signs checked equal.
     fn worst_distance<F: Wide>(values: impl Iterator<Item = f32>) -> u64 {
@@ -330,8 +282,6 @@ mod tests {
     fn the_wide_functions_are_within_their_measured_distance() {
         let tanh = worst_distance::<Tanh>(sweep(65_537).into_iter());
         assert!(tanh <= Tanh::MEASURED_ULPS, "tanh: {tanh} units");
-        let erf = worst_distance::<Erf>(sweep(65_537).into_iter());
-        assert!(erf <= Erf::MEASURED_ULPS, "erf: {erf} units");
     }
 
     #[test]
@@ -385,6 +335,5 @@ mod tests {
     #[ignore = "4.3 billion values a function: run on purpose"]
     fn every_f32_by_vectors_is_the_scalar_call_bit_for_bit() {
         every_f32::<Tanh>();
-        every_f32::<Erf>();
     }
 }
