@@ -38,15 +38,14 @@ const CHUNK: usize = 64;
 /// value near an `f32` rounding midpoint takes the scalar call instead.
 pub const MARGIN: u64 = 1 << 10;
 
-/// Inputs below this magnitude take the scalar call.
-const TINY: f64 = 7.52316384526264e-37; // 2^-120
+/// Inputs below this magnitude (`2^-120`) take the scalar call.
+const TINY: f64 = f64::from_bits((1023 - 120) << 52);
 
 /// An `f64` function of `f32` values computed by vectors, with the scalar call it stands for.
 pub trait Wide {
     /// The largest distance of [`Wide::wide`] from the `f64` function the scalar call rounds,
     /// over every finite `f32` input below [`Wide::CAP`], in `f64` units in the last place: far
-    /// inside
-    /// [`MARGIN`].
+    /// inside [`MARGIN`].
     const MEASURED_ULPS: u64;
     /// The magnitude from which [`Wide::wide`] computes the function at the cap (every `f32`
     /// the function rounds to there is the cap's).
@@ -223,8 +222,9 @@ mod tests {
             .collect()
     }
 
-    /// The sweep, the special values, each function's own edges and a dense stretch of the
-    /// range that matters to GELU, `by_vectors` of them against `scalar` bit for bit.
+    /// The sweep, the special values, the edges of tanh's two forms and its cap, and a dense
+    /// stretch of the range that matters to GELU, `by_vectors` of them against `scalar` bit
+    /// for bit.
     fn matches_the_scalar_call(by_vectors: fn(&mut [f32]), scalar: fn(f32) -> f32) {
         let mut values = sweep(4_099);
         values.extend([
@@ -242,10 +242,6 @@ mod tests {
             0.124_999_99,
             0.125_000_01,
             -0.125,
-            3.919_0,
-            4.0,
-            4.000_000_5,
-            -3.999_999_8,
             9.010_913,
             20.0,
             -20.000_002,
