@@ -585,8 +585,7 @@ impl<B: KernelBackend> DecoratorOps<B> for Approx {
         let cfg = tensor.config;
         let out = match cfg.conv() {
             ConvRoute::Burn => B::float_reshape(tensor.inner, shape),
-            _ => elementwise::reshape::<B>(tensor.inner, &shape)
-                .unwrap_or_else(|t| B::float_reshape(t, shape)),
+            _ => elementwise::reshape::<B>(tensor.inner, shape),
         };
         Wrapped::new(out, cfg)
     }

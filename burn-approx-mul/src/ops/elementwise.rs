@@ -40,16 +40,13 @@ fn on_device_of<B: KernelBackend>(
     B::float_from_data(TensorData::new(values, shape), &device)
 }
 
-/// `t` reshaped to `shape` on the host: a row-major tensor in place
-/// ([`KernelBackend::float_reshape_view`]: burn-ndarray copies it), a strided host view copied
-/// in row-major order (in place of burn-ndarray's value-by-value walk); anything else is handed
-/// back.
-pub(crate) fn reshape<B: KernelBackend>(
-    t: FloatTensor<B>,
-    shape: &Shape,
-) -> Result<FloatTensor<B>, FloatTensor<B>> {
+/// `t` reshaped to `shape` on the GEMM routes (`ApproxMul::float_reshape`, the linear layers'
+/// rows): a row-major host tensor in place ([`KernelBackend::float_reshape_view`]: burn-ndarray
+/// copies it), a strided host view copied in row-major order (in place of burn-ndarray's
+/// value-by-value walk), anything else by the backend's own reshape.
+pub(crate) fn reshape<B: KernelBackend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
     let t = match B::float_reshape_view(t, shape.as_slice()) {
-        Ok(view) => return Ok(view),
+        Ok(view) => return view,
         Err(t) => t,
     };
     let values = match B::float_host_view(&t) {
@@ -60,8 +57,8 @@ pub(crate) fn reshape<B: KernelBackend>(
         _ => None,
     };
     match values {
-        Some(values) => Ok(on_device_of::<B>(&t, values, shape.clone())),
-        None => Err(t),
+        Some(values) => on_device_of::<B>(&t, values, shape),
+        None => B::float_reshape(t, shape),
     }
 }
 

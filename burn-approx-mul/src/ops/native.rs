@@ -416,9 +416,7 @@ pub(crate) fn linear<B: KernelBackend>(
 ) -> (FloatTensor<B>, Option<String>) {
     let product = |l, r| cubecl_kernels::matmul::matmul::<B>(kernel, l, r).0;
     // the GEMM routes' reshape (`ApproxMul::float_reshape`): in place or copied on the host
-    fn reshape<B: KernelBackend>(t: FloatTensor<B>, shape: Shape) -> FloatTensor<B> {
-        super::elementwise::reshape::<B>(t, &shape).unwrap_or_else(|t| B::float_reshape(t, shape))
-    }
+    use super::elementwise::reshape;
     fn rows<B: KernelBackend>(t: FloatTensor<B>) -> (FloatTensor<B>, Shape) {
         let s = t.shape();
         let d = s[s.num_dims() - 1];

@@ -4,14 +4,14 @@
 //! burn-ndarray's tanh widens each value to `f64`, calls the host's `f64` tanh and rounds the
 //! result to `f32` ([`super::activation::tanh_value`]). That call (glibc's goes through
 //! `expm1`) was about a seventh of DeiT-Ti's training step on ndarray. [`tanh_in_place`]
-//! computes the same `f64` function by vectors instead ([`Tanh::wide`]: a polynomial and an
+//! computes the same `f64` function by vectors instead ([`tanh_wide`]: a polynomial and an
 //! exponential without branches) and rounds it to `f32`.
 //!
 //! # Why the bits are the scalar call's
 //!
 //! An `f64` value rounds to the `f32` on its side of the nearest `f32` rounding midpoint, and
 //! where it lies relative to that midpoint shows in its 29 low significand bits (`2^28` is the
-//! midpoint). Each vector value lies within [`Wide::MEASURED_ULPS`] `f64` units in the last
+//! midpoint). Each vector value lies within [`MEASURED_ULPS`] `f64` units in the last
 //! place of the `f64` function the scalar call rounds (14 for tanh; measured over every `f32`
 //! input on glibc, and any libm's tanh is within a unit or two of the true function), so
 //! wherever the vector value lies at least [`MARGIN`] units from a midpoint both round to the
@@ -41,77 +41,64 @@ pub const MARGIN: u64 = 1 << 10;
 /// Inputs below this magnitude (`2^-120`) take the scalar call.
 const TINY: f64 = f64::from_bits((1023 - 120) << 52);
 
-/// An `f64` function of `f32` values computed by vectors, with the scalar call it stands for.
-pub trait Wide {
-    /// The largest distance of [`Wide::wide`] from the `f64` function the scalar call rounds,
-    /// over every finite `f32` input below [`Wide::CAP`], in `f64` units in the last place: far
-    /// inside [`MARGIN`].
-    const MEASURED_ULPS: u64;
-    /// The magnitude from which [`Wide::wide`] computes the function at the cap (every `f32`
-    /// the function rounds to there is the cap's).
-    const CAP: f64;
-    /// The function of the widened value, without branches; meaningless for non-finite inputs.
-    fn wide(x: f64) -> f64;
-    /// The scalar call whose bits the vectors give.
-    fn scalar(x: f32) -> f32;
-    /// The `f64` function the scalar call rounds to `f32`.
-    fn exact(x: f64) -> f64;
-}
+/// The largest distance of [`tanh_wide`] from the host's `f64` tanh over every finite `f32`
+/// input below [`TANH_CAP`], in `f64` units in the last place (glibc; test
+/// `every_f32_by_vectors_is_the_scalar_call_bit_for_bit`): far inside [`MARGIN`].
+pub const MEASURED_ULPS: u64 = 14;
+
+/// The magnitude from which [`tanh_wide`] computes `tanh(20)`: past it tanh rounds to `±1`.
+pub const TANH_CAP: f64 = 20.0;
 
 /// Each value `v` of `values` replaced by `tanh_value(v)`, by vectors where the CPU has them.
 pub fn tanh_in_place(values: &mut [f32]) {
-    in_place::<Tanh>(values)
-}
-
-fn in_place<F: Wide>(values: &mut [f32]) {
     for chunk in values.chunks_mut(CHUNK) {
         let mut scalar = [false; CHUNK];
-        vectors::<F>(chunk, &mut scalar);
+        vectors(chunk, &mut scalar);
         if scalar.contains(&true) {
             for (v, _) in chunk.iter_mut().zip(scalar).filter(|(_, s)| *s) {
-                *v = F::scalar(*v);
+                *v = tanh_value(*v);
             }
         }
     }
 }
 
-/// The vector pass over one chunk: each value's rounded [`Wide::wide`] where it is exact,
+/// The vector pass over one chunk: each value's rounded [`tanh_wide`] where it is exact,
 /// `scalar` set where the scalar call must give it (the value left as it was).
-fn vectors<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+fn vectors(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F (checked just above).
-            unsafe { vectors_avx512::<F>(chunk, scalar) };
+            unsafe { vectors_avx512(chunk, scalar) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA (checked just above).
-            unsafe { vectors_avx2::<F>(chunk, scalar) };
+            unsafe { vectors_avx2(chunk, scalar) };
             return;
         }
     }
-    vectors_plain::<F>(chunk, scalar)
+    vectors_plain(chunk, scalar)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn vectors_avx512<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
-    vectors_plain::<F>(chunk, scalar)
+fn vectors_avx512(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    vectors_plain(chunk, scalar)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn vectors_avx2<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
-    vectors_plain::<F>(chunk, scalar)
+fn vectors_avx2(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+    vectors_plain(chunk, scalar)
 }
 
 #[inline(always)]
-fn vectors_plain<F: Wide>(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
+fn vectors_plain(chunk: &mut [f32], scalar: &mut [bool; CHUNK]) {
     let mut wide = [0f64; CHUNK];
     for (w, &v) in wide.iter_mut().zip(chunk.iter()) {
-        *w = F::wide(v as f64);
+        *w = tanh_wide(v as f64);
     }
     for ((v, s), &w) in chunk.iter_mut().zip(scalar.iter_mut()).zip(&wide) {
         let a = (*v as f64).abs();
@@ -131,50 +118,34 @@ pub fn near_midpoint(w: f64, margin: u64) -> bool {
     (w.to_bits().wrapping_add(margin.wrapping_sub(1 << 28)) & LOW) < 2 * margin
 }
 
-/// burn-ndarray's tanh ([`tanh_value`]).
-pub struct Tanh;
-
-/// Below this magnitude [`Tanh::wide`] takes the Taylor polynomial, above it the exponential
+/// Below this magnitude [`tanh_wide`] takes the Taylor polynomial, above it the exponential
 /// form.
 pub const SMALL: f64 = 0.125;
 
-impl Wide for Tanh {
-    const MEASURED_ULPS: u64 = 14;
-    const CAP: f64 = 20.0;
-
-    /// tanh of `x` in `f64`, every lane both ways: an odd Taylor polynomial to `x^15` below
-    /// [`SMALL`] (the next term is under `2^-58` of the value), `1 − 2 / (e^{2|x|} + 1)` above
-    /// it with `|x|` capped at 20 (past it tanh rounds to 1), the sign of `x` copied onto
-    /// either.
-    #[inline(always)]
-    fn wide(x: f64) -> f64 {
-        // tanh's Taylor coefficients of x³ … x^15
-        const T: [f64; 7] = [
-            -1.0 / 3.0,
-            2.0 / 15.0,
-            -17.0 / 315.0,
-            62.0 / 2835.0,
-            -1382.0 / 155925.0,
-            21844.0 / 6081075.0,
-            -929569.0 / 638512875.0,
-        ];
-        let a = x.abs();
-        let z = a * a;
-        let series = T[3] + z * (T[4] + z * (T[5] + z * T[6]));
-        let small = a + a * (z * (T[0] + z * (T[1] + z * (T[2] + z * series))));
-        let e = exp_wide(2.0 * a.min(Self::CAP));
-        let large = 1.0 - 2.0 / (e + 1.0);
-        let t = if a < SMALL { small } else { large };
-        t.copysign(x)
-    }
-
-    fn scalar(x: f32) -> f32 {
-        tanh_value(x)
-    }
-
-    fn exact(x: f64) -> f64 {
-        x.tanh()
-    }
+/// burn-ndarray's tanh in `f64` without branches, every lane both ways: an odd Taylor polynomial to `x^15` below
+/// [`SMALL`] (the next term is under `2^-58` of the value), `1 − 2 / (e^{2|x|} + 1)` above
+/// it with `|x|` capped at 20 (past it tanh rounds to 1), the sign of `x` copied onto
+/// either.
+#[inline(always)]
+pub fn tanh_wide(x: f64) -> f64 {
+    // tanh's Taylor coefficients of x³ … x^15
+    const T: [f64; 7] = [
+        -1.0 / 3.0,
+        2.0 / 15.0,
+        -17.0 / 315.0,
+        62.0 / 2835.0,
+        -1382.0 / 155925.0,
+        21844.0 / 6081075.0,
+        -929569.0 / 638512875.0,
+    ];
+    let a = x.abs();
+    let z = a * a;
+    let series = T[3] + z * (T[4] + z * (T[5] + z * T[6]));
+    let small = a + a * (z * (T[0] + z * (T[1] + z * (T[2] + z * series))));
+    let e = exp_wide(2.0 * a.min(TANH_CAP));
+    let large = 1.0 - 2.0 / (e + 1.0);
+    let t = if a < SMALL { small } else { large };
+    t.copysign(x)
 }
 
 /// `e^y` for `0 ≤ y ≤ 40` without branches: `y = k·ln 2 + r` (`ln 2` in two parts, so
@@ -212,7 +183,7 @@ const INVERSE_FACTORIALS: [f64; 13] = {
 
 #[cfg(test)]
 mod tests {
-    use super::{MARGIN, Tanh, Wide, in_place, near_midpoint, tanh_in_place};
+    use super::{MARGIN, MEASURED_ULPS, TANH_CAP, near_midpoint, tanh_in_place, tanh_wide};
     use crate::elementwise::activation::tanh_value;
 
     /// `f32` values over every exponent: a stride through all bit patterns, both signs.
@@ -262,12 +233,12 @@ mod tests {
         matches_the_scalar_call(tanh_in_place, tanh_value);
     }
 
-    /// The largest distance of `F::wide` from `F::exact` over finite inputs below `F::CAP`, in
+    /// The largest distance of [`tanh_wide`] from the host's tanh over inputs below the cap, in
     /// `f64` units in the last place, the signs checked equal.
-    fn worst_distance<F: Wide>(values: impl Iterator<Item = f32>) -> u64 {
+    fn worst_distance(values: impl Iterator<Item = f32>) -> u64 {
         let mut worst = 0;
-        for v in values.filter(|v| (v.abs() as f64) < F::CAP) {
-            let (fast, exact) = (F::wide(v as f64), F::exact(v as f64));
+        for v in values.filter(|v| (v.abs() as f64) < TANH_CAP) {
+            let (fast, exact) = (tanh_wide(v as f64), (v as f64).tanh());
             assert_eq!(fast.is_sign_negative(), exact.is_sign_negative(), "{v}");
             worst = worst.max(fast.to_bits().abs_diff(exact.to_bits()));
         }
@@ -276,8 +247,8 @@ mod tests {
 
     #[test]
     fn the_wide_functions_are_within_their_measured_distance() {
-        let tanh = worst_distance::<Tanh>(sweep(65_537).into_iter());
-        assert!(tanh <= Tanh::MEASURED_ULPS, "tanh: {tanh} units");
+        let tanh = worst_distance(sweep(65_537).into_iter());
+        assert!(tanh <= MEASURED_ULPS, "tanh: {tanh} units");
     }
 
     #[test]
@@ -295,9 +266,9 @@ mod tests {
         assert!(!near_midpoint(f64::from_bits(1f64.to_bits() - 1), margin));
     }
 
-    /// Every `f32` bit pattern through `F`'s vectors against its scalar call, and `F::wide`'s
-    /// largest distance from `F::exact`.
-    fn every_f32<F: Wide>() {
+    /// Every `f32` bit pattern through the vectors against the scalar call, and
+    /// [`tanh_wide`]'s largest distance from the host's tanh.
+    fn every_f32() {
         use rayon::prelude::*;
         let (worst, scalar) = (0..1u32 << 16)
             .into_par_iter()
@@ -306,9 +277,9 @@ mod tests {
                     .map(|low| f32::from_bits((high << 16) | low))
                     .collect();
                 let mut values = inputs.clone();
-                in_place::<F>(&mut values);
+                tanh_in_place(&mut values);
                 for (&v, &got) in inputs.iter().zip(&values) {
-                    let want = F::scalar(v);
+                    let want = tanh_value(v);
                     assert_eq!(
                         got.to_bits(),
                         want.to_bits(),
@@ -317,12 +288,12 @@ mod tests {
                 }
                 let near = inputs
                     .iter()
-                    .filter(|v| near_midpoint(F::wide(**v as f64), MARGIN));
-                (worst_distance::<F>(inputs.iter().copied()), near.count())
+                    .filter(|v| near_midpoint(tanh_wide(**v as f64), MARGIN));
+                (worst_distance(inputs.iter().copied()), near.count())
             })
             .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1 + b.1));
         println!("worst {worst} units; {scalar} values near a midpoint");
-        assert!(worst <= F::MEASURED_ULPS, "{worst} units");
+        assert!(worst <= MEASURED_ULPS, "{worst} units");
     }
 
     /// `cargo test --release -p cubecl-kernels --lib -- --ignored every_f32`: about five minutes
@@ -330,6 +301,6 @@ mod tests {
     #[test]
     #[ignore = "4.3 billion values a function: run on purpose"]
     fn every_f32_by_vectors_is_the_scalar_call_bit_for_bit() {
-        every_f32::<Tanh>();
+        every_f32();
     }
 }
