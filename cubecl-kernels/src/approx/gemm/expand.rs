@@ -303,14 +303,19 @@ impl Plan {
         let (by_expanded, by_packed) = (&self.by_expanded[..], &self.by_packed);
         expanded.check(batch, k);
         let rows = packed.rows;
-        // a plan of fewer packed rows than the expansion needs runs every task directly; with
-        // AVX2 it reads the lanes in place (`avx2::direct_in_place`)
-        let in_place = build == Build::Avx2 && rows < min_rows;
+        let lanes = expanded.rows;
+        // a plan of fewer packed rows than the expansion needs runs every task directly, the
+        // lanes read in place (`avx2::direct_in_place`, `avx512::direct_task`)
+        let in_place = match build {
+            Build::Avx2 => rows < min_rows,
+            #[cfg(target_arch = "x86_64")]
+            Build::Avx512 => direct(rows, bits, build, lanes) && avx512::in_place(&expanded),
+            _ => false,
+        };
         let (e_keys, e_scales) = match in_place {
             true => Default::default(),
             false => expanded.pack_lanes([batch, k], bits, build),
         };
-        let lanes = expanded.rows;
         let panels = lanes.div_ceil(LANES);
         // tasks: (batch entry, panel, block of rows); rows split only when the panels alone leave
         // threads idle (each block expands the table again), never below `min_rows`
@@ -349,12 +354,19 @@ impl Plan {
             let at = bt * k * lanes;
             with_sums((r1 - r0) * cols, |sums| {
                 let dims = [k, lanes, p * LANES];
-                match in_place {
+                match (in_place, build) {
                     // SAFETY: `Build::of` chose the AVX2 build: the CPU supports AVX2 and FMA.
                     #[cfg(target_arch = "x86_64")]
-                    true => unsafe {
+                    (true, Build::Avx2) => unsafe {
                         let sum = (bits, sum == Sum::Fused);
                         avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, sum, sums)
+                    },
+                    // SAFETY: `Build::of` chose the AVX-512 build: the CPU supports AVX-512F;
+                    // `expanded` passed `avx512::in_place`.
+                    #[cfg(target_arch = "x86_64")]
+                    (true, _) => unsafe {
+                        let sum = (bits, sum == Sum::Fused);
+                        avx512::direct_task(a, (expanded, bt), dims, &by_packed.0, sum, sums)
                     },
                     _ => task(
                         a,

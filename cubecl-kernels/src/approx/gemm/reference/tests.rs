@@ -261,22 +261,24 @@ fn the_table_expansion_gives_the_per_product_bits() {
         assert_eq!(sum, Some(expand::Sum::Fused), "m = {bits}");
         every_build(&lhs, &rhs, wide, "lhs expanded");
         // few rows against a partial vector and against a partial pair (with AVX-512 and with
-        // AVX2 they run without expanded tables, `expand::direct`), each way round; with AVX2
-        // also the most rows that run directly
+        // AVX2 they run without expanded tables, `expand::direct`, the lanes read in place, in
+        // chunks of steps with AVX-512: `k` past two of them, not a whole number), each way
+        // round; with AVX2 also the most rows that run directly
         let few = ((1usize << bits) / 4).max(1);
         let most = expand::min_rows(bits, expand::Build::Avx2, 20) - 1;
         assert!(expand::direct(few, bits, expand::Build::Avx512, 20));
         assert!(expand::direct(most, bits, expand::Build::Avx2, 20));
         assert!(!expand::direct(most + 1, bits, expand::Build::Avx2, 20));
         for (few, lanes) in [(few, 9), (few, 20), (most, 20), (5, 6)] {
-            let lhs = crate::approx::host::binades(2 * few * 37, 29, 60);
-            let rhs = crate::approx::host::binades(2 * 37 * lanes, 31, 60);
-            every_build(&lhs, &rhs, [2, few, 37, lanes], "few lhs rows");
+            let k = 150;
+            let lhs = crate::approx::host::binades(2 * few * k, 29, 60);
+            let rhs = crate::approx::host::binades(2 * k * lanes, 31, 60);
+            every_build(&lhs, &rhs, [2, few, k, lanes], "few lhs rows");
             let (lhs, rhs) = (
-                crate::approx::host::binades(2 * lanes * 37, 37, 60),
-                crate::approx::host::binades(2 * 37 * few, 41, 60),
+                crate::approx::host::binades(2 * lanes * k, 37, 60),
+                crate::approx::host::binades(2 * k * few, 41, 60),
             );
-            every_build(&lhs, &rhs, [2, lanes, 37, few], "few rhs columns");
+            every_build(&lhs, &rhs, [2, lanes, k, few], "few rhs columns");
         }
         if bits == 7 {
             // packed rows past a task's cached sums (256 KiB: 4096 rows of one vector), split
