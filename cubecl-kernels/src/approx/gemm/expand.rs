@@ -197,6 +197,10 @@ pub(super) struct Plan {
     /// side's with its row stride (the AVX-512 build's, padded for whole-vector permutes).
     by_expanded: Arc<[f32]>,
     by_packed: (Arc<[f32]>, usize),
+    /// The table by the packed side's key as bytes (`avx512::BYTE_ROW` a row), for the AVX-512
+    /// build's direct tasks where the CPU has byte permutes ([`build::bytes_available`]) and
+    /// every entry packs into a byte (`m ≤ 7`: every table Algorithm 1 builds).
+    bytes: Option<Arc<[u8]>>,
 }
 
 impl Plan {
@@ -246,6 +250,13 @@ impl Plan {
             (&layouts.by_rhs, &layouts.packed_lhs)
         };
         let (by_expanded, by_packed) = (by_expanded.clone(), (by_packed.clone(), layouts.stride));
+        let bytes = match transposed_product {
+            false => &layouts.bytes_lhs,
+            true => &layouts.bytes_rhs,
+        };
+        let bytes = bytes
+            .clone()
+            .filter(|_| build == Build::Avx512 && build::bytes_available());
         Some(Self {
             dims,
             transposed: transposed_product,
@@ -255,6 +266,7 @@ impl Plan {
             min_rows,
             by_expanded,
             by_packed,
+            bytes,
         })
     }
 
@@ -309,7 +321,7 @@ impl Plan {
         let in_place = match build {
             Build::Avx2 => rows < min_rows,
             #[cfg(target_arch = "x86_64")]
-            Build::Avx512 => direct(rows, bits, build, lanes) && avx512::in_place(&expanded),
+            Build::Avx512 => direct(rows, bits, build, lanes) && avx512::fits(&expanded),
             _ => false,
         };
         let (e_keys, e_scales) = match in_place {
@@ -362,11 +374,13 @@ impl Plan {
                         avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, sum, sums)
                     },
                     // SAFETY: `Build::of` chose the AVX-512 build: the CPU supports AVX-512F;
-                    // `expanded` passed `avx512::in_place`.
+                    // `expanded` passed `avx512::fits`; the plan holds the table's bytes only
+                    // where the CPU supports AVX-512 VBMI and BW.
                     #[cfg(target_arch = "x86_64")]
                     (true, _) => unsafe {
                         let sum = (bits, sum == Sum::Fused);
-                        avx512::direct_task(a, (expanded, bt), dims, &by_packed.0, sum, sums)
+                        let tables = (&by_packed.0[..], self.bytes.as_deref());
+                        avx512::direct_task(a, (expanded, bt), dims, tables, sum, sums)
                     },
                     _ => task(
                         a,
@@ -596,7 +610,7 @@ pub(super) use band::exponent_range;
 pub(super) use band::{Sum, expands};
 pub(super) use build::Build;
 #[cfg(test)]
-pub(super) use build::{builds_here, with_widest};
+pub(super) use build::{builds_here, with_byte_tables, with_widest};
 
 /// The AVX2 build: expanded rows by transposes, sums in registers.
 #[cfg(target_arch = "x86_64")]

@@ -2,8 +2,12 @@
 //! the lanes' table columns from `m = 7` on), the rows' sums in registers, four rows at a
 //! time.
 
-use super::{LANES, Operand, Rows, STEPS};
+use super::{Operand, Rows, STEPS};
 use std::arch::x86_64::*;
+
+/// Tasks of few rows, without expanded tables.
+mod direct;
+pub(super) use direct::fits;
 
 /// Rows a block adds at once (independent chains of multiply-adds).
 const ROWS: usize = 4;
@@ -176,22 +180,23 @@ pub(super) unsafe fn task(
 }
 
 /// A task of few rows ([`super::direct`]) with its lanes read in place: `expanded`'s batch
-/// entry `bt` ([`direct_in_place`]; `expanded` must pass [`in_place`]). `by_packed`, `bits` and
-/// `fused` as for [`task`].
+/// entry `bt` (`direct::in_place`; `expanded` must pass [`fits`]). `bytes`: the table by the
+/// packed side's key as bytes (`layouts::BYTE_ROW` a row), where the CPU supports AVX-512 VBMI and
+/// BW. `by_packed`, `bits` and `fused` as for [`task`].
 ///
 /// # Safety
-/// The CPU must support AVX-512F.
+/// The CPU must support AVX-512F, and AVX-512 VBMI and BW where `bytes` is given.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn direct_task(
     a: Rows<'_>,
     expanded: (Operand<'_>, usize),
     dims: [usize; 3],
-    by_packed: &[f32],
+    (by_packed, bytes): (&[f32], Option<&[u8]>),
     (bits, fused): (u32, bool),
     sums: &mut [f32],
 ) {
     let tables = (&[][..], by_packed);
-    let b = Lanes::InPlace(expanded.0, expanded.1);
+    let b = Lanes::InPlace(expanded.0, expanded.1, bytes);
     match fused {
         true => task_bits::<true>(a, b, dims, tables, bits, sums),
         false => task_bits::<false>(a, b, dims, tables, bits, sums),
@@ -203,8 +208,9 @@ pub(super) unsafe fn direct_task(
 enum Lanes<'a> {
     /// Packed keys and scales, `[k][n]`.
     Packed(&'a [u32], &'a [f32]),
-    /// In place from an operand's batch entry (a direct task: [`direct_in_place`]).
-    InPlace(Operand<'a>, usize),
+    /// In place from an operand's batch entry (a direct task: `direct::in_place`), with the
+    /// table as bytes where the byte permutes run.
+    InPlace(Operand<'a>, usize, Option<&'a [u8]>),
 }
 
 /// [`task`] for one table width and panel width (the sums' vectors a row).
@@ -253,13 +259,14 @@ fn task_g<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
     assert_eq!(cols, 16 * V, "expansion sums");
     let few = super::direct(a.r1 - a.r0, BITS, super::Build::Avx512, lanes);
     let (b_keys, b_scales) = match b {
-        Lanes::InPlace(expanded, bt) => {
+        Lanes::InPlace(expanded, bt, bytes) => {
             assert!(few, "an in-place task runs directly");
-            let b = (expanded, bt);
-            return direct_in_place::<G, V, BITS, FUSED>(a, b, [k, n, c0], by_packed, sums);
+            let (b, tables) = ((expanded, bt), (by_packed, bytes));
+            return direct::in_place::<G, V, BITS, FUSED>(a, b, [k, n, c0], tables, sums);
         }
         Lanes::Packed(keys, scales) if few => {
-            return direct::<G, V, BITS, FUSED>(a, (keys, scales), [k, n, c0], by_packed, sums);
+            let b = (keys, scales);
+            return direct::packed::<G, V, BITS, FUSED>(a, b, [k, n, c0], by_packed, sums);
         }
         Lanes::Packed(keys, scales) => (keys, scales),
     };
@@ -381,154 +388,6 @@ fn lanes_at<const V: usize>(
         }
     }
     (kbs, sbs, bit_masks)
-}
-
-/// A task of few rows ([`super::direct`]) without expanded tables, its lanes' keys and scales
-/// packed (`[k][n]` from column `c0`): [`direct_steps`] over every step.
-#[target_feature(enable = "avx512f")]
-fn direct<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
-    a: Rows<'_>,
-    b: (&[u32], &[f32]),
-    [k, n, c0]: [usize; 3],
-    by_packed: &[f32],
-    sums: &mut [f32],
-) {
-    let lanes = (n - c0).min(LANES);
-    let at = |kk: usize| lanes_at::<V>(b, kk * n + c0, lanes);
-    direct_steps::<G, V, BITS, FUSED>(&a, [0, k], by_packed, sums, at);
-}
-
-/// Steps of a direct task whose lanes are read in place ([`direct_in_place`]) a chunk at a
-/// time: their keys and scales (16 KiB at 32 lanes) stay in L1 while every group of rows adds
-/// them.
-const CHUNK: usize = 64;
-
-/// [`direct`] with the lanes read in place: the panel's lanes, `expanded`'s rows from `c0` (of
-/// batch entry `bt`), gathered [`CHUNK`] steps at a time and split into keys and scales (no
-/// packed copy of the whole side: LeNet-5's conv1 weight gradient packed 1.25 M values, by
-/// runs of its five taps in a row, with a zeroed allocation a chunk of `k`). The same products
-/// in the same order. `expanded`'s values must lie below `i32::MAX` (the gathers' offsets;
-/// [`in_place`]).
-#[target_feature(enable = "avx512f")]
-fn direct_in_place<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
-    a: Rows<'_>,
-    (expanded, bt): (Operand<'_>, usize),
-    [k, n, c0]: [usize; 3],
-    by_packed: &[f32],
-    sums: &mut [f32],
-) {
-    let lanes = (n - c0).min(LANES);
-    assert!(
-        in_place(&expanded) && lanes <= 16 * V && c0 + lanes <= expanded.rows,
-        "in-place direct task"
-    );
-    // the lanes' offsets from a step's value of entry `bt` (padded lanes: none, masked off)
-    let base = expanded.base + bt * expanded.batch;
-    let offsets: [__m512i; V] = std::array::from_fn(|v| {
-        let at: [i32; 16] = std::array::from_fn(|l| match 16 * v + l < lanes {
-            true => expanded.row.at(c0 + 16 * v + l) as i32,
-            false => 0,
-        });
-        // SAFETY: 16 values of an array of 16.
-        unsafe { _mm512_loadu_si512(at.as_ptr().cast()) }
-    });
-    let live: [__mmask16; V] = std::array::from_fn(|v| {
-        let live = lanes.saturating_sub(16 * v).min(16);
-        ((1u32 << live) - 1) as __mmask16
-    });
-    let shift = _mm_cvtsi32_si128((23 - BITS) as i32);
-    let key_mask = _mm512_set1_epi32(((1u32 << BITS) - 1) as i32);
-    let scale_mask = _mm512_set1_epi32(0xff80_0000u32 as i32);
-    let mut keys = [[0u32; LANES]; CHUNK];
-    let mut scales = [[0f32; LANES]; CHUNK];
-    for k0 in (0..k).step_by(CHUNK) {
-        let k1 = (k0 + CHUNK).min(k);
-        for (kk, (keys, scales)) in (k0..k1).zip(keys.iter_mut().zip(&mut scales)) {
-            let step = base + expanded.step.at(kk);
-            assert!(
-                step + expanded.row.last(c0 + lanes) < expanded.x.len(),
-                "in-place direct task"
-            );
-            for v in 0..V {
-                // SAFETY: the live lanes read `x[step + row(c0 + l)]`, inside `x` (asserted);
-                // the stores write 16 values of arrays of 16 · V.
-                unsafe {
-                    let x = expanded.x.as_ptr().add(step).cast::<i32>();
-                    let zero = _mm512_setzero_si512();
-                    let bits = _mm512_mask_i32gather_epi32::<4>(zero, live[v], offsets[v], x);
-                    let key = _mm512_and_si512(_mm512_srl_epi32(bits, shift), key_mask);
-                    let scale = _mm512_and_si512(bits, scale_mask);
-                    _mm512_storeu_si512(keys.as_mut_ptr().add(16 * v).cast(), key);
-                    _mm512_storeu_si512(scales.as_mut_ptr().add(16 * v).cast(), scale);
-                }
-            }
-        }
-        let (keys, scales) = (keys.as_flattened(), scales.as_flattened());
-        let at = |kk: usize| lanes_at::<V>((keys, scales), (kk - k0) * LANES, lanes);
-        direct_steps::<G, V, BITS, FUSED>(&a, [k0, k1], by_packed, sums, at);
-    }
-}
-
-/// Whether a direct task may read `expanded` in place ([`direct_in_place`]): its values' offsets
-/// fit the gathers' 32-bit ones.
-pub(super) fn in_place(expanded: &Operand<'_>) -> bool {
-    expanded.x.len() <= i32::MAX as usize
-}
-
-/// Steps `k0..k1` of a task of few rows without expanded tables: at each step, each row's
-/// entry picked from its key's table row by the lanes' keys (`lanes(kk)`: keys, scales and key
-/// bits 5-7, as [`lanes_at`] gives them), as an expanded entry is, times the lanes' scales,
-/// times the row's scale, added to its sums in registers (from `+0` at `k0 = 0`, else from
-/// `sums`); four rows at a time over the steps. The same products in the same order as the
-/// expansion.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn direct_steps<const G: usize, const V: usize, const BITS: u32, const FUSED: bool>(
-    a: &Rows<'_>,
-    [k0, k1]: [usize; 2],
-    by_packed: &[f32],
-    sums: &mut [f32],
-    lanes: impl Fn(usize) -> ([__m512i; V], [__m512; V], [[__mmask16; 3]; V]),
-) {
-    let rows = a.r1 - a.r0;
-    assert!(
-        sums.len() == rows * 16 * V && by_packed.len() >= (1 << BITS) * 16 * G,
-        "expansion sums"
-    );
-    for i0 in (0..rows).step_by(ROWS) {
-        let live = ROWS.min(rows - i0);
-        let at = |j: usize, v: usize| (i0 + j) * 16 * V + 16 * v;
-        let mut acc = [[_mm512_setzero_ps(); V]; ROWS];
-        if k0 > 0 {
-            for (j, acc) in acc.iter_mut().enumerate().take(live) {
-                for (v, acc) in acc.iter_mut().enumerate() {
-                    // SAFETY: 16 values of row i0 + j's sums (`rows · 16 · V`, asserted).
-                    *acc = unsafe { _mm512_loadu_ps(sums.as_ptr().add(at(j, v))) };
-                }
-            }
-        }
-        for kk in k0..k1 {
-            let (kbs, sbs, bit_masks) = lanes(kk);
-            for (j, acc) in acc.iter_mut().enumerate().take(live) {
-                let (scale, key) = super::split(a.p.at(a.bt, a.r0 + i0 + j, kk).to_bits(), BITS);
-                let scale = _mm512_set1_ps(scale);
-                let row = &by_packed[key * 16 * G..(key + 1) * 16 * G];
-                // SAFETY: G vectors of 16 within the row's 16·G entries.
-                let r: [__m512; G] =
-                    std::array::from_fn(|g| unsafe { _mm512_loadu_ps(row.as_ptr().add(16 * g)) });
-                for (v, acc) in acc.iter_mut().enumerate() {
-                    let e = _mm512_mul_ps(lookup::<G>(&r, kbs[v], &bit_masks[v]), sbs[v]);
-                    *acc = add_product::<FUSED>(*acc, scale, e);
-                }
-            }
-        }
-        for (j, acc) in acc.iter().enumerate().take(live) {
-            for (v, &acc) in acc.iter().enumerate() {
-                // SAFETY: 16 values of row i0 + j's sums (`rows · 16 · V` values, asserted).
-                unsafe { _mm512_storeu_ps(sums.as_mut_ptr().add(at(j, v)), acc) };
-            }
-        }
-    }
 }
 
 /// Each value's scale and key ([`super::split`]), 16 values at a time (the expanded side's

@@ -56,10 +56,39 @@ fn fma_available() -> bool {
     }
 }
 
+/// Whether the CPU has AVX-512 VBMI and BW (byte permutes): the AVX-512 build's direct tasks
+/// then pick the table's entries as bytes (`avx512/direct.rs`).
+pub(super) fn bytes_available() -> bool {
+    #[cfg(test)]
+    if !BYTES.get() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512vbmi") && std::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 #[cfg(test)]
 thread_local! {
     /// The widest build [`Build::of`] may choose on this thread ([`with_widest`]).
     static WIDEST: std::cell::Cell<Build> = const { std::cell::Cell::new(Build::Avx512) };
+    /// Whether a plan made on this thread may take the table's bytes ([`with_byte_tables`]).
+    static BYTES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// `f` run with plans made on this thread taking the table's bytes only where `bytes` (and
+/// the CPU has byte permutes), so that the tests run the direct tasks both ways.
+#[cfg(test)]
+pub(in crate::approx::gemm) fn with_byte_tables<R>(bytes: bool, f: impl FnOnce() -> R) -> R {
+    let before = BYTES.replace(bytes);
+    let out = f();
+    BYTES.set(before);
+    out
 }
 
 /// `f` run with [`Build::of`] choosing at most `widest` on this thread (the plan chooses its

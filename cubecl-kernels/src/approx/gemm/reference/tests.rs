@@ -235,17 +235,25 @@ fn the_table_expansion_gives_the_per_product_bits() {
             "m = {bits}"
         );
         // every build the CPU runs (the portable one, AVX2, AVX-512, each SIMD build with its
-        // direct way for few rows) gives the per-product bits
+        // direct way for few rows; AVX-512's with and without the table's bytes) gives the
+        // per-product bits
         let every_build = |lhs: &[f32], rhs: &[f32], dims: [usize; 4], what: &str| {
             let direct = gemm_impl(lhs, rhs, dims, &mul, avx2_available(), false);
             for build in expand::builds_here() {
-                let expanded = expanded_by(build, lhs, rhs, dims, &mul);
-                for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "m = {bits}, {what}, {build:?} [{i}]: {a} vs {b}"
-                    );
+                for bytes in [true, false] {
+                    if !bytes && build != expand::Build::Avx512 {
+                        continue;
+                    }
+                    let expanded = expand::with_byte_tables(bytes, || {
+                        expanded_by(build, lhs, rhs, dims, &mul)
+                    });
+                    for (i, (a, b)) in direct.iter().zip(&expanded).enumerate() {
+                        assert_eq!(
+                            a.to_bits(),
+                            b.to_bits(),
+                            "m = {bits}, {what}, {build:?}, bytes {bytes} [{i}]: {a} vs {b}"
+                        );
+                    }
                 }
             }
         };
