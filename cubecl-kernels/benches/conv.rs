@@ -2,8 +2,9 @@
 //! native convolution of ndarray's GEMM routes) at batch 64, every core, against the forward
 //! product's GEMM alone on columns made beforehand.
 //!
-//! Shapes: ResNet-18-w16's 3 × 3 convolutions at CIFAR-10's sizes (padding 1: each stage's
-//! stride-1 layer, and the first stage's stride-2 downsampling, whose rows are not contiguous),
+//! Shapes: ResNet-18-w16's 3 × 3 convolutions at CIFAR-10's sizes (padding 1: the stem, each
+//! stage's stride-1 layer, and the first stage's stride-2 downsampling, whose rows are not
+//! contiguous),
 //! LeNet-5's two 5 × 5 layers (the first padded by 2, the second unpadded).
 //!
 //! Groups `conv_host_<shape>`, rows:
@@ -29,7 +30,8 @@ use std::time::Duration;
 const BATCH: usize = 64;
 
 /// (name, input channels, input side, output channels, kernel, stride, padding).
-const SHAPES: [(&str, usize, usize, usize, usize, usize, usize); 7] = [
+const SHAPES: [(&str, usize, usize, usize, usize, usize, usize); 8] = [
+    ("r18w16_3x32", 3, 32, 16, 3, 1, 1),
     ("r18w16_16x32", 16, 32, 16, 3, 1, 1),
     ("r18w16_16x32_s2", 16, 32, 32, 3, 2, 1),
     ("r18w16_32x16", 32, 16, 32, 3, 1, 1),

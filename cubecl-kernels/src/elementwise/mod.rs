@@ -19,7 +19,8 @@
 //! outputs passing the gradient), or the chain of them burn-backend's default composite runs
 //! (sigmoid's backward's four passes, GELU's backward's fourteen), so the results equal
 //! burn-ndarray's bit for bit: nothing is summed, so no order of additions can differ, and the
-//! functions are the same calls burn-ndarray makes ([`activation`]).
+//! functions are the same calls burn-ndarray makes ([`activation`]), or, for tanh, vectors whose
+//! rounded values are that call's bit for bit ([`wide`]).
 
 pub mod activation;
 pub mod wide;

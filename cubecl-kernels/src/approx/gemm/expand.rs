@@ -23,8 +23,8 @@
 //! rows' sums are whole vectors of 8. Elsewhere (and in the tests, to check one against the
 //! others) a portable loop builds the same rows entry by entry. The packed side is read in place
 //! through its strides (a value's sign and exponent bits are its scale, its top `m` mantissa
-//! bits its key: no encoded copy); the expanded side is encoded once into keys and scales (the
-//! AVX2 direct way reads it in place too). Each task adds into a per-thread buffer of sums and
+//! bits its key: no encoded copy); the expanded side is encoded once into keys and scales,
+//! except in the direct tasks of a packed side of few rows, which read it in place too. Each task adds into a per-thread buffer of sums and
 //! writes its own rectangle of the output (the transposed product 16 rows at a time, each
 //! output row's run one contiguous write), so the write-back runs on every thread.
 //!
@@ -86,7 +86,8 @@ const DIRECT_LANES: usize = 4;
 /// tables. AVX-512: at most a quarter as many rows as keys; at each step each row's entry is
 /// picked from its key's table row by the lanes' keys, as an expanded entry is (per row and
 /// step a table row's `2^m` values read and permuted, which costs less than expanding every
-/// key for a step's few rows). AVX2: fewer rows than the expansion needs ([`min_rows`]); at
+/// key for a step's few rows; the lanes read in place, and the table's rows as bytes where the
+/// CPU has byte permutes: `avx512/direct.rs`). AVX2: fewer rows than the expansion needs ([`min_rows`]); at
 /// each step each row's entries are read one by one from its key's entries of the lanes'
 /// table columns, the lanes read in place (`avx2::direct_in_place`). Never in the portable
 /// build.
