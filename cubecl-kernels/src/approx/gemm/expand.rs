@@ -374,9 +374,7 @@ impl Plan {
                         let sum = (bits, sum == Sum::Fused);
                         avx2::direct_in_place(a, (expanded, bt), dims, by_expanded, sum, sums)
                     },
-                    // SAFETY: `Build::of` chose the AVX-512 build: the CPU supports AVX-512F;
-                    // `expanded` passed `avx512::fits`; the plan holds the table's bytes only
-                    // where the CPU supports AVX-512 VBMI and BW.
+                    // SAFETY: `Build::of` chose the AVX-512 build: the CPU supports AVX-512F.
                     #[cfg(target_arch = "x86_64")]
                     (true, _) => unsafe {
                         let sum = (bits, sum == Sum::Fused);

@@ -181,11 +181,11 @@ pub(super) unsafe fn task(
 
 /// A task of few rows ([`super::direct`]) with its lanes read in place: `expanded`'s batch
 /// entry `bt` (`direct::in_place`; `expanded` must pass [`fits`]). `bytes`: the table by the
-/// packed side's key as bytes (`layouts::BYTE_ROW` a row), where the CPU supports AVX-512 VBMI and
-/// BW. `by_packed`, `bits` and `fused` as for [`task`].
+/// packed side's key as bytes (`layouts::BYTE_ROW` a row), read where the CPU supports
+/// AVX-512 VBMI and BW. `by_packed`, `bits` and `fused` as for [`task`].
 ///
 /// # Safety
-/// The CPU must support AVX-512F, and AVX-512 VBMI and BW where `bytes` is given.
+/// The CPU must support AVX-512F.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn direct_task(
     a: Rows<'_>,

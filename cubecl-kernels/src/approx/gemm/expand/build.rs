@@ -56,13 +56,19 @@ fn fma_available() -> bool {
     }
 }
 
-/// Whether the CPU has AVX-512 VBMI and BW (byte permutes): the AVX-512 build's direct tasks
-/// then pick the table's entries as bytes (`avx512/direct.rs`).
+/// Whether plans made on this thread hold the table's bytes: the CPU has byte permutes
+/// ([`byte_permutes`]; the AVX-512 build's direct tasks then pick the table's entries as
+/// bytes, `avx512/direct.rs`).
 pub(super) fn bytes_available() -> bool {
     #[cfg(test)]
     if !BYTES.get() {
         return false;
     }
+    byte_permutes()
+}
+
+/// Whether the CPU has AVX-512 VBMI and BW (byte permutes).
+pub(super) fn byte_permutes() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx512vbmi") && std::is_x86_feature_detected!("avx512bw")

@@ -39,8 +39,8 @@ const RUNS: usize = 4;
 /// offsets follow one another, where each vector has at most [`RUNS`]; else a gather) and
 /// split into keys and scales, with no packed copy of the side (LeNet-5's conv1 weight
 /// gradient packed 1.25 M values, by runs of its five taps, with a zeroed allocation for each
-/// chunk of `k`). With `bytes` (the table as bytes, [`BYTE_ROW`]; the CPU must support
-/// AVX-512 VBMI and BW) the entries come from byte permutes ([`by_bytes`]), else by
+/// chunk of `k`). With `bytes` (the table as bytes, [`BYTE_ROW`]), where the CPU supports
+/// AVX-512 VBMI and BW, the entries come from byte permutes ([`by_bytes`]), else by
 /// [`lookup`]. The same products in the same order. `expanded`'s values must lie below
 /// `i32::MAX` ([`fits`]).
 #[target_feature(enable = "avx512f")]
@@ -56,6 +56,9 @@ pub(super) fn in_place<const G: usize, const V: usize, const BITS: u32, const FU
         fits(&expanded) && lanes <= 16 * V && c0 + lanes <= expanded.rows,
         "in-place direct task"
     );
+    // the plan holds bytes only where the CPU has byte permutes; checked here too, so that the
+    // byte path's soundness does not rest on the caller
+    let bytes = bytes.filter(|_| super::super::build::byte_permutes());
     // the lanes' offsets from a step's value of entry `bt` (padded lanes: none, masked off)
     let base = expanded.base + bt * expanded.batch;
     let offset = |v: usize, l: usize| expanded.row.at(c0 + 16 * v + l);
@@ -142,7 +145,7 @@ pub(super) fn in_place<const G: usize, const V: usize, const BITS: u32, const FU
         }
         let chunk = (keys.as_flattened(), scales.as_flattened());
         match bytes {
-            // SAFETY: the caller passes bytes only where the CPU supports AVX-512 VBMI and BW.
+            // SAFETY: the CPU supports AVX-512 VBMI and BW (checked above).
             Some(bytes) if BITS <= 7 => unsafe {
                 chunk_by_bytes::<V, BITS, FUSED>(&a, [k0, k1], chunk, lanes, bytes, sums)
             },
