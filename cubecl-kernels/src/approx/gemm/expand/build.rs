@@ -91,19 +91,26 @@ thread_local! {
 /// the CPU has byte permutes), so that the tests run the direct tasks both ways.
 #[cfg(test)]
 pub(in crate::approx::gemm) fn with_byte_tables<R>(bytes: bool, f: impl FnOnce() -> R) -> R {
-    let before = BYTES.replace(bytes);
-    let out = f();
-    BYTES.set(before);
-    out
+    with_set(&BYTES, bytes, f)
 }
 
 /// `f` run with [`Build::of`] choosing at most `widest` on this thread (the plan chooses its
 /// build on the calling thread), so that the tests run every build the CPU has.
 #[cfg(test)]
 pub(in crate::approx::gemm) fn with_widest<R>(widest: Build, f: impl FnOnce() -> R) -> R {
-    let before = WIDEST.replace(widest);
+    with_set(&WIDEST, widest, f)
+}
+
+/// `f` run with this thread's `cell` set to `value`, then set back.
+#[cfg(test)]
+fn with_set<T: Copy, R>(
+    cell: &'static std::thread::LocalKey<std::cell::Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    let before = cell.replace(value);
     let out = f();
-    WIDEST.set(before);
+    cell.set(before);
     out
 }
 
